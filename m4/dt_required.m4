@@ -1,0 +1,69 @@
+# dt_required.m4: dtrain's checks for its required libraries (HDF5, TurboJPEG, a CBLAS).
+# Each macro fills <NAME>_CFLAGS / <NAME>_LIBS (overridable by the user, as pkg-config's macro allows)
+# and stops configure with one clear message when the library is missing.
+
+# DT_VERIFY_LIB(NAME, HEADER, FUNCTION, WHAT): compile and link a call of FUNCTION from HEADER with
+# NAME_CFLAGS and NAME_LIBS, or stop with a message about WHAT.
+AC_DEFUN([DT_VERIFY_LIB], [
+  dt_save_CPPFLAGS=$CPPFLAGS; dt_save_LIBS=$LIBS
+  CPPFLAGS="$CPPFLAGS $$1_CFLAGS"; LIBS="$$1_LIBS $LIBS"
+  AC_MSG_CHECKING([whether $4 ($3 from $2) links])
+  AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <$2>]], [[void (*volatile fp)(void) = (void (*)(void))$3; return fp == 0;]])],
+    [AC_MSG_RESULT([yes])],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([$4 is required but $3 from <$2> did not compile and link with $1_CFLAGS='$$1_CFLAGS' $1_LIBS='$$1_LIBS'; on Debian: apt-get install $5])])
+  CPPFLAGS=$dt_save_CPPFLAGS; LIBS=$dt_save_LIBS
+])
+
+# DT_CHECK_HDF5: HDF5 1.10 or newer through pkg-config (hdf5, then hdf5-serial), else h5cc.
+AC_DEFUN([DT_CHECK_HDF5], [
+  AC_ARG_VAR([HDF5_CFLAGS], [C compiler flags for HDF5, overriding pkg-config and h5cc])
+  AC_ARG_VAR([HDF5_LIBS], [linker flags for HDF5, overriding pkg-config and h5cc])
+  dt_hdf5_pc=
+  AS_IF([test -z "$HDF5_LIBS"], [
+    PKG_CHECK_EXISTS([hdf5], [dt_hdf5_pc=hdf5], [PKG_CHECK_EXISTS([hdf5-serial], [dt_hdf5_pc=hdf5-serial])])
+    AS_IF([test -n "$dt_hdf5_pc"],
+      [HDF5_CFLAGS=`$PKG_CONFIG --cflags $dt_hdf5_pc`; HDF5_LIBS=`$PKG_CONFIG --libs $dt_hdf5_pc`
+       HDF5_VERSION_FOUND=`$PKG_CONFIG --modversion $dt_hdf5_pc`],
+      [AC_PATH_PROGS([DT_H5CC], [h5cc h5pcc])
+       AS_IF([test -n "$DT_H5CC"], [
+         # h5cc -show prints the wrapped compiler line: keep its -I/-D and -L/-l/-Wl words.
+         dt_h5show=`$DT_H5CC -show 2>/dev/null`
+         for dt_w in $dt_h5show; do
+           AS_CASE([$dt_w], [-I*|-D*], [HDF5_CFLAGS="$HDF5_CFLAGS $dt_w"],
+                            [-L*|-l*|-Wl,*], [HDF5_LIBS="$HDF5_LIBS $dt_w"])
+         done
+         AS_CASE([" $HDF5_LIBS "], [*" -lhdf5 "*], [], [HDF5_LIBS="$HDF5_LIBS -lhdf5"])])])])
+  AC_MSG_CHECKING([for HDF5])
+  AC_MSG_RESULT([${dt_hdf5_pc:-${DT_H5CC:-user flags}}: $HDF5_CFLAGS $HDF5_LIBS])
+  DT_VERIFY_LIB([HDF5], [hdf5.h], [H5open], [HDF5], [libhdf5-dev])
+  dt_save_CPPFLAGS=$CPPFLAGS; CPPFLAGS="$CPPFLAGS $HDF5_CFLAGS"
+  AC_MSG_CHECKING([whether HDF5 is 1.10 or newer])
+  AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <hdf5.h>
+#if !H5_VERSION_GE(1, 10, 0)
+#error too old
+#endif]])], [AC_MSG_RESULT([yes])], [AC_MSG_RESULT([no]); AC_MSG_ERROR([HDF5 1.10 or newer is required])])
+  CPPFLAGS=$dt_save_CPPFLAGS
+])
+
+# DT_CHECK_TURBOJPEG: libjpeg-turbo's TurboJPEG API.
+AC_DEFUN([DT_CHECK_TURBOJPEG], [
+  PKG_CHECK_MODULES([TURBOJPEG], [libturbojpeg], [],
+    [AC_MSG_NOTICE([no pkg-config file for libturbojpeg; trying -lturbojpeg])
+     TURBOJPEG_CFLAGS=; TURBOJPEG_LIBS=-lturbojpeg])
+  DT_VERIFY_LIB([TURBOJPEG], [turbojpeg.h], [tjInitDecompress], [libjpeg-turbo (TurboJPEG API)], [libturbojpeg0-dev])
+  dt_save_CPPFLAGS=$CPPFLAGS; CPPFLAGS="$CPPFLAGS $TURBOJPEG_CFLAGS"
+  AC_CHECK_HEADERS([jconfig.h])
+  CPPFLAGS=$dt_save_CPPFLAGS
+])
+
+# DT_CHECK_BLAS: a CBLAS, OpenBLAS by default (BLAS_CFLAGS/BLAS_LIBS select another).
+AC_DEFUN([DT_CHECK_BLAS], [
+  PKG_CHECK_MODULES([BLAS], [openblas], [],
+    [AC_MSG_NOTICE([no pkg-config file for openblas; trying -lopenblas])
+     BLAS_CFLAGS=; BLAS_LIBS=-lopenblas])
+  DT_VERIFY_LIB([BLAS], [cblas.h], [cblas_sgemm], [a CBLAS (OpenBLAS)], [libopenblas-dev])
+  dt_save_LIBS=$LIBS; LIBS="$BLAS_LIBS $LIBS"
+  AC_CHECK_FUNCS([openblas_get_config openblas_set_num_threads])
+  LIBS=$dt_save_LIBS
+])

@@ -1,0 +1,49 @@
+/* check_hdf5.c: HDF5's half of the checked calls: quiet the library, describe its error stack. */
+#include "config.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util/check.h"
+
+void dt_check_hdf5_init(void)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
+
+struct walk {
+    char outer[256]; /* the API-level description */
+    char inner[512]; /* the most specific one */
+    int n;
+};
+
+static herr_t walk_cb(unsigned n, const H5E_error2_t *err, void *data)
+{
+    struct walk *w = data;
+    const char *d = err->desc ? err->desc : "";
+    if (n == 0)
+        snprintf(w->outer, sizeof w->outer, "%s(): %s", err->func_name ? err->func_name : "?", d);
+    snprintf(w->inner, sizeof w->inner, "%s", d);
+    w->n++;
+    return 0;
+}
+
+static _Thread_local char hdf5_buf[800];
+
+const char *dt_errstr_hdf5(long long rc, int saved_errno)
+{
+    (void)rc;
+    (void)saved_errno;
+    struct walk w = {.n = 0};
+    hid_t stack = H5Eget_current_stack(); /* takes the stack and clears it for the next call */
+    if (stack < 0 || H5Ewalk2(stack, H5E_WALK_DOWNWARD, walk_cb, &w) < 0 || w.n == 0)
+        snprintf(hdf5_buf, sizeof hdf5_buf, "no HDF5 error stack");
+    else if (w.n == 1 || strcmp(w.inner, w.outer) == 0)
+        snprintf(hdf5_buf, sizeof hdf5_buf, "%s", w.outer);
+    else
+        snprintf(hdf5_buf, sizeof hdf5_buf, "%s: %s", w.outer, w.inner);
+    if (stack >= 0)
+        H5Eclose_stack(stack);
+    return hdf5_buf;
+}

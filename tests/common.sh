@@ -1,0 +1,19 @@
+# common.sh: sourced by every shell test. Strict mode, the build's paths, a private temporary
+# directory removed on exit, and helpers. Exit 77 means skipped; the reason goes to the test's log.
+set -eu
+: "${top_srcdir:?run through make check}" "${top_builddir:?run through make check}"
+DT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-test.XXXXXX")
+trap 'rm -rf "$DT_TMP"' EXIT
+DTRAIN="$top_builddir/dtrain"
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+pass() { echo "ok: $*"; }
+
+# expect_status WANT CMD...: run CMD with stdout/stderr into $DT_TMP/out and $DT_TMP/err and
+# fail unless it exits with WANT.
+expect_status() {
+  want=$1; shift
+  set +e; "$@" >"$DT_TMP/out" 2>"$DT_TMP/err"; got=$?; set -e
+  [ "$got" -eq "$want" ] || { cat "$DT_TMP/out" "$DT_TMP/err"; fail "'$*' exited $got, expected $want"; }
+}
