@@ -48,7 +48,7 @@ int main(void)
         TAP_OK(said("--epochs: '"), "and named");
     }
     TAP_OK(dt_parse_long("--epochs", NULL, 1, 100000, &v) == DT_ERR_INPUT, "missing value refused");
-    take();
+    free(take());
     TAP_OK(dt_parse_long("--epochs", "0", 1, 100000, &v) == DT_ERR_INPUT && v == 11, "below range refused");
     TAP_OK(said("--epochs: 0 is out of range (expected 1..100000)"), "range in message");
     TAP_OK(dt_parse_long("--n", "9223372036854775807", 0, LONG_MAX, &v) == DT_OK && v == LONG_MAX, "LONG_MAX");
