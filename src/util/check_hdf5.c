@@ -13,8 +13,9 @@ void dt_check_hdf5_init(void)
 }
 
 struct walk {
-    char outer[256]; /* the API-level description */
-    char inner[512]; /* the most specific one */
+    char func[64];   /* the API function */
+    char outer[256]; /* its description */
+    char inner[512]; /* the most specific description */
     int n;
 };
 
@@ -22,14 +23,16 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *err, void *data)
 {
     struct walk *w = data;
     const char *d = err->desc ? err->desc : "";
-    if (n == 0)
-        snprintf(w->outer, sizeof w->outer, "%s(): %s", err->func_name ? err->func_name : "?", d);
+    if (n == 0) {
+        snprintf(w->func, sizeof w->func, "%s", err->func_name ? err->func_name : "?");
+        snprintf(w->outer, sizeof w->outer, "%s", d);
+    }
     snprintf(w->inner, sizeof w->inner, "%s", d);
     w->n++;
     return 0;
 }
 
-static _Thread_local char hdf5_buf[800];
+static _Thread_local char hdf5_buf[1024]; /* room for func + outer + inner */
 
 const char *dt_errstr_hdf5(long long rc, int saved_errno)
 {
@@ -39,10 +42,10 @@ const char *dt_errstr_hdf5(long long rc, int saved_errno)
     hid_t stack = H5Eget_current_stack(); /* takes the stack and clears it for the next call */
     if (stack < 0 || H5Ewalk2(stack, H5E_WALK_DOWNWARD, walk_cb, &w) < 0 || w.n == 0)
         snprintf(hdf5_buf, sizeof hdf5_buf, "no HDF5 error stack");
-    else if (w.n == 1 || strcmp(w.inner, w.outer) == 0)
-        snprintf(hdf5_buf, sizeof hdf5_buf, "%s", w.outer);
+    else if (strncmp(w.inner, w.outer, strlen(w.outer)) == 0) /* the inner one says it all */
+        snprintf(hdf5_buf, sizeof hdf5_buf, "%s(): %s", w.func, w.inner);
     else
-        snprintf(hdf5_buf, sizeof hdf5_buf, "%s: %s", w.outer, w.inner);
+        snprintf(hdf5_buf, sizeof hdf5_buf, "%s(): %s: %s", w.func, w.outer, w.inner);
     if (stack >= 0)
         H5Eclose_stack(stack);
     return hdf5_buf;

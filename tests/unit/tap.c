@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
+
 static int n_run, n_failed;
 
 int tap_ok_at(int cond, const char *file, int line, const char *fmt, ...)
@@ -96,4 +98,32 @@ int tap_count_lines(const char *text)
     for (const char *p = text; p && *p; p++)
         n += *p == '\n';
     return n;
+}
+
+static FILE *log_capture;
+
+void tap_log_begin(void)
+{
+    log_capture = tmpfile();
+    if (!log_capture) {
+        perror("tap_log_begin: tmpfile");
+        exit(99); /* a hard error for the harness */
+    }
+    dt_log_set_stream(log_capture);
+}
+
+char *tap_log_take(void)
+{
+    char *s = tap_slurp(log_capture);
+    fclose(log_capture);
+    tap_log_begin();
+    return s ? s : calloc(1, 1);
+}
+
+void tap_log_end(void)
+{
+    dt_log_set_stream(NULL);
+    if (log_capture)
+        fclose(log_capture);
+    log_capture = NULL;
 }

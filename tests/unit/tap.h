@@ -16,6 +16,12 @@ void tap_skip(const char *why, const char *fmt, ...) __attribute__((format(print
 int tap_skip_all(const char *why);
 int tap_done(void);
 
+/* Send dtrain's log lines to a temporary file from now on (tap_log_end restores stderr). */
+void tap_log_begin(void);
+/* The log lines written since tap_log_begin or the last tap_log_take (malloc'd; the caller frees). */
+char *tap_log_take(void);
+void tap_log_end(void);
+
 /* The whole contents of f from its start, NUL-terminated (malloc'd; the caller frees), or NULL. */
 char *tap_slurp(FILE *f);
 /* Does text match the POSIX extended regular expression re? (A bad re fails the test.) */

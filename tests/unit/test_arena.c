@@ -31,8 +31,7 @@ static int carve(dt_arena *a, size_t *off)
 
 int main(void)
 {
-    FILE *cap = tmpfile();
-    dt_log_set_stream(cap);
+    tap_log_begin();
 
     dt_arena plan;
     size_t poff[NS], roff[NS];
@@ -64,12 +63,12 @@ int main(void)
     TAP_OK(zero, "fresh memory is zeroed and writable");
 
     size_t used = dt_arena_mark(&a);
-    char *s = tap_slurp(cap);
+    char *s = tap_log_take();
     TAP_OK(s && s[0] == '\0', "nothing logged so far");
     free(s);
     TAP_OK(dt_arena_push(&a, need) == DT_ARENA_FAIL && dt_arena_mark(&a) == used, "exhaustion refused, arena unchanged");
     TAP_OK(dt_arena_push(&a, SIZE_MAX - 3) == DT_ARENA_FAIL, "overflowing size refused");
-    s = tap_slurp(cap);
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 2 && strstr(s, "arena activations: out of space") &&
                strstr(s, "arena activations: a piece of"),
            "both refusals name the arena: %s", s);
@@ -101,7 +100,6 @@ int main(void)
     TAP_OK(dt_arena_init(&big, "huge", SIZE_MAX - 10) == DT_ERR_NOMEM && big.base == NULL,
            "an impossible size is refused with DT_ERR_NOMEM");
     dt_arena_free(&big);
-    dt_log_set_stream(NULL);
-    fclose(cap);
+    tap_log_end();
     return tap_done();
 }

@@ -28,23 +28,13 @@
 #include "util/check.h"
 #include "util/log.h"
 
-static FILE *cap;
 static int fail_line; /* the line of the checked call that failed last */
-
-static char *take(void)
-{
-    char *s = tap_slurp(cap);
-    fclose(cap);
-    cap = tmpfile();
-    dt_log_set_stream(cap);
-    return s;
-}
 
 /* The captured log must be exactly one error line from FUNC at this file's fail_line containing
  * every one of the NULL-terminated fragments. */
 static void expect_line(const char *what, const char *func, ...)
 {
-    char *s = take();
+    char *s = tap_log_take();
     char re[256];
     snprintf(re, sizeof re, "^[-0-9T:.]+ \\[rank 1/2 testhost\\] error: .* in %s at [^ ]*test_check\\.c:%d\n$", func,
              fail_line);
@@ -195,8 +185,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     (void)argv;
-    cap = tmpfile();
-    dt_log_set_stream(cap);
+    tap_log_begin();
     dt_log_set_rank(1, 2);
     dt_log_set_host("testhost");
 
@@ -214,7 +203,7 @@ int main(int argc, char **argv)
     expect_line("SYS", "sys_fails", "system call failed: open(\"/nonexistent/dtrain\", O_RDONLY) -> -1",
                 "(No such file or directory)", NULL);
     TAP_OK(sys_succeeds() == DT_OK, "SYS: succeeding calls return DT_OK");
-    char *s = take();
+    char *s = tap_log_take();
     TAP_OK(s[0] == '\0', "and log nothing");
     free(s);
 
@@ -246,18 +235,18 @@ int main(int argc, char **argv)
     expect_line("HDF5", "hdf5_fails", "HDF5 call failed: f = H5Fopen(\"/nonexistent/shard-00000.h5\", H5F_ACC_RDONLY, H5P_DEFAULT) -> -1",
                 "unable to open file", "No such file or directory", NULL);
     TAP_OK(hdf5_fails_again() == DT_ERR_HDF5, "HDF5: a second failure");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 1 && strstr(s, "H5Dopen2") && !strstr(s, "shard-00000"),
            "describes its own error, not the previous one: %s", s);
     free(s);
 
     TAP_OK(relays() == DT_ERR_SYS, "DT_TRY relays the status");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 1, "and adds nothing at the default level");
     free(s);
     dt_log_set_level(DT_LOG_DEBUG);
     relays();
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 2 && tap_match(s, "debug:   from relays at [^ ]*test_check\\.c:[0-9]+: sys_fails\\(\\) -> system error"),
            "and one debug frame at debug level: %s", s);
     free(s);
@@ -294,7 +283,6 @@ int main(int argc, char **argv)
 #else
     tap_skip("built without CUDA", "CUDA, cuBLAS, cuDNN and NCCL instances");
 #endif
-    dt_log_set_stream(NULL);
-    fclose(cap);
+    tap_log_end();
     return tap_done();
 }

@@ -11,21 +11,11 @@
 #include "util/cli.h"
 #include "util/log.h"
 
-static FILE *cap;
-
-static char *take(void)
-{
-    char *s = tap_slurp(cap);
-    fclose(cap);
-    cap = tmpfile();
-    dt_log_set_stream(cap);
-    return s;
-}
 
 /* one error line containing want */
 static int said(const char *want)
 {
-    char *s = take();
+    char *s = tap_log_take();
     int ok = tap_count_lines(s) == 1 && strstr(s, want) != NULL;
     if (!ok)
         tap_diag("log was: %s", s);
@@ -35,8 +25,7 @@ static int said(const char *want)
 
 int main(void)
 {
-    cap = tmpfile();
-    dt_log_set_stream(cap);
+    tap_log_begin();
     long v = -7;
     TAP_OK(dt_parse_long("--epochs", "90", 1, 100000, &v) == DT_OK && v == 90, "--epochs 90");
     TAP_OK(dt_parse_long("--x", "-3", -5, 5, &v) == DT_OK && v == -3, "negative in range");
@@ -48,7 +37,7 @@ int main(void)
         TAP_OK(said("--epochs: '"), "and named");
     }
     TAP_OK(dt_parse_long("--epochs", NULL, 1, 100000, &v) == DT_ERR_INPUT, "missing value refused");
-    free(take());
+    free(tap_log_take());
     TAP_OK(dt_parse_long("--epochs", "0", 1, 100000, &v) == DT_ERR_INPUT && v == 11, "below range refused");
     TAP_OK(said("--epochs: 0 is out of range (expected 1..100000)"), "range in message");
     TAP_OK(dt_parse_long("--n", "9223372036854775807", 0, LONG_MAX, &v) == DT_OK && v == LONG_MAX, "LONG_MAX");
@@ -92,7 +81,6 @@ int main(void)
                "'%s' refused", badl[i]);
         TAP_OK(said("--lr-steps: "), "and named");
     }
-    dt_log_set_stream(NULL);
-    fclose(cap);
+    tap_log_end();
     return tap_done();
 }

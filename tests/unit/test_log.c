@@ -12,17 +12,6 @@
 
 #define STAMP "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3} "
 
-static FILE *cap;
-
-/* captured output since the last call */
-static char *take(void)
-{
-    char *s = tap_slurp(cap);
-    fclose(cap);
-    cap = tmpfile();
-    dt_log_set_stream(cap);
-    return s;
-}
 
 static void *writer(void *arg)
 {
@@ -34,20 +23,19 @@ static void *writer(void *arg)
 
 int main(void)
 {
-    cap = tmpfile();
-    dt_log_set_stream(cap);
+    tap_log_begin();
     dt_log_set_rank(3, 8);
     dt_log_set_host("node2");
 
     dt_info("hello %d", 5);
-    char *s = take();
+    char *s = tap_log_take();
     TAP_OK(tap_match(s, STAMP "\\[rank 3/8 node2\\] info: hello 5\n$"), "line format: %s", s);
     TAP_OK(tap_count_lines(s) == 1, "one line");
     free(s);
 
     dt_log_set_device(1);
     dt_warn("w");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_match(s, STAMP "\\[rank 3/8 node2 gpu1\\] warn: w\n$"), "device shown: %s", s);
     free(s);
     dt_log_set_device(-1);
@@ -56,18 +44,18 @@ int main(void)
     dt_info("hidden");
     dt_debug("hidden");
     dt_error("shown");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 1 && strstr(s, "error: shown"), "threshold warn keeps error, drops info/debug");
     free(s);
     dt_log_set_level(DT_LOG_INFO);
 
     dt_log0(DT_LOG_INFO, "from rank 0 only");
-    s = take();
+    s = tap_log_take();
     TAP_OK(s[0] == '\0', "dt_log0 silent on rank 3");
     free(s);
     dt_log_set_rank(0, 8);
     dt_log0(DT_LOG_INFO, "from rank 0 only");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_match(s, "\\[rank 0/8 node2\\] info: from rank 0 only"), "dt_log0 writes on rank 0");
     free(s);
 
@@ -81,7 +69,7 @@ int main(void)
     TAP_OK(dt_log_get_level() == DT_LOG_DEBUG, "DT_LOG_LEVEL=debug honoured");
     setenv("DT_LOG_LEVEL", "loud", 1);
     dt_log_init();
-    s = take();
+    s = tap_log_take();
     TAP_OK(dt_log_get_level() == DT_LOG_DEBUG && tap_match(s, "warn: DT_LOG_LEVEL='loud' is not one of"),
            "bad DT_LOG_LEVEL warned about and ignored: %s", s);
     free(s);
@@ -92,20 +80,20 @@ int main(void)
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
     dt_info("%s", big);
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 1 && strlen(s) <= DT_LOG_LINE_MAX && tap_match(s, "x \\[\\.\\.\\.\\]\n$"),
            "long message cut to one line of at most %d bytes ending in [...] (%zu bytes)", DT_LOG_LINE_MAX, strlen(s));
     free(s);
 
     dt_info("ends in newline\n");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_count_lines(s) == 1, "trailing newline gives one line");
     free(s);
 
     errno = EDOM;
     dt_info("keep errno");
     TAP_OK(errno == EDOM, "errno preserved across a log call");
-    free(take());
+    free(tap_log_take());
 
     char path[] = "/tmp/dtrain-test-log-XXXXXX";
     int fd = mkstemp(path);
@@ -115,7 +103,7 @@ int main(void)
     dt_log_close_file();
     FILE *f = fopen(path, "r");
     char *fs = f ? tap_slurp(f) : NULL;
-    s = take();
+    s = tap_log_take();
     TAP_OK(fs && strstr(fs, "info: to both") && strstr(s, "info: to both"), "line in the stream and the file");
     free(fs);
     free(s);
@@ -123,7 +111,7 @@ int main(void)
         fclose(f);
     unlink(path);
     TAP_OK(dt_log_open_file("/nonexistent-dir/rank-0.log") == -1, "unopenable log file refused");
-    s = take();
+    s = tap_log_take();
     TAP_OK(tap_match(s, "error: cannot open log file /nonexistent-dir/rank-0.log: No such file"), "and says why: %s", s);
     free(s);
 
@@ -132,7 +120,7 @@ int main(void)
         pthread_create(&th[t], NULL, writer, (void *)t);
     for (int t = 0; t < 4; t++)
         pthread_join(th[t], NULL);
-    s = take();
+    s = tap_log_take();
     int lines = tap_count_lines(s), good = 0;
     for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n"))
         good += tap_match(line, STAMP "\\[rank 0/8 node2\\] info: thread [0-3] line [0-9]+ padding( padding){5}$");
@@ -144,13 +132,12 @@ int main(void)
     gethostname(host, sizeof host);
     host[strcspn(host, ".")] = '\0';
     dt_info("host");
-    s = take();
+    s = tap_log_take();
     char want[300];
     snprintf(want, sizeof want, "\\[rank 0/8 %s\\]", host);
     TAP_OK(tap_match(s, want), "default host is the short host name '%s'", host);
     free(s);
 
-    dt_log_set_stream(NULL);
-    fclose(cap);
+    tap_log_end();
     return tap_done();
 }
