@@ -1,0 +1,127 @@
+/* backend.h: the op table every compute backend fills (CPU now, CUDA later).
+ *
+ * Layers call these ops and never see which backend runs. Tensors are NHWC activations (rows of C
+ * contiguous channels), conv weights O,KH,KW,I/groups ("OHWI"), linear weights [out, in] as PyTorch
+ * has them, vectors [C]. Pointers are the backend's memory (host memory for the CPU backend).
+ *
+ * Gradient ops take `accumulate`: 0 overwrites the destination, 1 adds into it. That is how a value
+ * read by two layers (a residual input) sums its gradients, and how gradient accumulation over
+ * micro-batches works. Ops do not fail on valid descriptors (descriptors are validated when built);
+ * workspaces come from the caller (the model's arena), sized by the *_workspace members.
+ *
+ * Every member is required for a backend that runs models.
+ */
+#ifndef DT_NN_BACKEND_H
+#define DT_NN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A 2-D convolution: input [n, h, w, c], output [n, oh, ow, oc], weight [oc, kh, kw, c/groups]. */
+typedef struct dt_conv_desc {
+    int n, h, w, c;
+    int oc, oh, ow;
+    int kh, kw, sh, sw, ph, pw, dh, dw, groups;
+} dt_conv_desc;
+
+/* Fills d and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no
+ * convolution (channels not divisible by groups, output smaller than 1x1, ...). */
+int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh, int kw, int sh, int sw, int ph,
+                     int pw, int dh, int dw, int groups);
+
+/* Pooling: max pool with kernel/stride/padding (floor mode, dilation 1), or adaptive average pool
+ * to [oh, ow] (kernel fields unused). Input [n, h, w, c], output [n, oh, ow, c]. */
+typedef struct dt_pool_desc {
+    int n, h, w, c, oh, ow;
+    int kh, kw, sh, sw, ph, pw;
+} dt_pool_desc;
+
+/* Returns 0, or -1 when the pool makes no sense (padding over half the kernel, empty output). */
+int dt_pool_desc_set_max(dt_pool_desc *d, int n, int h, int w, int c, int k, int s, int p);
+int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int oh, int ow);
+
+/* Batch norm over rows = n*h*w of c channels. */
+typedef struct dt_bn_desc {
+    int64_t rows;
+    int c;
+    float eps, momentum;
+} dt_bn_desc;
+
+typedef struct dt_backend {
+    const char *name;
+
+    size_t (*conv_workspace)(const dt_conv_desc *d); /* bytes, for any of the three conv ops */
+    /* y = conv(x, w) + bias (bias may be NULL) */
+    void (*conv_fwd)(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
+    void (*conv_bwd_data)(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws);
+    /* dw (and dbias unless NULL) */
+    void (*conv_bwd_filter)(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
+                            int accumulate, void *ws);
+
+    /* Training mode: batch statistics (biased variance to normalise), saved mean and 1/sqrt(var+eps)
+     * for backward, running stats updated as PyTorch does (unbiased variance, momentum). */
+    void (*bn_fwd_train)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
+                         float *save_mean, float *save_invstd, float *running_mean, float *running_var);
+    void (*bn_fwd_infer)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
+                         const float *running_mean, const float *running_var, float *y);
+    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from the saved statistics */
+    void (*bn_bwd)(const dt_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean,
+                   const float *save_invstd, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
+                   int accumulate_params);
+
+    void (*relu_fwd)(int64_t n, const float *x, float *y);
+    /* from the output y: dx = dy where y > 0 */
+    void (*relu_bwd)(int64_t n, const float *y, const float *dy, float *dx, int accumulate);
+    void (*add_fwd)(int64_t n, const float *a, const float *b, float *y);
+    /* dst = src (accumulate 0) or dst += src */
+    void (*copy_grad)(int64_t n, const float *src, float *dst, int accumulate);
+
+    /* argmax holds, per output element, the index of the chosen input element within its image */
+    void (*maxpool_fwd)(const dt_pool_desc *d, const float *x, float *y, int32_t *argmax);
+    void (*maxpool_bwd)(const dt_pool_desc *d, const float *dy, const int32_t *argmax, float *dx, int accumulate);
+    void (*avgpool_fwd)(const dt_pool_desc *d, const float *x, float *y);
+    void (*avgpool_bwd)(const dt_pool_desc *d, const float *dy, float *dx, int accumulate);
+
+    /* y[n, out] = x[n, in] w[out, in]^T + b */
+    void (*linear_fwd)(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
+    void (*linear_bwd)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                       float *db, int accumulate_dx, int accumulate_params);
+
+    /* Inverted dropout: element i is kept with probability 1-p from hash(seed, i), kept values are
+     * scaled by 1/(1-p); mask[i] is 1 where kept. */
+    void (*dropout_fwd)(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask);
+    void (*dropout_bwd)(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate);
+
+    /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward */
+    void (*flatten_fwd)(int n, int h, int w, int c, const float *x, float *y);
+    void (*flatten_bwd)(int n, int h, int w, int c, const float *dy, float *dx, int accumulate);
+
+    /* Mean softmax cross-entropy over n rows of k logits with label smoothing eps (PyTorch's
+     * definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits = d(loss)/d(logits)
+     * when dlogits is not NULL. Returns the mean loss. Labels must be in [0, k). */
+    double (*xent)(int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits);
+
+    /* torch.optim.SGD on n elements: d = g + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d;
+     * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. buf may be NULL when
+     * momentum is 0. */
+    void (*sgd)(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
+                int nesterov, int first);
+
+    void (*fill)(int64_t n, float value, float *x);
+} dt_backend;
+
+/* The CPU backend: plain C11 + CBLAS, threads from OpenMP. */
+extern const dt_backend dt_backend_cpu;
+
+/* Threads for the CPU backend (OpenMP and BLAS). n <= 0: $OMP_NUM_THREADS, else all cores. */
+void dt_cpu_set_threads(int n);
+int dt_cpu_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

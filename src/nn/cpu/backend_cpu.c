@@ -1,0 +1,68 @@
+/* backend_cpu.c: the CPU backend's op table and its thread setting. */
+#include "config.h"
+
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <cblas.h>
+
+#include "nn/cpu/cpu.h"
+
+const dt_backend dt_backend_cpu = {
+    .name = "cpu",
+    .conv_workspace = dt_cpu_conv_workspace,
+    .conv_fwd = dt_cpu_conv_fwd,
+    .conv_bwd_data = dt_cpu_conv_bwd_data,
+    .conv_bwd_filter = dt_cpu_conv_bwd_filter,
+    .bn_fwd_train = dt_cpu_bn_fwd_train,
+    .bn_fwd_infer = dt_cpu_bn_fwd_infer,
+    .bn_bwd = dt_cpu_bn_bwd,
+    .relu_fwd = dt_cpu_relu_fwd,
+    .relu_bwd = dt_cpu_relu_bwd,
+    .add_fwd = dt_cpu_add_fwd,
+    .copy_grad = dt_cpu_copy_grad,
+    .maxpool_fwd = dt_cpu_maxpool_fwd,
+    .maxpool_bwd = dt_cpu_maxpool_bwd,
+    .avgpool_fwd = dt_cpu_avgpool_fwd,
+    .avgpool_bwd = dt_cpu_avgpool_bwd,
+    .linear_fwd = dt_cpu_linear_fwd,
+    .linear_bwd = dt_cpu_linear_bwd,
+    .dropout_fwd = dt_cpu_dropout_fwd,
+    .dropout_bwd = dt_cpu_dropout_bwd,
+    .flatten_fwd = dt_cpu_flatten_fwd,
+    .flatten_bwd = dt_cpu_flatten_bwd,
+    .xent = dt_cpu_xent,
+    .sgd = dt_cpu_sgd,
+    .fill = dt_cpu_fill,
+};
+
+static int cpu_threads = 1;
+
+void dt_cpu_set_threads(int n)
+{
+    if (n <= 0) {
+        const char *env = getenv("OMP_NUM_THREADS");
+        char *end = NULL;
+        long v = env ? strtol(env, &end, 10) : 0;
+        n = (env && *env && end && *end == '\0' && v > 0 && v <= 4096) ? (int)v : 0; /* else: all cores */
+#ifdef _OPENMP
+        if (n <= 0)
+            n = omp_get_num_procs();
+#endif
+        if (n <= 0)
+            n = 1;
+    }
+    cpu_threads = n;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
+    openblas_set_num_threads(n);
+#endif
+}
+
+int dt_cpu_threads(void)
+{
+    return cpu_threads;
+}

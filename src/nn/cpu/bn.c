@@ -1,0 +1,129 @@
+/* bn.c: CPU batch norm over NHWC rows (per-channel statistics over n*h*w rows).
+ * Sums are accumulated in double, in blocks of CB channels (OpenMP array reductions), so the result
+ * does not depend on the thread count beyond rounding of the final double sums. */
+#include "config.h"
+
+#include <math.h>
+
+#include "nn/cpu/cpu.h"
+
+#define CB 256
+
+void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
+                         float *save_mean, float *save_invstd, float *running_mean, float *running_var)
+{
+    const int64_t rows = d->rows;
+    const int c = d->c;
+    for (int c0 = 0; c0 < c; c0 += CB) {
+        const int cb = c - c0 < CB ? c - c0 : CB;
+        double sum[CB] = {0}, sq[CB] = {0};
+#pragma omp parallel for schedule(static) reduction(+ : sum[:CB])
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * c + c0;
+            for (int j = 0; j < cb; j++)
+                sum[j] += xr[j];
+        }
+        double mean[CB];
+        for (int j = 0; j < cb; j++)
+            mean[j] = sum[j] / (double)rows;
+#pragma omp parallel for schedule(static) reduction(+ : sq[:CB])
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * c + c0;
+            for (int j = 0; j < cb; j++) {
+                double t = xr[j] - mean[j];
+                sq[j] += t * t;
+            }
+        }
+        float scale[CB], shift[CB];
+        for (int j = 0; j < cb; j++) {
+            double var = sq[j] / (double)rows;
+            double invstd = 1.0 / sqrt(var + d->eps);
+            save_mean[c0 + j] = (float)mean[j];
+            save_invstd[c0 + j] = (float)invstd;
+            scale[j] = (float)(gamma[c0 + j] * invstd);
+            shift[j] = (float)(beta[c0 + j] - mean[j] * gamma[c0 + j] * invstd);
+            double unbiased = rows > 1 ? sq[j] / (double)(rows - 1) : var;
+            running_mean[c0 + j] = (float)((1.0 - d->momentum) * running_mean[c0 + j] + d->momentum * mean[j]);
+            running_var[c0 + j] = (float)((1.0 - d->momentum) * running_var[c0 + j] + d->momentum * unbiased);
+        }
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * c + c0;
+            float *yr = y + r * c + c0;
+            for (int j = 0; j < cb; j++)
+                yr[j] = xr[j] * scale[j] + shift[j];
+        }
+    }
+}
+
+void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
+                         const float *running_mean, const float *running_var, float *y)
+{
+    const int c = d->c;
+    for (int c0 = 0; c0 < c; c0 += CB) {
+        const int cb = c - c0 < CB ? c - c0 : CB;
+        float scale[CB], shift[CB];
+        for (int j = 0; j < cb; j++) {
+            double invstd = 1.0 / sqrt((double)running_var[c0 + j] + d->eps);
+            scale[j] = (float)(gamma[c0 + j] * invstd);
+            shift[j] = (float)(beta[c0 + j] - running_mean[c0 + j] * gamma[c0 + j] * invstd);
+        }
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < d->rows; r++) {
+            const float *xr = x + r * c + c0;
+            float *yr = y + r * c + c0;
+            for (int j = 0; j < cb; j++)
+                yr[j] = xr[j] * scale[j] + shift[j];
+        }
+    }
+}
+
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean,
+                   const float *save_invstd, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
+                   int accumulate_params)
+{
+    const int64_t rows = d->rows;
+    const int c = d->c;
+    for (int c0 = 0; c0 < c; c0 += CB) {
+        const int cb = c - c0 < CB ? c - c0 : CB;
+        double sdy[CB] = {0}, sdyx[CB] = {0}; /* sum dy, sum dy*(x-mean) */
+        float mean[CB];
+        for (int j = 0; j < cb; j++)
+            mean[j] = save_mean[c0 + j];
+#pragma omp parallel for schedule(static) reduction(+ : sdy[:CB], sdyx[:CB])
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
+            for (int j = 0; j < cb; j++) {
+                sdy[j] += dr[j];
+                sdyx[j] += (double)dr[j] * (xr[j] - mean[j]);
+            }
+        }
+        /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd */
+        float a[CB], b[CB], k[CB];
+        for (int j = 0; j < cb; j++) {
+            double invstd = save_invstd[c0 + j];
+            double dg = sdyx[j] * invstd, db = sdy[j];
+            if (accumulate_params) {
+                dgamma[c0 + j] += (float)dg;
+                dbeta[c0 + j] += (float)db;
+            } else {
+                dgamma[c0 + j] = (float)dg;
+                dbeta[c0 + j] = (float)db;
+            }
+            a[j] = (float)(gamma[c0 + j] * invstd);                            /* times dy */
+            k[j] = (float)(gamma[c0 + j] * invstd * invstd * invstd * sdyx[j] / (double)rows); /* times (x-mean) */
+            b[j] = (float)(gamma[c0 + j] * invstd * db / (double)rows);       /* constant */
+        }
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
+            float *o = dx + r * c + c0;
+            if (accumulate_dx)
+                for (int j = 0; j < cb; j++)
+                    o[j] += a[j] * dr[j] - k[j] * (xr[j] - mean[j]) - b[j];
+            else
+                for (int j = 0; j < cb; j++)
+                    o[j] = a[j] * dr[j] - k[j] * (xr[j] - mean[j]) - b[j];
+        }
+    }
+}

@@ -1,0 +1,183 @@
+/* conv.c: CPU convolution on NHWC tensors through im2col and CBLAS GEMM.
+ *
+ * Rows of the GEMMs are output pixels m = (image, oy, ox) over the whole batch, processed in chunks
+ * so the column buffer stays near CHUNK_BYTES (cache-friendly, and bounded for large inputs).
+ *   forward:       y[m, g*Og:(g+1)*Og]  = col_g[m, K] . W_g[Og, K]^T          K = kh*kw*Cg
+ *   backward data: dcol_g[m, K]         = dy[m, g-slice] . W_g, then scatter-added into dx (col2im)
+ *   backward filt: dW_g[Og, K]         += dy[m, g-slice]^T . col_g[m, K]
+ * A 1x1, stride-1, unpadded convolution needs no columns: x itself is the [m, C] matrix. */
+#include "config.h"
+
+#include <cblas.h>
+#include <string.h>
+
+#include "nn/backend.h"
+#include "nn/cpu/cpu.h"
+
+#define CHUNK_BYTES ((size_t)4 << 20)
+
+int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh, int kw, int sh, int sw, int ph,
+                     int pw, int dh, int dw, int groups)
+{
+    if (n < 1 || h < 1 || w < 1 || c < 1 || oc < 1 || kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0 ||
+        dh < 1 || dw < 1 || groups < 1 || c % groups || oc % groups)
+        return -1;
+    int oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
+    int ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
+    if (h + 2 * ph < dh * (kh - 1) + 1 || w + 2 * pw < dw * (kw - 1) + 1 || oh < 1 || ow < 1)
+        return -1;
+    *d = (dt_conv_desc){.n = n, .h = h, .w = w, .c = c, .oc = oc, .oh = oh, .ow = ow, .kh = kh, .kw = kw,
+                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups};
+    return 0;
+}
+
+static int is_pointwise(const dt_conv_desc *d)
+{
+    return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+}
+
+static int64_t col_k(const dt_conv_desc *d)
+{
+    return (int64_t)d->kh * d->kw * (d->c / d->groups);
+}
+
+/* rows per chunk: the column buffer of a chunk is about CHUNK_BYTES, at least one row */
+static int64_t chunk_rows(const dt_conv_desc *d)
+{
+    int64_t total = (int64_t)d->n * d->oh * d->ow;
+    int64_t r = (int64_t)(CHUNK_BYTES / ((size_t)col_k(d) * sizeof(float)));
+    if (r < 1)
+        r = 1;
+    return r < total ? r : total;
+}
+
+size_t dt_cpu_conv_workspace(const dt_conv_desc *d)
+{
+    if (is_pointwise(d))
+        return 0;
+    return (size_t)chunk_rows(d) * (size_t)col_k(d) * sizeof(float);
+}
+
+/* col[r, (ky, kx, cc)] = x[img, iy, ix, g*Cg + cc] for output rows m0..m0+rows, zero outside */
+static void im2col(const dt_conv_desc *d, const float *x, int g, int64_t m0, int64_t rows, float *col)
+{
+    const int cg = d->c / d->groups;
+    const int64_t k = col_k(d), hw = (int64_t)d->oh * d->ow;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t m = m0 + r, img = m / hw, rem = m % hw;
+        int oy = (int)(rem / d->ow), ox = (int)(rem % d->ow);
+        float *dst = col + r * k;
+        const float *xi = x + img * d->h * d->w * d->c + g * cg;
+        for (int ky = 0; ky < d->kh; ky++) {
+            int iy = oy * d->sh - d->ph + ky * d->dh;
+            for (int kx = 0; kx < d->kw; kx++, dst += cg) {
+                int ix = ox * d->sw - d->pw + kx * d->dw;
+                if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                    memset(dst, 0, (size_t)cg * sizeof(float));
+                else
+                    memcpy(dst, xi + ((int64_t)iy * d->w + ix) * d->c, (size_t)cg * sizeof(float));
+            }
+        }
+    }
+}
+
+/* dx[img, iy, ix, g*Cg + cc] += dcol[r, (ky, kx, cc)]; threads split the channels so no two write
+ * the same element */
+static void col2im(const dt_conv_desc *d, const float *dcol, int g, int64_t m0, int64_t rows, float *dx)
+{
+    const int cg = d->c / d->groups;
+    const int64_t k = col_k(d), hw = (int64_t)d->oh * d->ow;
+#pragma omp parallel
+    {
+        int nt = dt_omp_threads(), t = dt_omp_thread();
+        int c0 = (int)((int64_t)cg * t / nt), c1 = (int)((int64_t)cg * (t + 1) / nt);
+        for (int64_t r = 0; r < rows && c0 < c1; r++) {
+            int64_t m = m0 + r, img = m / hw, rem = m % hw;
+            int oy = (int)(rem / d->ow), ox = (int)(rem % d->ow);
+            const float *src = dcol + r * k;
+            float *xi = dx + img * d->h * d->w * d->c + g * cg;
+            for (int ky = 0; ky < d->kh; ky++) {
+                int iy = oy * d->sh - d->ph + ky * d->dh;
+                for (int kx = 0; kx < d->kw; kx++, src += cg) {
+                    int ix = ox * d->sw - d->pw + kx * d->dw;
+                    if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                        continue;
+                    float *o = xi + ((int64_t)iy * d->w + ix) * d->c;
+                    for (int cc = c0; cc < c1; cc++)
+                        o[cc] += src[cc];
+                }
+            }
+        }
+    }
+}
+
+void dt_cpu_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+{
+    const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups;
+    const int pointwise = is_pointwise(d);
+    for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
+        int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
+        for (int g = 0; g < d->groups; g++) {
+            const float *a = x + m0 * d->c + g * cg;
+            int lda = d->c;
+            if (!pointwise) {
+                im2col(d, x, g, m0, rows, ws);
+                a = ws;
+                lda = (int)k;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, og, (int)k, 1.0f, a, lda,
+                        w + (int64_t)g * og * k, (int)k, 0.0f, y + m0 * d->oc + g * og, d->oc);
+        }
+    }
+    if (bias)
+        dt_cpu_add_bias(total, d->oc, bias, y);
+}
+
+void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
+{
+    const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups;
+    if (is_pointwise(d)) { /* dx[m, g-slice] = dy[m, g-slice] . W_g */
+        for (int g = 0; g < d->groups; g++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)total, cg, og, 1.0f, dy + g * og, d->oc,
+                        w + (int64_t)g * og * k, (int)k, accumulate ? 1.0f : 0.0f, dx + g * cg, d->c);
+        return;
+    }
+    if (!accumulate)
+        dt_cpu_zero((int64_t)d->n * d->h * d->w * d->c, dx);
+    for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
+        int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
+        for (int g = 0; g < d->groups; g++) {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k, og, 1.0f,
+                        dy + m0 * d->oc + g * og, d->oc, w + (int64_t)g * og * k, (int)k, 0.0f, ws, (int)k);
+            col2im(d, ws, g, m0, rows, dx);
+        }
+    }
+}
+
+void dt_cpu_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
+                            int accumulate, void *ws)
+{
+    const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups;
+    const int pointwise = is_pointwise(d);
+    for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
+        int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
+        float beta = (m0 == 0 && !accumulate) ? 0.0f : 1.0f;
+        for (int g = 0; g < d->groups; g++) {
+            const float *b = x + m0 * d->c + g * cg;
+            int ldb = d->c;
+            if (!pointwise) {
+                im2col(d, x, g, m0, rows, ws);
+                b = ws;
+                ldb = (int)k;
+            }
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, og, (int)k, (int)rows, 1.0f, dy + m0 * d->oc + g * og,
+                        d->oc, b, ldb, beta, dw + (int64_t)g * og * k, (int)k);
+        }
+    }
+    if (dbias)
+        dt_cpu_column_sums(total, d->oc, dy, dbias, accumulate);
+}

@@ -1,0 +1,160 @@
+/* eltwise.c: CPU element-wise ops, helpers, dropout, flatten and the SGD update. */
+#include "config.h"
+
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "nn/cpu/cpu.h"
+#include "util/rng.h"
+
+int dt_omp_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
+int dt_omp_thread(void)
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+void dt_cpu_zero(int64_t n, float *x)
+{
+    dt_cpu_fill(n, 0.0f, x);
+}
+
+void dt_cpu_fill(int64_t n, float value, float *x)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] = value;
+}
+
+void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int j = 0; j < c; j++)
+            y[r * c + j] += bias[j];
+}
+
+void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate)
+{
+    for (int j = 0; j < c; j++) {
+        double s = 0;
+        for (int64_t r = 0; r < rows; r++)
+            s += y[r * c + j];
+        out[j] = accumulate ? out[j] + (float)s : (float)s;
+    }
+}
+
+void dt_cpu_relu_fwd(int64_t n, const float *x, float *y)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+}
+
+void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
+{
+    if (accumulate) {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+    } else {
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++)
+            dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    }
+}
+
+void dt_cpu_add_fwd(int64_t n, const float *a, const float *b, float *y)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+void dt_cpu_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
+{
+    if (!accumulate) {
+        memcpy(dst, src, (size_t)n * sizeof(float));
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask)
+{
+    /* keep when the top 24 bits of hash(seed, i) fall at or above p*2^24: exact for any thread split */
+    const uint32_t cut = (uint32_t)((double)p * (1u << 24));
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        uint8_t keep = (uint32_t)(dt_hash64(seed, (uint64_t)i) >> 40) >= cut;
+        mask[i] = keep;
+        y[i] = keep ? x[i] * scale : 0.0f;
+    }
+}
+
+void dt_cpu_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate)
+{
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float v = mask[i] ? dy[i] * scale : 0.0f;
+        dx[i] = accumulate ? dx[i] + v : v;
+    }
+}
+
+/* y[img, ch*h*w + y*w + x] = x[img, y, x, ch] */
+void dt_cpu_flatten_fwd(int n, int h, int w, int c, const float *x, float *y)
+{
+    const int64_t hw = (int64_t)h * w, per = hw * c;
+#pragma omp parallel for schedule(static)
+    for (int64_t img = 0; img < n; img++)
+        for (int64_t p = 0; p < hw; p++)
+            for (int ch = 0; ch < c; ch++)
+                y[img * per + ch * hw + p] = x[img * per + p * c + ch];
+}
+
+void dt_cpu_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, int accumulate)
+{
+    const int64_t hw = (int64_t)h * w, per = hw * c;
+#pragma omp parallel for schedule(static)
+    for (int64_t img = 0; img < n; img++)
+        for (int64_t p = 0; p < hw; p++)
+            for (int ch = 0; ch < c; ch++) {
+                float v = dy[img * per + ch * hw + p];
+                float *o = &dx[img * per + p * c + ch];
+                *o = accumulate ? *o + v : v;
+            }
+}
+
+void dt_cpu_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
+                int nesterov, int first)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (wd != 0.0f)
+            d += wd * p[i];
+        if (momentum != 0.0f) {
+            float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
+            buf[i] = b;
+            d = nesterov ? d + momentum * b : b;
+        }
+        p[i] -= lr * d;
+    }
+}

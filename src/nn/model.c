@@ -1,0 +1,704 @@
+/* model.c: building, planning, forward and backward of a model graph (contract in model.h). */
+#include "config.h"
+
+#include "nn/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/log.h"
+#include "util/rng.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* building                                                                                       */
+
+static int alloc_params(dt_model *m);
+
+static int grow(void **arr, int *cap, int need, size_t elem)
+{
+    if (need <= *cap)
+        return 0;
+    int nc = *cap ? *cap * 2 : 64;
+    while (nc < need)
+        nc *= 2;
+    void *p = realloc(*arr, (size_t)nc * elem);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = nc;
+    return 0;
+}
+
+static int new_value(dt_model *m, int c, int producer)
+{
+    if (m->build_error || grow((void **)&m->values, &m->cap_values, m->n_values + 1, sizeof(dt_value))) {
+        m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
+        return -1;
+    }
+    m->values[m->n_values] = (dt_value){.c = c, .producer = producer};
+    return m->n_values++;
+}
+
+static dt_node *new_node(dt_model *m, enum dt_op_kind op, const char *name, int in0)
+{
+    if (m->build_error)
+        return NULL;
+    if (in0 < 0 || in0 >= m->n_values) {
+        m->build_error = DT_ERR_STATE;
+        return NULL;
+    }
+    if (grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof(dt_node))) {
+        m->build_error = DT_ERR_NOMEM;
+        return NULL;
+    }
+    dt_node *n = &m->nodes[m->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->op = op;
+    snprintf(n->name, sizeof n->name, "%s", name ? name : "");
+    n->in0 = in0;
+    n->in1 = -1;
+    for (int i = 0; i < 5; i++)
+        n->p[i] = -1;
+    return n;
+}
+
+/* the node just made gets its output value */
+static int finish_node(dt_model *m, dt_node *n, int c)
+{
+    if (!n)
+        return -1;
+    int v = new_value(m, c, m->n_nodes);
+    if (v < 0)
+        return -1;
+    n->out = v;
+    m->n_nodes++;
+    return v;
+}
+
+static int new_param(dt_model *m, const char *module, const char *leaf, enum dt_param_kind kind, int ndim,
+                     const int *shape, enum dt_init init)
+{
+    if (m->build_error || grow((void **)&m->params, &m->cap_params, m->n_params + 1, sizeof(dt_param))) {
+        m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
+        return -1;
+    }
+    dt_param *p = &m->params[m->n_params];
+    memset(p, 0, sizeof *p);
+    if ((size_t)snprintf(p->name, sizeof p->name, "%s%s%s", module, module[0] ? "." : "", leaf) >= sizeof p->name) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    p->kind = kind;
+    p->ndim = ndim;
+    p->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        p->shape[i] = shape[i];
+        p->numel *= shape[i];
+    }
+    p->init = init;
+    return m->n_params++;
+}
+
+int dt_model_begin(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be)
+{
+    memset(m, 0, sizeof *m);
+    snprintf(m->arch, sizeof m->arch, "%s", arch);
+    m->in_c = in_c;
+    m->num_classes = num_classes;
+    m->be = be;
+    m->training = 1;
+    m->input = new_value(m, in_c, -1);
+    return m->input;
+}
+
+int dt_b_conv_full(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int dil, int groups, int bias,
+                   enum dt_init init)
+{
+    dt_node *n = new_node(m, DT_OP_CONV, name, x);
+    if (!n)
+        return -1;
+    int ic = m->values[x].c;
+    if (groups < 1 || ic % groups || oc % groups) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->a.k = k;
+    n->a.s = s;
+    n->a.pad = pad;
+    n->a.dil = dil;
+    n->a.groups = groups;
+    n->a.bias = bias;
+    int shape[4] = {oc, ic / groups, k, k};
+    n->p[0] = new_param(m, name, "weight", DT_P_WEIGHT, 4, shape, init);
+    if (n->p[0] >= 0) {
+        dt_param *w = &m->params[n->p[0]];
+        w->ohwi = 1;
+        w->fan_in = ic / groups * k * k;
+        w->fan_out = oc * k * k; /* PyTorch: size(0) * receptive field */
+    }
+    if (bias) {
+        n->p[1] = new_param(m, name, "bias", DT_P_BIAS, 1, &oc, init == DT_INIT_TORCH_DEFAULT ? DT_INIT_TORCH_DEFAULT : DT_INIT_ZEROS);
+        if (n->p[1] >= 0)
+            m->params[n->p[1]].fan_in = ic / groups * k * k;
+    }
+    return finish_node(m, n, oc);
+}
+
+int dt_b_conv(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int bias, enum dt_init init)
+{
+    return dt_b_conv_full(m, name, x, oc, k, s, pad, 1, 1, bias, init);
+}
+
+int dt_b_bn(dt_model *m, const char *name, int x)
+{
+    dt_node *n = new_node(m, DT_OP_BN, name, x);
+    if (!n)
+        return -1;
+    int c = m->values[x].c, one = 1;
+    n->a.eps = 1e-5f;
+    n->a.momentum = 0.1f;
+    n->p[0] = new_param(m, name, "weight", DT_P_BN_WEIGHT, 1, &c, DT_INIT_ONES);
+    n->p[1] = new_param(m, name, "bias", DT_P_BN_BIAS, 1, &c, DT_INIT_ZEROS);
+    n->p[2] = new_param(m, name, "running_mean", DT_P_BN_MEAN, 1, &c, DT_INIT_ZEROS);
+    n->p[3] = new_param(m, name, "running_var", DT_P_BN_VAR, 1, &c, DT_INIT_ONES);
+    n->p[4] = new_param(m, name, "num_batches_tracked", DT_P_BN_COUNT, 0, &one, DT_INIT_ZEROS);
+    return finish_node(m, n, c);
+}
+
+int dt_b_relu(dt_model *m, int x)
+{
+    dt_node *n = new_node(m, DT_OP_RELU, "", x);
+    return n ? finish_node(m, n, m->values[x].c) : -1;
+}
+
+int dt_b_maxpool(dt_model *m, int x, int k, int s, int pad)
+{
+    dt_node *n = new_node(m, DT_OP_MAXPOOL, "maxpool", x);
+    if (!n)
+        return -1;
+    n->a.k = k;
+    n->a.s = s;
+    n->a.pad = pad;
+    return finish_node(m, n, m->values[x].c);
+}
+
+int dt_b_avgpool(dt_model *m, int x, int oh, int ow)
+{
+    dt_node *n = new_node(m, DT_OP_AVGPOOL, "avgpool", x);
+    if (!n)
+        return -1;
+    n->a.oh = oh;
+    n->a.ow = ow;
+    return finish_node(m, n, m->values[x].c);
+}
+
+int dt_b_flatten(dt_model *m, int x)
+{
+    dt_node *n = new_node(m, DT_OP_FLATTEN, "flatten", x);
+    if (!n)
+        return -1;
+    /* the feature count must not depend on the input size: flatten follows an adaptive pool */
+    int pr = m->values[x].producer;
+    if (pr < 0 || m->nodes[pr].op != DT_OP_AVGPOOL) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    return finish_node(m, n, m->values[x].c * m->nodes[pr].a.oh * m->nodes[pr].a.ow);
+}
+
+int dt_b_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b)
+{
+    dt_node *n = new_node(m, DT_OP_LINEAR, name, x);
+    if (!n)
+        return -1;
+    n->a.bias = 1;
+    int in = m->values[x].c; /* a flattened value or another linear layer's output */
+    int shape[2] = {out, in};
+    n->p[0] = new_param(m, name, "weight", DT_P_WEIGHT, 2, shape, init_w);
+    n->p[1] = new_param(m, name, "bias", DT_P_BIAS, 1, &out, init_b);
+    if (n->p[0] >= 0 && n->p[1] >= 0) {
+        m->params[n->p[0]].fan_in = m->params[n->p[1]].fan_in = in;
+        m->params[n->p[0]].fan_out = out;
+    }
+    return finish_node(m, n, out);
+}
+
+int dt_b_dropout(dt_model *m, int x, float p)
+{
+    dt_node *n = new_node(m, DT_OP_DROPOUT, "dropout", x);
+    if (!n)
+        return -1;
+    n->a.drop = p;
+    return finish_node(m, n, m->values[x].c);
+}
+
+int dt_b_add(dt_model *m, int a, int b)
+{
+    dt_node *n = new_node(m, DT_OP_ADD, "add", a);
+    if (!n)
+        return -1;
+    if (b < 0 || b >= m->n_values || m->values[a].c != m->values[b].c) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->in1 = b;
+    return finish_node(m, n, m->values[a].c);
+}
+
+int dt_model_end(dt_model *m, int output)
+{
+    if (m->build_error) {
+        dt_error("model %s: building failed: %s", m->arch, dt_status_str(m->build_error));
+        return m->build_error;
+    }
+    m->output = output;
+    return alloc_params(m);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* parameters                                                                                     */
+
+int dt_param_trainable(const dt_param *p)
+{
+    return p->kind == DT_P_WEIGHT || p->kind == DT_P_BIAS || p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS;
+}
+
+float *dt_param_data(const dt_model *m, const dt_param *p)
+{
+    if (p->kind == DT_P_BN_COUNT)
+        return NULL;
+    return dt_param_trainable(p) ? m->weights + p->off : m->buffers + p->off;
+}
+
+float *dt_param_grad(const dt_model *m, const dt_param *p)
+{
+    return dt_param_trainable(p) ? m->grads + p->off : NULL;
+}
+
+int dt_model_find_param(const dt_model *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* O,I,KH,KW <-> O,KH,KW,I for conv weights; a plain copy otherwise */
+void dt_param_from_torch(const dt_param *p, const float *torch, float *ours)
+{
+    if (!p->ohwi) {
+        memcpy(ours, torch, (size_t)p->numel * sizeof(float));
+        return;
+    }
+    int o = p->shape[0], ci = p->shape[1], kh = p->shape[2], kw = p->shape[3];
+    for (int a = 0; a < o; a++)
+        for (int i = 0; i < ci; i++)
+            for (int y = 0; y < kh; y++)
+                for (int x = 0; x < kw; x++)
+                    ours[(((int64_t)a * kh + y) * kw + x) * ci + i] = torch[(((int64_t)a * ci + i) * kh + y) * kw + x];
+}
+
+void dt_param_to_torch(const dt_param *p, const float *ours, float *torch)
+{
+    if (!p->ohwi) {
+        memcpy(torch, ours, (size_t)p->numel * sizeof(float));
+        return;
+    }
+    int o = p->shape[0], ci = p->shape[1], kh = p->shape[2], kw = p->shape[3];
+    for (int a = 0; a < o; a++)
+        for (int i = 0; i < ci; i++)
+            for (int y = 0; y < kh; y++)
+                for (int x = 0; x < kw; x++)
+                    torch[(((int64_t)a * ci + i) * kh + y) * kw + x] = ours[(((int64_t)a * kh + y) * kw + x) * ci + i];
+}
+
+/* storage for all parameters once every shape is known (after the first planning) */
+static int alloc_params(dt_model *m)
+{
+    int64_t nw = 0, nb = 0, nc = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        dt_param *p = &m->params[i];
+        if (p->kind == DT_P_BN_COUNT)
+            p->off = nc++;
+        else if (dt_param_trainable(p)) {
+            p->off = nw;
+            nw += (p->numel + 15) & ~(int64_t)15; /* each tensor 64-byte aligned */
+        } else {
+            p->off = nb;
+            nb += p->numel;
+        }
+    }
+    m->n_weights = nw;
+    m->n_buffers = nb;
+    m->n_counts = nc;
+    size_t bw = (size_t)(nw ? nw : 1) * sizeof(float);
+    if (posix_memalign((void **)&m->weights, 64, bw) || posix_memalign((void **)&m->grads, 64, bw)) {
+        dt_error("model %s: cannot allocate %zu bytes of parameters", m->arch, 2 * bw);
+        return DT_ERR_NOMEM;
+    }
+    memset(m->weights, 0, bw);
+    memset(m->grads, 0, bw);
+    DT_CHECK_ALLOC(m->buffers = calloc((size_t)(nb ? nb : 1), sizeof(float)));
+    DT_CHECK_ALLOC(m->counts = calloc((size_t)(nc ? nc : 1), sizeof(int64_t)));
+    return DT_OK;
+}
+
+void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
+{
+    dt_rng r;
+    dt_rng_seed(&r, seed, 0x696e6974 /* "init" */);
+    for (int i = 0; i < m->n_params; i++) {
+        dt_param *p = &m->params[i];
+        if (p->kind == DT_P_BN_COUNT) {
+            m->counts[p->off] = 0;
+            continue;
+        }
+        float *d = dt_param_data(m, p);
+        double bound = p->fan_in > 0 ? 1.0 / sqrt((double)p->fan_in) : 0.0;
+        double std = p->fan_out > 0 ? sqrt(2.0 / (double)p->fan_out) : 0.0;
+        for (int64_t j = 0; j < p->numel; j++) {
+            double v = 0;
+            switch (p->init) {
+            case DT_INIT_ZEROS: v = 0; break;
+            case DT_INIT_ONES: v = (p->zero_init && zero_init_residual) ? 0 : 1; break;
+            case DT_INIT_KAIMING_FAN_OUT: v = std * dt_rng_normal(&r); break;
+            /* kaiming_uniform(a=sqrt(5)) for weights and the matching bias rule: both U(-1/sqrt(fan_in), +) */
+            case DT_INIT_TORCH_DEFAULT: v = (2.0 * dt_rng_uniform(&r) - 1.0) * bound; break;
+            case DT_INIT_NORMAL_001: v = 0.01 * dt_rng_normal(&r); break;
+            }
+            d[j] = (float)v; /* drawn in O,KH,KW,I order: the distribution is all that matters */
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* planning                                                                                       */
+
+static int64_t value_numel(const dt_model *m, const dt_value *v, int n)
+{
+    (void)m;
+    return (int64_t)n * v->h * v->w * v->c;
+}
+
+/* shapes of every value for an input of h x w; names the layer that cannot run */
+static int plan_shapes(dt_model *m, int n, int h, int w)
+{
+    m->values[m->input].h = h;
+    m->values[m->input].w = w;
+    for (int i = 0; i < m->n_nodes; i++) {
+        dt_node *nd = &m->nodes[i];
+        dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
+        y->h = x->h;
+        y->w = x->w;
+        switch (nd->op) {
+        case DT_OP_CONV: {
+            dt_conv_desc d;
+            if (dt_conv_desc_set(&d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad,
+                                 nd->a.pad, nd->a.dil, nd->a.dil, nd->a.groups)) {
+                dt_error("model %s: an input of %dx%d is too small for layer %s (it gets %dx%d)", m->arch, h, w,
+                         nd->name, x->h, x->w);
+                return DT_ERR_INPUT;
+            }
+            y->h = d.oh;
+            y->w = d.ow;
+            break;
+        }
+        case DT_OP_MAXPOOL: {
+            dt_pool_desc d;
+            if (dt_pool_desc_set_max(&d, n, x->h, x->w, x->c, nd->a.k, nd->a.s, nd->a.pad)) {
+                dt_error("model %s: an input of %dx%d is too small for layer %s (it gets %dx%d)", m->arch, h, w,
+                         nd->name, x->h, x->w);
+                return DT_ERR_INPUT;
+            }
+            y->h = d.oh;
+            y->w = d.ow;
+            break;
+        }
+        case DT_OP_AVGPOOL:
+            y->h = nd->a.oh;
+            y->w = nd->a.ow;
+            break;
+        case DT_OP_FLATTEN:
+        case DT_OP_LINEAR: y->h = y->w = 1; break;
+        default:
+            break;
+        }
+    }
+    return DT_OK;
+}
+
+/* saved state and workspace of one node, carved from the arenas (planning or real) */
+static int carve(dt_model *m, int n, dt_arena *act, dt_arena *grad, size_t *ws_bytes)
+{
+    *ws_bytes = 0;
+    for (int v = 0; v < m->n_values; v++) {
+        dt_value *val = &m->values[v];
+        size_t bytes = (size_t)value_numel(m, val, n) * sizeof(float);
+        if ((val->off = dt_arena_push(act, bytes)) == DT_ARENA_FAIL)
+            return DT_ERR_NOMEM;
+        val->goff = DT_ARENA_FAIL;
+        if (v != m->input && (val->goff = dt_arena_push(grad, bytes)) == DT_ARENA_FAIL)
+            return DT_ERR_NOMEM;
+    }
+    for (int i = 0; i < m->n_nodes; i++) {
+        dt_node *nd = &m->nodes[i];
+        const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
+        size_t save = 0;
+        switch (nd->op) {
+        case DT_OP_BN: save = 2 * (size_t)x->c * sizeof(float); break;
+        case DT_OP_MAXPOOL: save = (size_t)value_numel(m, y, n) * sizeof(int32_t); break;
+        case DT_OP_DROPOUT: save = (size_t)value_numel(m, y, n); break;
+        case DT_OP_CONV: {
+            dt_conv_desc d;
+            dt_conv_desc_set(&d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad, nd->a.pad,
+                             nd->a.dil, nd->a.dil, nd->a.groups);
+            size_t b = m->be->conv_workspace(&d);
+            *ws_bytes = b > *ws_bytes ? b : *ws_bytes;
+            break;
+        }
+        default: break;
+        }
+        nd->save_off = DT_ARENA_FAIL;
+        if (save && (nd->save_off = dt_arena_push(act, save)) == DT_ARENA_FAIL)
+            return DT_ERR_NOMEM;
+    }
+    return DT_OK;
+}
+
+int dt_model_plan(dt_model *m, int n, int h, int w)
+{
+    if (n < 1 || h < 1 || w < 1) {
+        dt_error("model %s: cannot plan for a batch of %d images of %dx%d", m->arch, n, h, w);
+        return DT_ERR_INPUT;
+    }
+    DT_TRY(plan_shapes(m, n, h, w));
+    dt_arena_free(&m->act);
+    dt_arena_free(&m->grad);
+    dt_arena_free(&m->ws);
+    dt_arena pa, pg;
+    size_t ws = 0;
+    dt_arena_init_plan(&pa, "activations");
+    dt_arena_init_plan(&pg, "gradients");
+    DT_TRY(carve(m, n, &pa, &pg, &ws));
+    DT_TRY(dt_arena_init(&m->act, "activations", dt_arena_peak(&pa)));
+    DT_TRY(dt_arena_init(&m->grad, "gradients", dt_arena_peak(&pg)));
+    DT_TRY(dt_arena_init(&m->ws, "workspace", ws));
+    DT_TRY(carve(m, n, &m->act, &m->grad, &ws));
+    m->plan_n = n;
+    m->plan_h = h;
+    m->plan_w = w;
+    dt_debug("model %s planned for %dx%dx%dx%d: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB",
+             m->arch, n, h, w, m->in_c, dt_arena_peak(&pa) / 1048576.0, dt_arena_peak(&pg) / 1048576.0,
+             ws / 1048576.0);
+    return DT_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* forward and backward                                                                           */
+
+static float *val(const dt_model *m, int v)
+{
+    return dt_arena_at(&m->act, m->values[v].off);
+}
+
+static float *gval(const dt_model *m, int v)
+{
+    return dt_arena_at(&m->grad, m->values[v].goff);
+}
+
+static void *saved(const dt_model *m, const dt_node *nd)
+{
+    return dt_arena_at(&m->act, nd->save_off);
+}
+
+static float *pdata(const dt_model *m, int idx)
+{
+    return idx < 0 ? NULL : dt_param_data(m, &m->params[idx]);
+}
+
+static float *pgrad(const dt_model *m, int idx)
+{
+    return idx < 0 ? NULL : dt_param_grad(m, &m->params[idx]);
+}
+
+static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc *d)
+{
+    const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
+    dt_conv_desc_set(d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad, nd->a.pad,
+                     nd->a.dil, nd->a.dil, nd->a.groups);
+}
+
+float *dt_model_logits(const dt_model *m)
+{
+    return val(m, m->output);
+}
+
+int dt_model_forward(dt_model *m, const float *x, int n)
+{
+    if (n < 1 || n > m->plan_n) {
+        dt_error("model %s: forward of %d images, planned for at most %d", m->arch, n, m->plan_n);
+        return DT_ERR_STATE;
+    }
+    const dt_backend *be = m->be;
+    memcpy(val(m, m->input), x, (size_t)value_numel(m, &m->values[m->input], n) * sizeof(float));
+    for (int i = 0; i < m->n_nodes; i++) {
+        dt_node *nd = &m->nodes[i];
+        const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
+        float *xin = val(m, nd->in0), *y = val(m, nd->out);
+        int64_t count = value_numel(m, yv, n);
+        switch (nd->op) {
+        case DT_OP_CONV: {
+            dt_conv_desc d;
+            conv_desc(m, nd, n, &d);
+            be->conv_fwd(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y, dt_arena_at(&m->ws, 0));
+            break;
+        }
+        case DT_OP_BN: {
+            dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
+            float *s = saved(m, nd);
+            if (m->training) {
+                be->bn_fwd_train(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y, s, s + xv->c,
+                                 pdata(m, nd->p[2]), pdata(m, nd->p[3]));
+                m->counts[m->params[nd->p[4]].off]++;
+            } else {
+                be->bn_fwd_infer(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), pdata(m, nd->p[2]),
+                                 pdata(m, nd->p[3]), y);
+            }
+            break;
+        }
+        case DT_OP_RELU: be->relu_fwd(count, xin, y); break;
+        case DT_OP_ADD: be->add_fwd(count, xin, val(m, nd->in1), y); break;
+        case DT_OP_MAXPOOL: {
+            dt_pool_desc d;
+            dt_pool_desc_set_max(&d, n, xv->h, xv->w, xv->c, nd->a.k, nd->a.s, nd->a.pad);
+            be->maxpool_fwd(&d, xin, y, saved(m, nd));
+            break;
+        }
+        case DT_OP_AVGPOOL: {
+            dt_pool_desc d;
+            dt_pool_desc_set_adaptive(&d, n, xv->h, xv->w, xv->c, nd->a.oh, nd->a.ow);
+            be->avgpool_fwd(&d, xin, y);
+            break;
+        }
+        case DT_OP_FLATTEN: be->flatten_fwd(n, xv->h, xv->w, xv->c, xin, y); break;
+        case DT_OP_LINEAR:
+            be->linear_fwd(n, xv->c * xv->h * xv->w, yv->c, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y);
+            break;
+        case DT_OP_DROPOUT:
+            if (m->training && nd->a.drop > 0)
+                be->dropout_fwd(count, nd->a.drop, dt_hash64(m->dropout_seed, m->step * 1024 + (uint64_t)i), xin, y,
+                                saved(m, nd));
+            else
+                memcpy(y, xin, (size_t)count * sizeof(float));
+            break;
+        }
+    }
+    return DT_OK;
+}
+
+int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss)
+{
+    for (int i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= m->num_classes) {
+            dt_error("model %s: label %d of batch index %d is outside 0..%d", m->arch, labels[i], i,
+                     m->num_classes - 1);
+            return DT_ERR_INPUT;
+        }
+    *loss = m->be->xent(n, m->num_classes, val(m, m->output), labels, eps, gval(m, m->output));
+    m->last_loss = *loss;
+    return DT_OK;
+}
+
+/* gradient destination of value v: overwrite on first write of this pass, add afterwards */
+static int grad_acc(dt_model *m, int v)
+{
+    int acc = m->values[v].grad_ready;
+    m->values[v].grad_ready = 1;
+    return acc;
+}
+
+int dt_model_backward(dt_model *m, int n, int accumulate)
+{
+    const dt_backend *be = m->be;
+    for (int v = 0; v < m->n_values; v++)
+        m->values[v].grad_ready = 0;
+    m->values[m->output].grad_ready = 1;
+    for (int i = m->n_nodes - 1; i >= 0; i--) {
+        dt_node *nd = &m->nodes[i];
+        const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
+        const int need_dx = nd->in0 != m->input;
+        float *xin = val(m, nd->in0), *y = val(m, nd->out), *dy = gval(m, nd->out);
+        int64_t count = value_numel(m, yv, n);
+        if (!yv->grad_ready) /* nothing downstream used this value */
+            continue;
+        switch (nd->op) {
+        case DT_OP_CONV: {
+            dt_conv_desc d;
+            conv_desc(m, nd, n, &d);
+            void *ws = dt_arena_at(&m->ws, 0);
+            be->conv_bwd_filter(&d, xin, dy, pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), accumulate, ws);
+            if (need_dx)
+                be->conv_bwd_data(&d, dy, pdata(m, nd->p[0]), gval(m, nd->in0), grad_acc(m, nd->in0), ws);
+            break;
+        }
+        case DT_OP_BN: {
+            dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
+            float *s = saved(m, nd);
+            be->bn_bwd(&d, xin, dy, pdata(m, nd->p[0]), s, s + xv->c, gval(m, nd->in0), pgrad(m, nd->p[0]),
+                       pgrad(m, nd->p[1]), grad_acc(m, nd->in0), accumulate);
+            break;
+        }
+        case DT_OP_RELU: be->relu_bwd(count, y, dy, gval(m, nd->in0), grad_acc(m, nd->in0)); break;
+        case DT_OP_ADD:
+            be->copy_grad(count, dy, gval(m, nd->in0), grad_acc(m, nd->in0));
+            be->copy_grad(count, dy, gval(m, nd->in1), grad_acc(m, nd->in1));
+            break;
+        case DT_OP_MAXPOOL: {
+            dt_pool_desc d;
+            dt_pool_desc_set_max(&d, n, xv->h, xv->w, xv->c, nd->a.k, nd->a.s, nd->a.pad);
+            be->maxpool_bwd(&d, dy, saved(m, nd), gval(m, nd->in0), grad_acc(m, nd->in0));
+            break;
+        }
+        case DT_OP_AVGPOOL: {
+            dt_pool_desc d;
+            dt_pool_desc_set_adaptive(&d, n, xv->h, xv->w, xv->c, nd->a.oh, nd->a.ow);
+            be->avgpool_bwd(&d, dy, gval(m, nd->in0), grad_acc(m, nd->in0));
+            break;
+        }
+        case DT_OP_FLATTEN: be->flatten_bwd(n, xv->h, xv->w, xv->c, dy, gval(m, nd->in0), grad_acc(m, nd->in0)); break;
+        case DT_OP_LINEAR:
+            be->linear_bwd(n, xv->c * xv->h * xv->w, yv->c, xin, pdata(m, nd->p[0]), dy,
+                           need_dx ? gval(m, nd->in0) : NULL, pgrad(m, nd->p[0]), pgrad(m, nd->p[1]),
+                           need_dx ? grad_acc(m, nd->in0) : 0, accumulate);
+            break;
+        case DT_OP_DROPOUT:
+            if (m->training && nd->a.drop > 0)
+                be->dropout_bwd(count, nd->a.drop, saved(m, nd), dy, gval(m, nd->in0), grad_acc(m, nd->in0));
+            else
+                be->copy_grad(count, dy, gval(m, nd->in0), grad_acc(m, nd->in0));
+            break;
+        }
+    }
+    m->step++;
+    return DT_OK;
+}
+
+void dt_model_free(dt_model *m)
+{
+    if (!m)
+        return;
+    free(m->nodes);
+    free(m->values);
+    free(m->params);
+    free(m->weights);
+    free(m->grads);
+    free(m->buffers);
+    free(m->counts);
+    dt_arena_free(&m->act);
+    dt_arena_free(&m->grad);
+    dt_arena_free(&m->ws);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,157 @@
+/* model.h: a network as a small graph of layers, planned once per (batch, height, width).
+ *
+ * A model is a list of nodes in execution order; each reads one or two values (activations, NHWC)
+ * and writes one. Parameters are named with torchvision's state_dict names and live in three flat
+ * arrays: `weights` (trainable, with `grads` and optimiser state laid out the same way), `buffers`
+ * (BN running mean/var) and `counts` (BN num_batches_tracked). Conv weights are stored O,KH,KW,I
+ * ("OHWI"); state-dict I/O converts to and from PyTorch's O,I,KH,KW.
+ *
+ * Life cycle:
+ *   dt_model m; dt_model_create(&m, "resnet50", 3, 1000, &dt_backend_cpu)   architecture and parameters
+ *   dt_model_init_weights(&m, seed, zero_init_residual)                     torchvision's init
+ *   dt_model_plan(&m, batch, 224, 224)                                      all memory, once
+ *   per step: dt_model_forward(&m, x, n); dt_model_loss(&m, labels, n, eps); dt_model_backward(&m, n, 0)
+ *   dt_model_free(&m)
+ * After planning nothing is allocated; any n <= the planned batch may be run. */
+#ifndef DT_NN_MODEL_H
+#define DT_NN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/backend.h"
+#include "util/arena.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
+                  DT_OP_FLATTEN, DT_OP_ADD };
+
+/* how a parameter is initialised (torchvision's rules, per architecture) */
+enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001 };
+
+enum dt_param_kind { DT_P_WEIGHT, DT_P_BIAS, DT_P_BN_WEIGHT, DT_P_BN_BIAS, DT_P_BN_MEAN, DT_P_BN_VAR, DT_P_BN_COUNT };
+
+#define DT_NAME_MAX 96
+
+typedef struct dt_param {
+    char name[DT_NAME_MAX]; /* state_dict name, e.g. "layer1.0.conv1.weight" */
+    enum dt_param_kind kind;
+    int ndim;
+    int shape[4];           /* PyTorch's shape */
+    int ohwi;               /* 1: stored O,KH,KW,I (a conv weight) */
+    int64_t numel;
+    int64_t off;            /* index into weights (trainable), buffers, or counts */
+    int fan_in, fan_out;    /* for initialisation */
+    enum dt_init init;
+    int zero_init;          /* the last BN weight of a residual block (zero_init_residual) */
+} dt_param;
+
+typedef struct dt_value {
+    int c;                  /* channels (features after flatten) */
+    int h, w;               /* per image, set by planning */
+    int producer;           /* node index, -1 for the model input */
+    size_t off;             /* data offset in the activation arena */
+    size_t goff;            /* gradient offset in the gradient arena */
+    int grad_ready;         /* backward bookkeeping: gradient written this pass */
+} dt_value;
+
+typedef struct dt_node {
+    enum dt_op_kind op;
+    char name[DT_NAME_MAX]; /* module name, e.g. "layer1.0.bn1" */
+    int in0, in1, out;      /* value indices (in1 only for ADD) */
+    int p[5];               /* parameter indices, -1 when absent */
+    struct {
+        int k, s, pad, dil, groups, bias; /* conv, maxpool (k, s, pad) */
+        int oh, ow;                       /* adaptive average pool */
+        float eps, momentum;              /* batch norm */
+        float drop;                       /* dropout probability */
+    } a;
+    size_t save_off;        /* saved state in the activation arena (BN mean/invstd, argmax, mask) */
+} dt_node;
+
+typedef struct dt_model {
+    char arch[32];
+    int in_c, num_classes;
+    const dt_backend *be;
+    dt_node *nodes;
+    int n_nodes, cap_nodes;
+    dt_value *values;
+    int n_values, cap_values;
+    dt_param *params;
+    int n_params, cap_params;
+    int input, output;      /* value indices */
+    int build_error;        /* set by a builder call that failed; checked by dt_model_create */
+
+    float *weights, *grads; /* n_weights each, 64-byte aligned */
+    int64_t n_weights;
+    float *buffers;
+    int64_t n_buffers;
+    int64_t *counts;
+    int64_t n_counts;
+
+    int plan_n, plan_h, plan_w;
+    dt_arena act, grad, ws;
+    int training;           /* 1: BN uses batch statistics, dropout is active */
+    uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
+    uint64_t step;
+    double last_loss;
+} dt_model;
+
+/* Architecture names dt_model_create knows, NULL-terminated. */
+extern const char *const dt_model_archs[];
+
+/* Builds the named architecture for in_c input channels and num_classes outputs. Returns DT_OK,
+ * DT_ERR_INPUT after logging an unknown name (with the list of known ones), or DT_ERR_NOMEM. */
+int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
+void dt_model_free(dt_model *m);
+
+/* torchvision's initialisation, drawn from seed; zero_init_residual zeroes each block's last BN weight. */
+void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
+
+/* Shapes for input [n, h, w, in_c] and all activation, gradient and workspace memory. Returns DT_OK,
+ * DT_ERR_INPUT when the input is too small for a layer (the layer is named), or DT_ERR_NOMEM. */
+int dt_model_plan(dt_model *m, int n, int h, int w);
+
+/* Forward on n <= planned images x [n, h, w, in_c]; logits afterwards at dt_model_logits. */
+int dt_model_forward(dt_model *m, const float *x, int n);
+float *dt_model_logits(const dt_model *m);
+/* Mean softmax cross-entropy of the last forward (label smoothing eps), seeding backward's gradient.
+ * Labels outside [0, num_classes) give DT_ERR_INPUT naming the index. */
+int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss);
+/* Backward of the last forward: parameter gradients into grads (added when accumulate). */
+int dt_model_backward(dt_model *m, int n, int accumulate);
+
+/* Parameter lookup by state_dict name: index or -1. */
+int dt_model_find_param(const dt_model *m, const char *name);
+/* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers). */
+float *dt_param_data(const dt_model *m, const dt_param *p);
+float *dt_param_grad(const dt_model *m, const dt_param *p);
+int dt_param_trainable(const dt_param *p);
+/* Copy between PyTorch layout (src/dst in O,I,KH,KW order for conv weights) and our storage. */
+void dt_param_from_torch(const dt_param *p, const float *torch, float *ours);
+void dt_param_to_torch(const dt_param *p, const float *ours, float *torch);
+
+/* --- builder (models.c uses these; each returns the output value, or -1 with build_error set) --- */
+int dt_model_begin(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
+int dt_b_conv(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int bias, enum dt_init init);
+/* with dilation and groups */
+int dt_b_conv_full(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int dil, int groups, int bias,
+                   enum dt_init init);
+int dt_b_bn(dt_model *m, const char *name, int x);
+int dt_b_relu(dt_model *m, int x);
+int dt_b_maxpool(dt_model *m, int x, int k, int s, int pad);
+int dt_b_avgpool(dt_model *m, int x, int oh, int ow);
+int dt_b_flatten(dt_model *m, int x);
+int dt_b_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b);
+int dt_b_dropout(dt_model *m, int x, float p);
+int dt_b_add(dt_model *m, int a, int b);
+/* Finishes building: allocates parameter storage (zero-filled). DT_OK or the first builder error. */
+int dt_model_end(dt_model *m, int output);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/* test_model.c: every architecture builds with torchvision's parameter count and names; bad names
+ * and too-small inputs are refused with one line; initialisation follows torchvision's rules and
+ * is reproducible; a forward/backward pass runs and gives finite numbers. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/model.h"
+#include "tap.h"
+#include "util/check.h"
+
+static int64_t count_params(const dt_model *m, int trainable_only)
+{
+    int64_t n = 0;
+    for (int i = 0; i < m->n_params; i++)
+        if (!trainable_only || dt_param_trainable(&m->params[i]))
+            n += m->params[i].numel;
+    return n;
+}
+
+/* sample standard deviation of a parameter */
+static double param_std(const dt_model *m, const char *name)
+{
+    const dt_param *p = &m->params[dt_model_find_param(m, name)];
+    const float *d = dt_param_data(m, p);
+    double s = 0, s2 = 0;
+    for (int64_t i = 0; i < p->numel; i++) {
+        s += d[i];
+        s2 += (double)d[i] * d[i];
+    }
+    double mean = s / p->numel;
+    return sqrt(s2 / p->numel - mean * mean);
+}
+
+int main(void)
+{
+    tap_log_begin();
+    /* torchvision's numbers of trainable parameters for 1000 classes, 3 input channels */
+    static const struct {
+        const char *arch;
+        int64_t params;
+        const char *a_name; /* a name that must exist */
+    } tv[] = {
+        {"resnet18", 11689512, "layer4.1.bn2.running_var"},
+        {"resnet34", 21797672, "layer3.5.conv2.weight"},
+        {"resnet50", 25557032, "layer4.0.downsample.1.num_batches_tracked"},
+        {"resnet101", 44549160, "layer3.22.conv3.weight"},
+        {"resnet152", 60192808, "layer2.7.bn3.bias"},
+        {"alexnet", 61100840, "classifier.6.bias"},
+        {"vgg11", 132863336, "features.18.weight"},
+        {"vgg11_bn", 132868840, "features.26.running_mean"},
+        {"vgg16", 138357544, "features.28.weight"},
+        {"vgg16_bn", 138365992, "features.41.weight"},
+    };
+    for (size_t i = 0; i < sizeof tv / sizeof tv[0]; i++) {
+        dt_model m;
+        int rc = dt_model_create(&m, tv[i].arch, 3, 1000, &dt_backend_cpu);
+        TAP_OK(rc == DT_OK && count_params(&m, 1) == tv[i].params && dt_model_find_param(&m, tv[i].a_name) >= 0,
+               "%s: %lld trainable parameters (torchvision: %lld), has %s", tv[i].arch,
+               rc == DT_OK ? (long long)count_params(&m, 1) : -1LL, (long long)tv[i].params, tv[i].a_name);
+        if (rc == DT_OK)
+            dt_model_free(&m);
+    }
+
+    dt_model m;
+    TAP_OK(dt_model_create(&m, "resnet50x", 3, 10, &dt_backend_cpu) == DT_ERR_INPUT, "unknown arch refused");
+    char *s = tap_log_take();
+    TAP_OK(tap_count_lines(s) == 1 && strstr(s, "unknown model 'resnet50x' (known: resnet18, resnet34,"),
+           "with one line listing the known ones: %s", s);
+    free(s);
+    TAP_OK(dt_model_create(&m, "resnet20", 0, 10, &dt_backend_cpu) == DT_ERR_INPUT, "0 input channels refused");
+    free(tap_log_take());
+
+    /* resnet20 for Fashion-MNIST: 1 channel, 10 classes */
+    TAP_OK(dt_model_create(&m, "resnet20", 1, 10, &dt_backend_cpu) == DT_OK, "resnet20 with 1 input channel");
+    const dt_param *c1 = &m.params[dt_model_find_param(&m, "conv1.weight")];
+    TAP_OK(c1->shape[0] == 16 && c1->shape[1] == 1 && c1->shape[2] == 3 && c1->shape[3] == 3,
+           "conv1.weight is [16, 1, 3, 3]");
+    TAP_OK(dt_model_find_param(&m, "layer2.0.downsample.0.weight") >= 0 &&
+               dt_model_find_param(&m, "layer1.0.downsample.0.weight") < 0 && dt_model_find_param(&m, "layer4.0.conv1.weight") < 0,
+           "downsample only where the shape changes; three stages");
+    dt_model_init_weights(&m, 42, 0);
+    double sd = param_std(&m, "layer3.2.conv1.weight"); /* kaiming fan_out: sqrt(2 / (64*9)) */
+    TAP_OK(fabs(sd / sqrt(2.0 / (64 * 9)) - 1) < 0.05, "kaiming_normal fan_out std %.5f (want %.5f)", sd, sqrt(2.0 / 576));
+    const dt_param *fc = &m.params[dt_model_find_param(&m, "fc.weight")];
+    const float *fw = dt_param_data(&m, fc);
+    float mx = 0;
+    for (int64_t i = 0; i < fc->numel; i++)
+        mx = fabsf(fw[i]) > mx ? fabsf(fw[i]) : mx;
+    TAP_OK(mx <= 1 / sqrtf(64) && mx > 0.9f / sqrtf(64), "fc weight uniform within 1/sqrt(64): max %.4f", mx);
+    const float *g = dt_param_data(&m, &m.params[dt_model_find_param(&m, "layer1.0.bn2.weight")]);
+    TAP_OK(g[0] == 1.0f, "BN weight 1 without zero_init_residual");
+    float first = fw[0];
+    dt_model_init_weights(&m, 42, 1);
+    TAP_OK(fw[0] == first && g[0] == 0.0f && dt_param_data(&m, &m.params[dt_model_find_param(&m, "bn1.weight")])[0] == 1.0f,
+           "same seed, same weights; zero_init_residual zeroes only the blocks' last BN");
+    dt_model_init_weights(&m, 43, 0);
+    TAP_OK(fw[0] != first, "another seed, other weights");
+
+    TAP_OK(dt_model_plan(&m, 4, 28, 28) == DT_OK, "plan 4x28x28");
+    float *x = malloc(4 * 28 * 28 * sizeof(float));
+    for (int i = 0; i < 4 * 28 * 28; i++)
+        x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    int32_t labels[4] = {0, 3, 9, 3};
+    double loss = 0;
+    TAP_OK(dt_model_forward(&m, x, 4) == DT_OK && dt_model_loss(&m, labels, 4, 0.0f, &loss) == DT_OK &&
+               isfinite(loss) && loss > 0.5 && loss < 10,
+           "forward + loss finite: %.4f", loss);
+    TAP_OK(dt_model_backward(&m, 4, 0) == DT_OK, "backward runs");
+    int finite = 1;
+    for (int64_t i = 0; i < m.n_weights; i++)
+        finite = finite && isfinite(m.grads[i]);
+    TAP_OK(finite, "every gradient finite");
+    TAP_OK(m.counts[m.params[dt_model_find_param(&m, "bn1.num_batches_tracked")].off] == 1, "BN counted one batch");
+    int32_t bad[4] = {0, 10, 1, 1};
+    TAP_OK(dt_model_loss(&m, bad, 4, 0.0f, &loss) == DT_ERR_INPUT, "label 10 of 10 classes refused");
+    s = tap_log_take();
+    TAP_OK(strstr(s, "label 10 of batch index 1 is outside 0..9") != NULL, "naming the index: %s", s);
+    free(s);
+    TAP_OK(dt_model_forward(&m, x, 5) == DT_ERR_STATE, "more images than planned refused");
+    free(tap_log_take());
+    free(x);
+    dt_model_free(&m);
+
+    TAP_OK(dt_model_create(&m, "resnet50", 3, 10, &dt_backend_cpu) == DT_OK, "resnet50");
+    TAP_OK(dt_model_plan(&m, 2, 16, 16) == DT_OK, "resnet50 plans for 16x16 (layer4 gets 1x1)");
+    TAP_OK(dt_model_plan(&m, 2, 8, 8) == DT_OK, "and for 8x8");
+    free(tap_log_take());
+    dt_model_free(&m);
+    TAP_OK(dt_model_create(&m, "alexnet", 3, 10, &dt_backend_cpu) == DT_OK, "alexnet");
+    TAP_OK(dt_model_plan(&m, 2, 32, 32) == DT_ERR_INPUT, "alexnet refuses 32x32");
+    s = tap_log_take();
+    TAP_OK(tap_count_lines(s) == 1 && strstr(s, "an input of 32x32 is too small for layer"), "naming the layer: %s", s);
+    free(s);
+    dt_model_free(&m);
+    tap_log_end();
+    return tap_done();
+}

@@ -1,0 +1,673 @@
+/* test_ops.c: every CPU op against a plain double-precision reference written here, and every
+ * gradient against central differences of that reference (so the reference's gradient is checked
+ * too), on tiny random shapes covering stride, padding, dilation, groups, 1x1, odd sizes; the
+ * `accumulate` flag of each backward; dropout statistics; torch.optim.SGD's update rule.
+ * Errors are norm-wise relative: |ours - ref| / |ref|. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/backend.h"
+#include "tap.h"
+#include "util/rng.h"
+
+#define FWD_TOL 2e-5
+#define BWD_TOL 2e-4
+#define FD_H 1e-6
+
+static dt_rng rng;
+static const dt_backend *be = &dt_backend_cpu;
+
+/* --- small helpers ------------------------------------------------------------------------------ */
+
+typedef struct buf {
+    int64_t n;
+    float *f;  /* for our op */
+    double *d; /* for the reference */
+} buf;
+
+static buf mk(int64_t n)
+{
+    buf b = {n, calloc((size_t)n, sizeof(float)), calloc((size_t)n, sizeof(double))};
+    for (int64_t i = 0; i < n; i++) {
+        b.f[i] = (float)(dt_rng_uniform(&rng) * 2 - 1);
+        b.d[i] = b.f[i];
+    }
+    return b;
+}
+
+static void rm(buf *b)
+{
+    free(b->f);
+    free(b->d);
+}
+
+static double rel_err(const float *a, const double *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* objective: sum(g * f(inputs)) in double, over a context the FD loop perturbs */
+typedef double (*objective_fn)(void *ctx);
+
+static void fd_grad(objective_fn f, void *ctx, double *arr, int64_t n, double *out)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double s = arr[i];
+        arr[i] = s + FD_H;
+        double fp = f(ctx);
+        arr[i] = s - FD_H;
+        double fm = f(ctx);
+        arr[i] = s;
+        out[i] = (fp - fm) / (2 * FD_H);
+    }
+}
+
+static double dot(const double *a, const double *b, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+/* --- convolution -------------------------------------------------------------------------------- */
+
+typedef struct conv_ctx {
+    dt_conv_desc d;
+    buf x, w, b, g; /* g: upstream gradient */
+    int bias;
+    double *y;
+} conv_ctx;
+
+static void ref_conv(const dt_conv_desc *d, const double *x, const double *w, const double *b, double *y)
+{
+    int cg = d->c / d->groups, og = d->oc / d->groups;
+    for (int n = 0; n < d->n; n++)
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++)
+                for (int o = 0; o < d->oc; o++) {
+                    int g = o / og;
+                    double s = b ? b[o] : 0;
+                    for (int ky = 0; ky < d->kh; ky++)
+                        for (int kx = 0; kx < d->kw; kx++) {
+                            int iy = oy * d->sh - d->ph + ky * d->dh, ix = ox * d->sw - d->pw + kx * d->dw;
+                            if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                continue;
+                            for (int i = 0; i < cg; i++)
+                                s += x[((int64_t)(n * d->h + iy) * d->w + ix) * d->c + g * cg + i] *
+                                     w[(((int64_t)o * d->kh + ky) * d->kw + kx) * cg + i];
+                        }
+                    y[((int64_t)(n * d->oh + oy) * d->ow + ox) * d->oc + o] = s;
+                }
+}
+
+static double conv_obj(void *p)
+{
+    conv_ctx *c = p;
+    ref_conv(&c->d, c->x.d, c->w.d, c->bias ? c->b.d : NULL, c->y);
+    return dot(c->y, c->g.d, c->g.n);
+}
+
+static void check_conv(int n, int h, int w, int ch, int oc, int k, int s, int pad, int dil, int groups, int bias)
+{
+    conv_ctx c = {.bias = bias};
+    if (dt_conv_desc_set(&c.d, n, h, w, ch, oc, k, k, s, s, pad, pad, dil, dil, groups)) {
+        TAP_OK(0, "conv desc n%d %dx%dx%d->%d k%d s%d p%d d%d g%d", n, h, w, ch, oc, k, s, pad, dil, groups);
+        return;
+    }
+    const dt_conv_desc *d = &c.d;
+    int64_t ny = (int64_t)n * d->oh * d->ow * oc, nx = (int64_t)n * h * w * ch, nw = (int64_t)oc * k * k * (ch / groups);
+    c.x = mk(nx);
+    c.w = mk(nw);
+    c.b = mk(oc);
+    c.g = mk(ny);
+    c.y = calloc((size_t)ny, sizeof(double));
+    void *ws = malloc(be->conv_workspace(d) + 1);
+    float *y = malloc((size_t)ny * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float)),
+          *dw = malloc((size_t)nw * sizeof(float)), *db = malloc((size_t)oc * sizeof(float));
+    double *rx = malloc((size_t)nx * sizeof(double)), *rw = malloc((size_t)nw * sizeof(double)),
+           *rb = malloc((size_t)oc * sizeof(double));
+
+    be->conv_fwd(d, c.x.f, c.w.f, bias ? c.b.f : NULL, y, ws);
+    conv_obj(&c);
+    double ef = rel_err(y, c.y, ny);
+    be->conv_bwd_data(d, c.g.f, c.w.f, dx, 0, ws);
+    be->conv_bwd_filter(d, c.x.f, c.g.f, dw, bias ? db : NULL, 0, ws);
+    fd_grad(conv_obj, &c, c.x.d, nx, rx);
+    fd_grad(conv_obj, &c, c.w.d, nw, rw);
+    fd_grad(conv_obj, &c, c.b.d, oc, rb);
+    double ex = rel_err(dx, rx, nx), ew = rel_err(dw, rw, nw), eb = bias ? rel_err(db, rb, oc) : 0;
+    TAP_OK(ef < FWD_TOL && ex < BWD_TOL && ew < BWD_TOL && eb < BWD_TOL,
+           "conv n%d %dx%dx%d->%d k%d s%d p%d d%d g%d%s: fwd %.1e dx %.1e dw %.1e db %.1e", n, h, w, ch, oc, k, s, pad,
+           dil, groups, bias ? " bias" : "", ef, ex, ew, eb);
+    /* accumulate adds to what is there */
+    be->conv_bwd_data(d, c.g.f, c.w.f, dx, 1, ws);
+    be->conv_bwd_filter(d, c.x.f, c.g.f, dw, bias ? db : NULL, 1, ws);
+    for (int64_t i = 0; i < nx; i++)
+        rx[i] *= 2;
+    for (int64_t i = 0; i < nw; i++)
+        rw[i] *= 2;
+    TAP_OK(rel_err(dx, rx, nx) < BWD_TOL && rel_err(dw, rw, nw) < BWD_TOL, "  accumulate doubles dx and dw");
+    rm(&c.x);
+    rm(&c.w);
+    rm(&c.b);
+    rm(&c.g);
+    free(c.y);
+    free(ws);
+    free(y);
+    free(dx);
+    free(dw);
+    free(db);
+    free(rx);
+    free(rw);
+    free(rb);
+}
+
+/* a convolution big enough to run in several chunks: checked against the reference's forward and
+ * against our own single-image results, image by image (chunk borders must not matter) */
+static void check_conv_chunked(void)
+{
+    dt_conv_desc d, d1;
+    dt_conv_desc_set(&d, 3, 40, 40, 64, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    dt_conv_desc_set(&d1, 1, 40, 40, 64, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    int64_t nx = 3 * 40 * 40 * 64, ny = 3 * 40 * 40 * 32, nw = 32 * 9 * 64;
+    buf x = mk(nx), w = mk(nw), g = mk(ny);
+    double *ry = malloc((size_t)ny * sizeof(double));
+    float *y = malloc((size_t)ny * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float)),
+          *dx1 = malloc((size_t)nx * sizeof(float)), *dw = malloc((size_t)nw * sizeof(float)),
+          *dw1 = malloc((size_t)nw * sizeof(float));
+    void *ws = malloc(be->conv_workspace(&d));
+    TAP_OK(be->conv_workspace(&d) < (size_t)ny * 9 * 2 * sizeof(float), "chunked: workspace %zu bytes is a chunk, not the batch",
+           be->conv_workspace(&d));
+    be->conv_fwd(&d, x.f, w.f, NULL, y, ws);
+    ref_conv(&d, x.d, w.d, NULL, ry);
+    double ef = rel_err(y, ry, ny);
+    be->conv_bwd_data(&d, g.f, w.f, dx, 0, ws);
+    be->conv_bwd_filter(&d, x.f, g.f, dw, NULL, 0, ws);
+    for (int img = 0; img < 3; img++) {
+        be->conv_bwd_data(&d1, g.f + img * ny / 3, w.f, dx1 + img * nx / 3, 0, ws);
+        be->conv_bwd_filter(&d1, x.f + img * nx / 3, g.f + img * ny / 3, dw1, NULL, img > 0, ws);
+    }
+    double ex = 0, ew = 0, nrm = 0;
+    for (int64_t i = 0; i < nx; i++) {
+        ex += (dx[i] - dx1[i]) * (dx[i] - dx1[i]);
+        nrm += dx1[i] * dx1[i];
+    }
+    ex = sqrt(ex / nrm);
+    nrm = 0;
+    for (int64_t i = 0; i < nw; i++) {
+        ew += (dw[i] - dw1[i]) * (dw[i] - dw1[i]);
+        nrm += dw1[i] * dw1[i];
+    }
+    ew = sqrt(ew / nrm);
+    TAP_OK(ef < FWD_TOL && ex < 1e-6 && ew < 1e-5, "chunked 3x40x40x64->32: fwd %.1e, dx %.1e and dw %.1e vs per image", ef,
+           ex, ew);
+    rm(&x);
+    rm(&w);
+    rm(&g);
+    free(ry);
+    free(y);
+    free(dx);
+    free(dx1);
+    free(dw);
+    free(dw1);
+    free(ws);
+}
+
+/* --- batch norm --------------------------------------------------------------------------------- */
+
+typedef struct bn_ctx {
+    int64_t rows;
+    int c;
+    buf x, gm, bt, g;
+    double *y;
+} bn_ctx;
+
+static double bn_obj(void *p)
+{
+    bn_ctx *b = p;
+    double s = 0;
+    for (int j = 0; j < b->c; j++) {
+        double mean = 0, var = 0;
+        for (int64_t r = 0; r < b->rows; r++)
+            mean += b->x.d[r * b->c + j];
+        mean /= b->rows;
+        for (int64_t r = 0; r < b->rows; r++)
+            var += (b->x.d[r * b->c + j] - mean) * (b->x.d[r * b->c + j] - mean);
+        var /= b->rows;
+        for (int64_t r = 0; r < b->rows; r++) {
+            double y = (b->x.d[r * b->c + j] - mean) / sqrt(var + 1e-5) * b->gm.d[j] + b->bt.d[j];
+            b->y[r * b->c + j] = y;
+            s += y * b->g.d[r * b->c + j];
+        }
+    }
+    return s;
+}
+
+static void check_bn(int64_t rows, int c)
+{
+    bn_ctx b = {.rows = rows, .c = c};
+    int64_t n = rows * c;
+    b.x = mk(n);
+    b.gm = mk(c);
+    b.bt = mk(c);
+    b.g = mk(n);
+    for (int64_t i = 0; i < n; i++) { /* an offset and a scale per channel, as real activations have */
+        b.x.f[i] = b.x.f[i] * (1 + (float)(i % c) / 4) + (float)(i % c) / 3;
+        b.x.d[i] = b.x.f[i];
+    }
+    b.y = calloc((size_t)n, sizeof(double));
+    float *y = malloc((size_t)n * sizeof(float)), *dx = malloc((size_t)n * sizeof(float)),
+          *dg = malloc((size_t)c * sizeof(float)), *dbt = malloc((size_t)c * sizeof(float)),
+          *sm = malloc((size_t)c * sizeof(float)), *si = malloc((size_t)c * sizeof(float)),
+          *rmean = malloc((size_t)c * sizeof(float)), *rvar = malloc((size_t)c * sizeof(float));
+    double *rx = malloc((size_t)n * sizeof(double)), *rg = malloc((size_t)c * sizeof(double)),
+           *rb = malloc((size_t)c * sizeof(double));
+    for (int j = 0; j < c; j++) {
+        rmean[j] = 0.5f;
+        rvar[j] = 2.0f;
+    }
+    dt_bn_desc d = {.rows = rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
+    be->bn_fwd_train(&d, b.x.f, b.gm.f, b.bt.f, y, sm, si, rmean, rvar);
+    bn_obj(&b);
+    double ef = rel_err(y, b.y, n);
+    /* running stats: 0.9*old + 0.1*batch, unbiased variance */
+    double erm = 0, erv = 0;
+    for (int j = 0; j < c; j++) {
+        double mean = 0, var = 0;
+        for (int64_t r = 0; r < rows; r++)
+            mean += b.x.d[r * c + j];
+        mean /= rows;
+        for (int64_t r = 0; r < rows; r++)
+            var += (b.x.d[r * c + j] - mean) * (b.x.d[r * c + j] - mean);
+        erm = fmax(erm, fabs(rmean[j] - (0.9 * 0.5 + 0.1 * mean)));
+        erv = fmax(erv, fabs(rvar[j] - (0.9 * 2.0 + 0.1 * var / (rows - 1))) / (0.9 * 2.0 + 0.1 * var / (rows - 1)));
+    }
+    be->bn_bwd(&d, b.x.f, b.g.f, b.gm.f, sm, si, dx, dg, dbt, 0, 0);
+    fd_grad(bn_obj, &b, b.x.d, n, rx);
+    fd_grad(bn_obj, &b, b.gm.d, c, rg);
+    fd_grad(bn_obj, &b, b.bt.d, c, rb);
+    double ex = rel_err(dx, rx, n), eg = rel_err(dg, rg, c), eb = rel_err(dbt, rb, c);
+    TAP_OK(ef < FWD_TOL && ex < BWD_TOL && eg < BWD_TOL && eb < BWD_TOL && erm < 1e-6 && erv < 1e-6,
+           "bn train %lldx%d: fwd %.1e dx %.1e dgamma %.1e dbeta %.1e running mean %.1e var %.1e", (long long)rows, c, ef,
+           ex, eg, eb, erm, erv);
+    be->bn_bwd(&d, b.x.f, b.g.f, b.gm.f, sm, si, dx, dg, dbt, 1, 1);
+    for (int64_t i = 0; i < n; i++)
+        rx[i] *= 2;
+    for (int j = 0; j < c; j++)
+        rg[j] *= 2;
+    TAP_OK(rel_err(dx, rx, n) < BWD_TOL && rel_err(dg, rg, c) < BWD_TOL, "  accumulate doubles dx and dgamma");
+    /* inference: (x - running_mean) / sqrt(running_var + eps) * gamma + beta */
+    be->bn_fwd_infer(&d, b.x.f, b.gm.f, b.bt.f, rmean, rvar, y);
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int j = (int)(i % c);
+        b.y[i] = (b.x.d[i] - rmean[j]) / sqrt((double)rvar[j] + 1e-5) * b.gm.d[j] + b.bt.d[j];
+    }
+    e = rel_err(y, b.y, n);
+    TAP_OK(e < FWD_TOL, "bn inference %lldx%d: %.1e", (long long)rows, c, e);
+    rm(&b.x);
+    rm(&b.gm);
+    rm(&b.bt);
+    rm(&b.g);
+    free(b.y);
+    free(y);
+    free(dx);
+    free(dg);
+    free(dbt);
+    free(sm);
+    free(si);
+    free(rmean);
+    free(rvar);
+    free(rx);
+    free(rg);
+    free(rb);
+}
+
+/* --- pools ------------------------------------------------------------------------------------- */
+
+typedef struct pool_ctx {
+    dt_pool_desc d;
+    int max;
+    buf x, g;
+    double *y;
+} pool_ctx;
+
+static double pool_obj(void *p)
+{
+    pool_ctx *c = p;
+    const dt_pool_desc *d = &c->d;
+    for (int n = 0; n < d->n; n++)
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++)
+                for (int ch = 0; ch < d->c; ch++) {
+                    int y0, y1, x0, x1;
+                    if (c->max) {
+                        y0 = oy * d->sh - d->ph;
+                        y1 = y0 + d->kh;
+                        x0 = ox * d->sw - d->pw;
+                        x1 = x0 + d->kw;
+                    } else {
+                        y0 = oy * d->h / d->oh;
+                        y1 = ((oy + 1) * d->h + d->oh - 1) / d->oh;
+                        x0 = ox * d->w / d->ow;
+                        x1 = ((ox + 1) * d->w + d->ow - 1) / d->ow;
+                    }
+                    double acc = c->max ? -INFINITY : 0;
+                    int cnt = 0;
+                    for (int iy = y0; iy < y1; iy++)
+                        for (int ix = x0; ix < x1; ix++) {
+                            if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                continue;
+                            double v = c->x.d[((int64_t)(n * d->h + iy) * d->w + ix) * d->c + ch];
+                            acc = c->max ? fmax(acc, v) : acc + v;
+                            cnt++;
+                        }
+                    c->y[((int64_t)(n * d->oh + oy) * d->ow + ox) * d->c + ch] = c->max ? acc : acc / cnt;
+                }
+    return dot(c->y, c->g.d, c->g.n);
+}
+
+static void check_pool(int max, int n, int h, int w, int ch, int a, int b, int cpad)
+{
+    pool_ctx c = {.max = max};
+    int bad = max ? dt_pool_desc_set_max(&c.d, n, h, w, ch, a, b, cpad) : dt_pool_desc_set_adaptive(&c.d, n, h, w, ch, a, b);
+    if (bad) {
+        TAP_OK(0, "pool desc");
+        return;
+    }
+    int64_t nx = (int64_t)n * h * w * ch, ny = (int64_t)n * c.d.oh * c.d.ow * ch;
+    c.x = mk(nx);
+    c.g = mk(ny);
+    c.y = calloc((size_t)ny, sizeof(double));
+    float *y = malloc((size_t)ny * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float));
+    int32_t *am = malloc((size_t)ny * sizeof(int32_t));
+    double *rx = malloc((size_t)nx * sizeof(double));
+    if (max) {
+        be->maxpool_fwd(&c.d, c.x.f, y, am);
+        be->maxpool_bwd(&c.d, c.g.f, am, dx, 0);
+    } else {
+        be->avgpool_fwd(&c.d, c.x.f, y);
+        be->avgpool_bwd(&c.d, c.g.f, dx, 0);
+    }
+    pool_obj(&c);
+    double ef = rel_err(y, c.y, ny);
+    fd_grad(pool_obj, &c, c.x.d, nx, rx);
+    double ex = rel_err(dx, rx, nx);
+    if (max)
+        be->maxpool_bwd(&c.d, c.g.f, am, dx, 1);
+    else
+        be->avgpool_bwd(&c.d, c.g.f, dx, 1);
+    for (int64_t i = 0; i < nx; i++)
+        rx[i] *= 2;
+    double ea = rel_err(dx, rx, nx);
+    if (max)
+        TAP_OK(ef < FWD_TOL && ex < BWD_TOL && ea < BWD_TOL, "maxpool n%d %dx%dx%d k%d s%d p%d -> %dx%d: fwd %.1e dx %.1e accumulate %.1e",
+               n, h, w, ch, a, b, cpad, c.d.oh, c.d.ow, ef, ex, ea);
+    else
+        TAP_OK(ef < FWD_TOL && ex < BWD_TOL && ea < BWD_TOL, "adaptive avgpool n%d %dx%dx%d -> %dx%d: fwd %.1e dx %.1e accumulate %.1e",
+               n, h, w, ch, a, b, ef, ex, ea);
+    rm(&c.x);
+    rm(&c.g);
+    free(c.y);
+    free(y);
+    free(dx);
+    free(am);
+    free(rx);
+}
+
+/* --- linear, relu, flatten, loss ---------------------------------------------------------------- */
+
+typedef struct lin_ctx {
+    int n, in, out;
+    buf x, w, b, g;
+    double *y;
+} lin_ctx;
+
+static double lin_obj(void *p)
+{
+    lin_ctx *c = p;
+    for (int i = 0; i < c->n; i++)
+        for (int o = 0; o < c->out; o++) {
+            double s = c->b.d[o];
+            for (int k = 0; k < c->in; k++)
+                s += c->x.d[i * c->in + k] * c->w.d[o * c->in + k];
+            c->y[i * c->out + o] = s;
+        }
+    return dot(c->y, c->g.d, c->g.n);
+}
+
+static void check_linear(int n, int in, int out)
+{
+    lin_ctx c = {.n = n, .in = in, .out = out};
+    c.x = mk((int64_t)n * in);
+    c.w = mk((int64_t)out * in);
+    c.b = mk(out);
+    c.g = mk((int64_t)n * out);
+    c.y = calloc((size_t)(n * out), sizeof(double));
+    float *y = malloc((size_t)(n * out) * sizeof(float)), *dx = malloc((size_t)(n * in) * sizeof(float)),
+          *dw = malloc((size_t)(out * in) * sizeof(float)), *db = malloc((size_t)out * sizeof(float));
+    double *rx = malloc((size_t)(n * in) * sizeof(double)), *rw = malloc((size_t)(out * in) * sizeof(double)),
+           *rb = malloc((size_t)out * sizeof(double));
+    be->linear_fwd(n, in, out, c.x.f, c.w.f, c.b.f, y);
+    lin_obj(&c);
+    double ef = rel_err(y, c.y, n * out);
+    be->linear_bwd(n, in, out, c.x.f, c.w.f, c.g.f, dx, dw, db, 0, 0);
+    fd_grad(lin_obj, &c, c.x.d, n * in, rx);
+    fd_grad(lin_obj, &c, c.w.d, out * in, rw);
+    fd_grad(lin_obj, &c, c.b.d, out, rb);
+    double ex = rel_err(dx, rx, n * in), ew = rel_err(dw, rw, out * in), eb = rel_err(db, rb, out);
+    TAP_OK(ef < FWD_TOL && ex < BWD_TOL && ew < BWD_TOL && eb < BWD_TOL, "linear %dx%d->%d: fwd %.1e dx %.1e dw %.1e db %.1e", n, in,
+           out, ef, ex, ew, eb);
+    be->linear_bwd(n, in, out, c.x.f, c.w.f, c.g.f, dx, dw, db, 1, 1);
+    for (int i = 0; i < out; i++)
+        rb[i] *= 2;
+    for (int i = 0; i < n * in; i++)
+        rx[i] *= 2;
+    TAP_OK(rel_err(db, rb, out) < BWD_TOL && rel_err(dx, rx, n * in) < BWD_TOL, "  accumulate doubles dx and db");
+    rm(&c.x);
+    rm(&c.w);
+    rm(&c.b);
+    rm(&c.g);
+    free(c.y);
+    free(y);
+    free(dx);
+    free(dw);
+    free(db);
+    free(rx);
+    free(rw);
+    free(rb);
+}
+
+typedef struct xent_ctx {
+    int n, k;
+    float eps;
+    buf z;
+    const int32_t *labels;
+} xent_ctx;
+
+static double xent_obj(void *p)
+{
+    xent_ctx *c = p;
+    double total = 0;
+    for (int i = 0; i < c->n; i++) {
+        double se = 0;
+        for (int j = 0; j < c->k; j++)
+            se += exp(c->z.d[i * c->k + j]);
+        for (int j = 0; j < c->k; j++) {
+            double q = c->eps / c->k + (j == c->labels[i] ? 1 - c->eps : 0);
+            total -= q * (c->z.d[i * c->k + j] - log(se));
+        }
+    }
+    return total / c->n;
+}
+
+static void check_xent(float eps)
+{
+    static const int32_t labels[4] = {2, 0, 5, 2};
+    xent_ctx c = {.n = 4, .k = 6, .eps = eps, .labels = labels};
+    c.z = mk(24);
+    for (int i = 0; i < 24; i++) { /* large logits: the op must subtract the maximum */
+        c.z.f[i] *= 30;
+        c.z.d[i] = c.z.f[i];
+    }
+    float dz[24];
+    double rz[24];
+    double loss = be->xent(4, 6, c.z.f, labels, eps, dz);
+    double ref = xent_obj(&c);
+    fd_grad(xent_obj, &c, c.z.d, 24, rz);
+    TAP_OK(fabs(loss - ref) / ref < 1e-6 && rel_err(dz, rz, 24) < BWD_TOL,
+           "cross-entropy, label smoothing %.1f: loss %.6f (ref %.6f), dlogits %.1e", eps, loss, ref, rel_err(dz, rz, 24));
+    rm(&c.z);
+}
+
+static void check_small_ops(void)
+{
+    /* relu: forward, and backward from the output */
+    buf x = mk(1000), g = mk(1000);
+    float y[1000], dx[1000];
+    double ry[1000], rx[1000];
+    be->relu_fwd(1000, x.f, y);
+    be->relu_bwd(1000, y, g.f, dx, 0);
+    for (int i = 0; i < 1000; i++) {
+        ry[i] = x.d[i] > 0 ? x.d[i] : 0;
+        rx[i] = x.d[i] > 0 ? g.d[i] : 0;
+    }
+    TAP_OK(rel_err(y, ry, 1000) == 0 && rel_err(dx, rx, 1000) == 0, "relu forward and backward exact");
+    be->relu_bwd(1000, y, g.f, dx, 1);
+    for (int i = 0; i < 1000; i++)
+        rx[i] *= 2;
+    TAP_OK(rel_err(dx, rx, 1000) == 0, "relu accumulate");
+    /* add and gradient copy */
+    be->add_fwd(1000, x.f, g.f, y);
+    int ok = 1;
+    for (int i = 0; i < 1000; i++)
+        ok = ok && y[i] == x.f[i] + g.f[i];
+    be->copy_grad(1000, x.f, y, 0);
+    be->copy_grad(1000, x.f, y, 1);
+    for (int i = 0; i < 1000; i++)
+        ok = ok && y[i] == x.f[i] * 2;
+    TAP_OK(ok, "add, gradient copy and accumulate");
+    /* flatten NHWC -> NCHW order and back */
+    float f[2 * 2 * 3 * 5], back[2 * 2 * 3 * 5];
+    be->flatten_fwd(2, 2, 3, 5, x.f, f);
+    ok = 1;
+    for (int n = 0; n < 2; n++)
+        for (int h = 0; h < 2; h++)
+            for (int w = 0; w < 3; w++)
+                for (int c = 0; c < 5; c++)
+                    ok = ok && f[n * 30 + c * 6 + h * 3 + w] == x.f[n * 30 + (h * 3 + w) * 5 + c];
+    be->flatten_bwd(2, 2, 3, 5, f, back, 0);
+    ok = ok && memcmp(back, x.f, sizeof back) == 0;
+    TAP_OK(ok, "flatten gives PyTorch's C,H,W order; its backward inverts it");
+    rm(&x);
+    rm(&g);
+}
+
+static void check_dropout(void)
+{
+    enum { N = 200000 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float)), *y2 = malloc(N * sizeof(float)),
+          *dx = malloc(N * sizeof(float));
+    uint8_t *mask = malloc(N), *mask2 = malloc(N);
+    for (int i = 0; i < N; i++)
+        x[i] = 1.0f + (float)(i % 7);
+    be->dropout_fwd(N, 0.3f, 1234, x, y, mask);
+    int kept = 0, ok = 1;
+    for (int i = 0; i < N; i++) {
+        kept += mask[i];
+        ok = ok && (mask[i] ? fabsf(y[i] - x[i] / 0.7f) < 1e-6f * y[i] : y[i] == 0.0f);
+    }
+    TAP_OK(ok && fabs(kept / (double)N - 0.7) < 0.005, "dropout p=0.3 keeps %.4f, kept values scaled by 1/0.7",
+           kept / (double)N);
+    dt_cpu_set_threads(1);
+    be->dropout_fwd(N, 0.3f, 1234, x, y2, mask2);
+    dt_cpu_set_threads(2);
+    TAP_OK(memcmp(mask, mask2, N) == 0 && memcmp(y, y2, N * sizeof(float)) == 0, "same seed, same mask on 1 and 2 threads");
+    be->dropout_fwd(N, 0.3f, 1235, x, y2, mask2);
+    TAP_OK(memcmp(mask, mask2, N) != 0, "another seed, another mask");
+    be->dropout_bwd(N, 0.3f, mask, x, dx, 0);
+    ok = 1;
+    for (int i = 0; i < N; i++)
+        ok = ok && dx[i] == (mask[i] ? x[i] * (1.0f / 0.7f) : 0.0f);
+    TAP_OK(ok, "dropout backward uses the mask and the scale");
+    free(x);
+    free(y);
+    free(y2);
+    free(dx);
+    free(mask);
+    free(mask2);
+}
+
+static void check_sgd(void)
+{
+    static const struct { float mom, damp, wd; int nest; } cfg[] = {
+        {0, 0, 0, 0}, {0.9f, 0, 1e-4f, 0}, {0.9f, 0, 5e-4f, 1}, {0.9f, 0.1f, 1e-4f, 0}, {0, 0, 1e-2f, 0}};
+    for (size_t k = 0; k < sizeof cfg / sizeof cfg[0]; k++) {
+        float p[64], g[64], buf_[64];
+        double rp[64], rbuf[64];
+        for (int i = 0; i < 64; i++) {
+            rp[i] = p[i] = (float)(dt_rng_uniform(&rng) - 0.5);
+            g[i] = (float)(dt_rng_uniform(&rng) - 0.5);
+        }
+        double err = 0;
+        for (int step = 0; step < 3; step++) { /* the first step starts the momentum buffer */
+            be->sgd(64, p, g, buf_, 0.1f, cfg[k].mom, cfg[k].damp, cfg[k].wd, cfg[k].nest, step == 0);
+            for (int i = 0; i < 64; i++) {
+                double d = g[i] + cfg[k].wd * rp[i];
+                if (cfg[k].mom != 0) {
+                    rbuf[i] = step == 0 ? d : cfg[k].mom * rbuf[i] + (1 - cfg[k].damp) * d;
+                    d = cfg[k].nest ? d + cfg[k].mom * rbuf[i] : rbuf[i];
+                }
+                rp[i] -= 0.1 * d;
+            }
+        }
+        err = rel_err(p, rp, 64);
+        TAP_OK(err < 1e-6, "sgd momentum %.1f dampening %.1f wd %g nesterov %d: 3 steps, error %.1e", cfg[k].mom,
+               cfg[k].damp, cfg[k].wd, cfg[k].nest, err);
+    }
+}
+
+int main(void)
+{
+    dt_rng_seed(&rng, 2024, 1);
+    dt_cpu_set_threads(2);
+    check_conv(2, 5, 5, 3, 4, 3, 1, 1, 1, 1, 1);  /* 3x3, bias */
+    check_conv(2, 7, 6, 4, 6, 3, 2, 1, 1, 1, 0);  /* stride 2, odd, not square */
+    check_conv(1, 6, 6, 4, 4, 3, 1, 2, 2, 1, 1);  /* dilation 2 */
+    check_conv(2, 5, 5, 4, 6, 3, 1, 1, 1, 2, 1);  /* groups 2 */
+    check_conv(1, 5, 5, 4, 4, 3, 1, 1, 1, 4, 0);  /* depthwise */
+    check_conv(2, 4, 4, 6, 5, 1, 1, 0, 1, 1, 0);  /* pointwise: no columns */
+    check_conv(2, 4, 4, 6, 4, 1, 1, 0, 1, 2, 0);  /* pointwise with groups */
+    check_conv(2, 5, 5, 4, 4, 1, 2, 0, 1, 1, 0);  /* 1x1 stride 2: the downsample */
+    check_conv(1, 9, 9, 3, 2, 7, 2, 3, 1, 1, 0);  /* the 7x7 stem */
+    check_conv(1, 7, 7, 2, 3, 5, 3, 0, 1, 1, 1);  /* 5x5 stride 3, no padding */
+    check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */
+    check_conv_chunked();
+    check_bn(18, 5);
+    check_bn(4, 300); /* more channels than one block */
+    check_bn(3, 3); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
+    check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
+    check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */
+    check_pool(1, 1, 7, 5, 2, 3, 2, 0); /* alexnet's, odd */
+    check_pool(0, 2, 5, 7, 3, 3, 2, 0);    /* adaptive, uneven windows */
+    check_pool(0, 1, 7, 7, 2, 1, 1, 0);    /* global */
+    check_pool(0, 1, 1, 1, 3, 6, 6, 0);    /* 1x1 up to 6x6 (alexnet on small inputs) */
+    check_pool(0, 1, 4, 4, 2, 4, 4, 0);    /* identity */
+    check_linear(3, 7, 5);
+    check_linear(1, 1, 1);
+    check_xent(0.0f);
+    check_xent(0.1f);
+    check_small_ops();
+    check_dropout();
+    check_sgd();
+    return tap_done();
+}
