@@ -278,6 +278,13 @@ float *dt_param_grad(const dt_model *m, const dt_param *p)
     return dt_param_trainable(p) ? m->grads + p->off : NULL;
 }
 
+void dt_model_set_dropout(dt_model *m, float p)
+{
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].op == DT_OP_DROPOUT)
+            m->nodes[i].a.drop = p;
+}
+
 int dt_model_find_param(const dt_model *m, const char *name)
 {
     for (int i = 0; i < m->n_params; i++)

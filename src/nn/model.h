@@ -124,6 +124,9 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
 /* Backward of the last forward: parameter gradients into grads (added when accumulate). */
 int dt_model_backward(dt_model *m, int n, int accumulate);
 
+/* Sets the probability of every dropout layer (torchvision's default is 0.5). */
+void dt_model_set_dropout(dt_model *m, float p);
+
 /* Parameter lookup by state_dict name: index or -1. */
 int dt_model_find_param(const dt_model *m, const char *name);
 /* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers). */

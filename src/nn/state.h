@@ -1,0 +1,35 @@
+/* state.h: a model's state_dict in HDF5, under torchvision's names and in PyTorch's layouts.
+ *
+ * One dataset per state_dict entry, named by its key (dots included), in a group of an open file:
+ * float32 for parameters and BN running statistics, int64 for num_batches_tracked, conv weights
+ * [O, I, KH, KW]. This is the layout of our checkpoints and of the PyTorch test fixtures, and what a
+ * few lines of h5py turn into a torchvision state_dict. */
+#ifndef DT_NN_STATE_H
+#define DT_NN_STATE_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "nn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads dataset `name` under loc as float32 into out (converting from any float type), checking
+ * that its shape is exactly shape[0..ndim) (ndim 0: a scalar). `source` names the file in messages.
+ * Returns DT_OK, or DT_ERR_INPUT after one line naming the file, the tensor, and the expected and
+ * found shapes (or that it is missing). */
+int dt_h5_read_floats(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape, float *out);
+int dt_h5_read_doubles(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape, double *out);
+
+/* Loads every parameter and buffer of m from group loc (each must exist with its exact shape; the
+ * group must hold no entry the model lacks). DT_OK or DT_ERR_INPUT (one line) / DT_ERR_HDF5. */
+int dt_model_load_state(dt_model *m, hid_t loc, const char *source);
+/* Writes every parameter and buffer of m into group loc. */
+int dt_model_save_state(const dt_model *m, hid_t loc);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

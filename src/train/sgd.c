@@ -1,0 +1,57 @@
+/* sgd.c: torch.optim.SGD (contract in sgd.h). */
+#include "config.h"
+
+#include "train/sgd.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/log.h"
+
+int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float dampening, float weight_decay,
+                int nesterov, int no_decay_bn_bias)
+{
+    memset(o, 0, sizeof *o);
+    if (nesterov && (momentum <= 0 || dampening != 0)) {
+        dt_error("--nesterov needs a momentum above 0 and no dampening");
+        return DT_ERR_INPUT;
+    }
+    o->lr = lr;
+    o->momentum = momentum;
+    o->dampening = dampening;
+    o->weight_decay = weight_decay;
+    o->nesterov = nesterov;
+    o->no_decay_bn_bias = no_decay_bn_bias;
+    if (momentum != 0)
+        DT_CHECK_ALLOC(o->momentum_buf = calloc((size_t)(m->n_weights ? m->n_weights : 1), sizeof(float)));
+    return DT_OK;
+}
+
+void dt_sgd_step(dt_sgd *o, dt_model *m, float lr)
+{
+    const int first = o->steps == 0;
+    if (!o->no_decay_bn_bias) { /* one pass over the flat arrays (padding between tensors stays 0) */
+        m->be->sgd(m->n_weights, m->weights, m->grads, o->momentum_buf, lr, o->momentum, o->dampening,
+                   o->weight_decay, o->nesterov, first);
+    } else {
+        for (int i = 0; i < m->n_params; i++) {
+            const dt_param *p = &m->params[i];
+            if (!dt_param_trainable(p))
+                continue;
+            float wd = p->kind == DT_P_WEIGHT ? o->weight_decay : 0.0f;
+            m->be->sgd(p->numel, m->weights + p->off, m->grads + p->off,
+                       o->momentum_buf ? o->momentum_buf + p->off : NULL, lr, o->momentum, o->dampening, wd,
+                       o->nesterov, first);
+        }
+    }
+    o->steps++;
+}
+
+void dt_sgd_free(dt_sgd *o)
+{
+    if (!o)
+        return;
+    free(o->momentum_buf);
+    o->momentum_buf = NULL;
+}

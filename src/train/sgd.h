@@ -1,0 +1,27 @@
+/* sgd.h: torch.optim.SGD over a model's trainable parameters.
+ * lr, momentum, dampening, nesterov and weight decay as PyTorch defines them; optionally no weight
+ * decay on BN parameters and biases (a common ImageNet recipe). The momentum buffer has the layout
+ * of the model's flat weights, so it can be checkpointed and broadcast as one array. */
+#ifndef DT_TRAIN_SGD_H
+#define DT_TRAIN_SGD_H
+
+#include <stdint.h>
+
+#include "nn/model.h"
+
+typedef struct dt_sgd {
+    float lr, momentum, dampening, weight_decay;
+    int nesterov;
+    int no_decay_bn_bias; /* 1: weight decay only on conv and linear weights */
+    float *momentum_buf;  /* n_weights floats, or NULL when momentum is 0 */
+    int64_t steps;        /* updates done: the first one starts the momentum buffer */
+} dt_sgd;
+
+/* DT_OK, DT_ERR_INPUT for nesterov without momentum or dampening (as PyTorch refuses), DT_ERR_NOMEM. */
+int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float dampening, float weight_decay,
+                int nesterov, int no_decay_bn_bias);
+/* One update of every trainable parameter from its gradient, at learning rate lr. */
+void dt_sgd_step(dt_sgd *o, dt_model *m, float lr);
+void dt_sgd_free(dt_sgd *o);
+
+#endif

@@ -1,0 +1,322 @@
+/* test_torch.c FIXTURE.h5: our engine against PyTorch. Loads the fixture's initial weights, runs the
+ * fixture's two SGD steps on its batch and compares, per tensor, with what PyTorch computed:
+ * logits and loss (norm-wise relative error under 1e-4), every parameter gradient and every weight and
+ * BN statistic after each step (under 1e-3), num_batches_tracked exactly.
+ *
+ * Errors are norm-wise relative, |ours - ref| / |ref|. The gradient of a conv bias followed by BN
+ * is zero in exact arithmetic (PyTorch's is rounding noise): there ours must be under 1e-5 of the
+ * norm of the conv weight's gradient, and the bias after a step must be within 1e-6 (RMS) of PyTorch's. When the fixture has float64 results (/fp64: resnet50 and resnet20, whose fp32 gradients are
+ * ill-conditioned at initialisation: PyTorch's own fp32 result is up to 5e-2 from its fp64 one), the
+ * reference is the float64 result and each tensor's tolerance is the larger of the base tolerance
+ * and 10x PyTorch's own fp32-vs-fp64 error for that tensor: two fp32 implementations with different
+ * summation orders, each compared with the exact answer. */
+#include "config.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/model.h"
+#include "nn/state.h"
+#include "tap.h"
+#include "train/sgd.h"
+#include "util/check.h"
+#include "util/log.h"
+
+static hid_t fix;
+static const char *path;
+static int has_fp64;
+
+static double err_rel(const double *a, const double *ref, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* the gradient of a conv bias whose output goes straight into BN is zero in exact arithmetic (BN
+ * removes any per-channel constant): returns the conv weight's parameter index, or -1 */
+static int zero_grad_bias(const dt_model *m, int param)
+{
+    for (int i = 0; i < m->n_nodes; i++) {
+        const dt_node *nd = &m->nodes[i];
+        if (nd->op != DT_OP_CONV || nd->p[1] != param)
+            continue;
+        for (int k = i + 1; k < m->n_nodes; k++)
+            if (m->nodes[k].in0 == nd->out || m->nodes[k].in1 == nd->out)
+                return m->nodes[k].op == DT_OP_BN ? nd->p[0] : -1;
+    }
+    return -1;
+}
+
+static double norm(const float *v, int64_t n)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)v[i] * v[i];
+    return sqrt(s);
+}
+
+static int attr_int(const char *name, long long *v)
+{
+    hid_t a = H5Aopen(fix, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    int rc = H5Aread(a, H5T_NATIVE_LLONG, v) < 0 ? -1 : 0;
+    H5Aclose(a);
+    return rc;
+}
+
+static int attr_double(const char *name, double *v)
+{
+    hid_t a = H5Aopen(fix, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    int rc = H5Aread(a, H5T_NATIVE_DOUBLE, v) < 0 ? -1 : 0;
+    H5Aclose(a);
+    return rc;
+}
+
+static int attr_str(const char *name, char *buf, size_t n)
+{
+    hid_t a = H5Aopen(fix, name, H5P_DEFAULT);
+    if (a < 0)
+        return -1;
+    hid_t t = H5Aget_type(a), mt = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mt, H5Tget_cset(t)); /* h5py writes UTF-8 */
+    int rc = -1;
+    if (H5Tis_variable_str(t) > 0) {
+        char *s = NULL;
+        H5Tset_size(mt, H5T_VARIABLE);
+        if (H5Aread(a, mt, &s) >= 0 && s) {
+            snprintf(buf, n, "%s", s);
+            H5free_memory(s);
+            rc = 0;
+        }
+    } else {
+        size_t sz = H5Tget_size(t);
+        char *s = calloc(sz + 1, 1);
+        H5Tset_size(mt, sz + 1);
+        if (s && H5Aread(a, mt, s) >= 0) {
+            snprintf(buf, n, "%s", s);
+            rc = 0;
+        }
+        free(s);
+    }
+    H5Tclose(mt);
+    H5Tclose(t);
+    H5Aclose(a);
+    return rc;
+}
+
+/* ours (float, torch layout) vs group/name, and PyTorch's fp32-vs-fp64 spread when there is fp64 */
+static double compare(const char *group, const char *name, const float *ours, int ndim, const int64_t *shape, int64_t n,
+                      double *spread)
+{
+    char path32[256], path64[300];
+    snprintf(path32, sizeof path32, "%s%s%s", group, group[0] ? "/" : "", name);
+    snprintf(path64, sizeof path64, "fp64/%s", path32);
+    double *r32 = malloc((size_t)n * sizeof(double)), *r64 = malloc((size_t)n * sizeof(double)),
+           *o = malloc((size_t)n * sizeof(double));
+    double e = INFINITY;
+    *spread = 0;
+    for (int64_t i = 0; i < n; i++)
+        o[i] = ours[i];
+    if (dt_h5_read_doubles(fix, path, path32, ndim, shape, r32) == DT_OK) {
+        if (has_fp64 && dt_h5_read_doubles(fix, path, path64, ndim, shape, r64) == DT_OK) {
+            *spread = err_rel(r32, r64, n);
+            e = err_rel(o, r64, n);
+        } else if (!has_fp64) {
+            e = err_rel(o, r32, n);
+        }
+    }
+    free(r32);
+    free(r64);
+    free(o);
+    return e;
+}
+
+/* every gradient (what = "grads") or every state entry (what = "after1"/"after2") */
+static void compare_all(dt_model *m, const char *what, double base_tol)
+{
+    int grads = strcmp(what, "grads") == 0, n = 0, bad = 0;
+    double worst = -1, worst_tol = base_tol, max_spread = 0;
+    const char *worst_name = "";
+    float *tmp = NULL;
+    for (int i = 0; i < m->n_params; i++) {
+        const dt_param *p = &m->params[i];
+        if (grads && !dt_param_trainable(p))
+            continue;
+        int64_t shape[4];
+        for (int d = 0; d < p->ndim; d++)
+            shape[d] = p->shape[d];
+        if (p->kind == DT_P_BN_COUNT) {
+            long long want = -1;
+            char nm[256];
+            snprintf(nm, sizeof nm, "%s/%s", what, p->name);
+            hid_t ds = H5Dopen2(fix, nm, H5P_DEFAULT);
+            if (ds >= 0) {
+                H5Dread(ds, H5T_NATIVE_LLONG, H5S_ALL, H5S_ALL, H5P_DEFAULT, &want);
+                H5Dclose(ds);
+            }
+            n++;
+            if (want != m->counts[p->off]) {
+                bad++;
+                tap_diag("%s %s: %lld, PyTorch %lld", what, p->name, (long long)m->counts[p->off], want);
+            }
+            continue;
+        }
+        int wz = zero_grad_bias(m, i);
+        if (wz >= 0 && !grads) { /* it stays where it was but for rounding noise times lr: absolute check */
+            tmp = realloc(tmp, (size_t)p->numel * sizeof(float));
+            dt_param_to_torch(p, dt_param_data(m, p), tmp);
+            double rn = 0;
+            char nm[300];
+            double *ref = malloc((size_t)p->numel * sizeof(double));
+            snprintf(nm, sizeof nm, "%s%s/%s", has_fp64 ? "fp64/" : "", what, p->name);
+            if (dt_h5_read_doubles(fix, path, nm, p->ndim, shape, ref) == DT_OK)
+                for (int64_t j = 0; j < p->numel; j++)
+                    rn += (tmp[j] - ref[j]) * (tmp[j] - ref[j]);
+            free(ref);
+            n++;
+            if (!(sqrt(rn) <= 1e-6 * sqrt((double)p->numel))) {
+                bad++;
+                tap_diag("%s %s: differs by %.2e (RMS), allowed 1e-6 for a bias with zero gradient", what, p->name,
+                         sqrt(rn / p->numel));
+            }
+            continue;
+        }
+        if (wz >= 0) {
+            const dt_param *wp = &m->params[wz];
+            double own = norm(dt_param_grad(m, p), p->numel), wn = norm(dt_param_grad(m, wp), wp->numel);
+            n++;
+            if (!(own <= 1e-5 * wn)) {
+                bad++;
+                tap_diag("%s %s: norm %.2e, expected zero (under 1e-5 of %s's %.2e)", what, p->name, own, wp->name, wn);
+            }
+            continue;
+        }
+        tmp = realloc(tmp, (size_t)p->numel * sizeof(float));
+        dt_param_to_torch(p, grads ? dt_param_grad(m, p) : dt_param_data(m, p), tmp);
+        double spread;
+        double e = compare(what, p->name, tmp, p->ndim, shape, p->numel, &spread);
+        double tol = fmax(base_tol, 10 * spread);
+        max_spread = fmax(max_spread, spread);
+        n++;
+        if (!(e <= tol)) {
+            bad++;
+            tap_diag("%s %s: error %.2e over tolerance %.2e", what, p->name, e, tol);
+        } else if (getenv("DT_TEST_VERBOSE")) {
+            tap_diag("%s %s: error %.2e (tolerance %.2e)", what, p->name, e, tol);
+        }
+        if (e > worst) {
+            worst = e;
+            worst_tol = tol;
+            worst_name = p->name;
+        }
+    }
+    free(tmp);
+    TAP_OK(bad == 0, "%s: %d tensors within tolerance; worst %s %.2e (tolerance %.2e)%s", what, n, worst_name, worst,
+           worst_tol, has_fp64 ? "; reference float64" : "");
+    if (has_fp64)
+        tap_diag("  PyTorch's own fp32-vs-fp64 error in %s reaches %.2e", what, max_spread);
+}
+
+static int step(dt_model *m, dt_sgd *opt, const float *x, const int32_t *labels, int n, float eps, float lr,
+                double *loss)
+{
+    DT_TRY(dt_model_forward(m, x, n));
+    DT_TRY(dt_model_loss(m, labels, n, eps, loss));
+    DT_TRY(dt_model_backward(m, n, 0));
+    (void)opt;
+    (void)lr;
+    return DT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_torch FIXTURE.h5\n");
+        return 2;
+    }
+    path = argv[1];
+    dt_log_init();
+    dt_check_hdf5_init();
+    dt_cpu_set_threads(0);
+    fix = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (fix < 0) {
+        TAP_OK(0, "open %s", path);
+        return tap_done();
+    }
+    char arch[64] = "", schema[64] = "";
+    long long batch = 0, c = 0, h = 0, w = 0, k = 0, version = 0, nesterov = 0;
+    double eps = 0, lr = 0, mom = 0, wd = 0;
+    int attrs = attr_str("schema", schema, sizeof schema) == 0 && attr_int("version", &version) == 0 &&
+                attr_str("arch", arch, sizeof arch) == 0 && attr_int("batch", &batch) == 0 &&
+                attr_int("in_channels", &c) == 0 && attr_int("height", &h) == 0 && attr_int("width", &w) == 0 &&
+                attr_int("num_classes", &k) == 0 && attr_double("label_smoothing", &eps) == 0 &&
+                attr_double("lr", &lr) == 0 && attr_double("momentum", &mom) == 0 &&
+                attr_double("weight_decay", &wd) == 0 && attr_int("nesterov", &nesterov) == 0;
+    if (!TAP_OK(attrs && strcmp(schema, "dtrain-fixture") == 0 && version == 1,
+                "%s: a dtrain-fixture version 1 for %s, batch %lld of %lldx%lldx%lld, %lld classes", path, arch, batch,
+                h, w, c, k))
+        return tap_done();
+    has_fp64 = H5Lexists(fix, "fp64", H5P_DEFAULT) > 0;
+
+    dt_model m;
+    dt_sgd opt;
+    if (!TAP_OK(dt_model_create(&m, arch, (int)c, (int)k, &dt_backend_cpu) == DT_OK &&
+                    dt_model_plan(&m, (int)batch, (int)h, (int)w) == DT_OK,
+                "build and plan %s", arch))
+        return tap_done();
+    dt_model_set_dropout(&m, 0.0f); /* the fixtures run without dropout: its masks cannot match */
+    hid_t params = H5Gopen2(fix, "params", H5P_DEFAULT);
+    TAP_OK(params >= 0 && dt_model_load_state(&m, params, path) == DT_OK,
+           "initial state_dict loads: every name and shape matches torchvision's");
+    if (params >= 0)
+        H5Gclose(params);
+
+    int64_t nx = batch * h * w * c, shp_x[4] = {batch, h, w, c}, shp_l[1] = {batch}, shp_z[2] = {batch, k};
+    float *x = malloc((size_t)nx * sizeof(float));
+    double *lab = malloc((size_t)batch * sizeof(double));
+    int32_t *labels = malloc((size_t)batch * sizeof(int32_t));
+    int ok = dt_h5_read_floats(fix, path, "input", 4, shp_x, x) == DT_OK &&
+             dt_h5_read_doubles(fix, path, "labels", 1, shp_l, lab) == DT_OK;
+    for (long long i = 0; i < batch; i++)
+        labels[i] = (int32_t)lab[i];
+    TAP_OK(ok, "input and labels");
+    dt_sgd_init(&opt, &m, (float)lr, (float)mom, 0.0f, (float)wd, (int)nesterov, 0);
+
+    double loss = 0, spread = 0, ref_loss = 0, ref_loss2 = 0;
+    int64_t none[1] = {0};
+    ok = step(&m, &opt, x, labels, (int)batch, (float)eps, (float)lr, &loss) == DT_OK;
+    double el = compare("", "logits", dt_model_logits(&m), 2, shp_z, batch * k, &spread);
+    dt_h5_read_doubles(fix, path, has_fp64 ? "fp64/loss" : "loss", 0, none, &ref_loss);
+    TAP_OK(ok && el < fmax(1e-4, 10 * spread) && fabs(loss - ref_loss) / fabs(ref_loss) < 1e-4,
+           "step 1: logits error %.2e, loss %.7f (PyTorch %.7f)", el, loss, ref_loss);
+    compare_all(&m, "grads", 1e-3);
+    dt_sgd_step(&opt, &m, (float)lr);
+    compare_all(&m, "after1", 1e-3);
+
+    ok = step(&m, &opt, x, labels, (int)batch, (float)eps, (float)lr, &loss) == DT_OK;
+    double torch_loss2 = 0;
+    dt_h5_read_doubles(fix, path, "loss2", 0, none, &torch_loss2);
+    dt_h5_read_doubles(fix, path, has_fp64 ? "fp64/loss2" : "loss2", 0, none, &ref_loss2);
+    double tol2 = fmax(1e-4, has_fp64 ? 10 * fabs(torch_loss2 - ref_loss2) / fabs(ref_loss2) : 0);
+    TAP_OK(ok && fabs(loss - ref_loss2) / fabs(ref_loss2) < tol2, "step 2: loss %.7f (PyTorch %.7f%s), tolerance %.1e",
+           loss, ref_loss2, has_fp64 ? " in float64" : "", tol2);
+    dt_sgd_step(&opt, &m, (float)lr);
+    compare_all(&m, "after2", 1e-3);
+
+    free(x);
+    free(lab);
+    free(labels);
+    dt_sgd_free(&opt);
+    dt_model_free(&m);
+    H5Fclose(fix);
+    return tap_done();
+}
