@@ -57,11 +57,26 @@ AC_DEFUN([DT_CHECK_TURBOJPEG], [
   CPPFLAGS=$dt_save_CPPFLAGS
 ])
 
-# DT_CHECK_BLAS: a CBLAS, OpenBLAS by default (BLAS_CFLAGS/BLAS_LIBS select another).
+# DT_CHECK_BLAS: a CBLAS, OpenBLAS by default (BLAS_CFLAGS/BLAS_LIBS select another). With OpenMP,
+# OpenBLAS's OpenMP build is preferred (Debian: libopenblas-openmp-dev): the pthread build's threads
+# and ours then compete for the cores (measured here: resnet20 training 107 vs 392 img/s on 2 cores).
 AC_DEFUN([DT_CHECK_BLAS], [
+  AC_REQUIRE([AC_OPENMP])
+  dt_blas_omp_dir=
+  AS_IF([test -z "$BLAS_LIBS" && test -n "$OPENMP_CFLAGS"], [
+    AC_MSG_CHECKING([for OpenBLAS built with OpenMP])
+    for dt_d in /usr/lib/*/openblas-openmp /usr/lib64/openblas-openmp /usr/lib/openblas-openmp; do
+      AS_IF([test -f "$dt_d/pkgconfig/openblas.pc"], [dt_blas_omp_dir=$dt_d; break])
+    done
+    AC_MSG_RESULT([${dt_blas_omp_dir:-no (the pthread build competes with OpenMP for the cores)}])
+    AS_IF([test -n "$dt_blas_omp_dir"], [
+      BLAS_CFLAGS=`PKG_CONFIG_PATH="$dt_blas_omp_dir/pkgconfig" $PKG_CONFIG --cflags openblas`
+      # the rpath picks this build at run time whatever Debian's alternatives say
+      BLAS_LIBS="-L$dt_blas_omp_dir -Wl,-rpath,$dt_blas_omp_dir -lopenblas"])])
+  AS_IF([test -z "$BLAS_LIBS"], [
   PKG_CHECK_MODULES([BLAS], [openblas], [],
     [AC_MSG_NOTICE([no pkg-config file for openblas; trying -lopenblas])
-     BLAS_CFLAGS=; BLAS_LIBS=-lopenblas])
+     BLAS_CFLAGS=; BLAS_LIBS=-lopenblas])])
   DT_VERIFY_LIB([BLAS], [cblas.h], [cblas_sgemm], [a CBLAS (OpenBLAS)], [libopenblas-dev])
   dt_save_LIBS=$LIBS; LIBS="$BLAS_LIBS $LIBS"
   AC_CHECK_FUNCS([openblas_get_config openblas_set_num_threads])

@@ -50,6 +50,7 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * c + c0;
             float *yr = y + r * c + c0;
+#pragma omp simd
             for (int j = 0; j < cb; j++)
                 yr[j] = xr[j] * scale[j] + shift[j];
         }
@@ -72,6 +73,7 @@ void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma
         for (int64_t r = 0; r < d->rows; r++) {
             const float *xr = x + r * c + c0;
             float *yr = y + r * c + c0;
+#pragma omp simd
             for (int j = 0; j < cb; j++)
                 yr[j] = xr[j] * scale[j] + shift[j];
         }
@@ -118,12 +120,15 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const f
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
             float *o = dx + r * c + c0;
-            if (accumulate_dx)
+            if (accumulate_dx) {
+#pragma omp simd
                 for (int j = 0; j < cb; j++)
                     o[j] += a[j] * dr[j] - k[j] * (xr[j] - mean[j]) - b[j];
-            else
+            } else {
+#pragma omp simd
                 for (int j = 0; j < cb; j++)
                     o[j] = a[j] * dr[j] - k[j] * (xr[j] - mean[j]) - b[j];
+            }
         }
     }
 }

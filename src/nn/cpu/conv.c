@@ -104,6 +104,7 @@ static void col2im(const dt_conv_desc *d, const float *dcol, int g, int64_t m0, 
                     if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
                         continue;
                     float *o = xi + ((int64_t)iy * d->w + ix) * d->c;
+#pragma omp simd
                     for (int cc = c0; cc < c1; cc++)
                         o[cc] += src[cc];
                 }

@@ -34,7 +34,7 @@ void dt_cpu_zero(int64_t n, float *x)
 
 void dt_cpu_fill(int64_t n, float value, float *x)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++)
         x[i] = value;
 }
@@ -42,9 +42,11 @@ void dt_cpu_fill(int64_t n, float value, float *x)
 void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y)
 {
 #pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < rows; r++)
+    for (int64_t r = 0; r < rows; r++) {
+#pragma omp simd
         for (int j = 0; j < c; j++)
             y[r * c + j] += bias[j];
+    }
 }
 
 void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate)
@@ -59,7 +61,7 @@ void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int acc
 
 void dt_cpu_relu_fwd(int64_t n, const float *x, float *y)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++)
         y[i] = x[i] > 0.0f ? x[i] : 0.0f;
 }
@@ -67,11 +69,11 @@ void dt_cpu_relu_fwd(int64_t n, const float *x, float *y)
 void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
 {
     if (accumulate) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (int64_t i = 0; i < n; i++)
             dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
     } else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
         for (int64_t i = 0; i < n; i++)
             dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
     }
@@ -79,7 +81,7 @@ void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int 
 
 void dt_cpu_add_fwd(int64_t n, const float *a, const float *b, float *y)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++)
         y[i] = a[i] + b[i];
 }
@@ -90,7 +92,7 @@ void dt_cpu_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
         memcpy(dst, src, (size_t)n * sizeof(float));
         return;
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++)
         dst[i] += src[i];
 }

@@ -1,0 +1,145 @@
+/* test_train_fmnist.c IMAGES LABELS TEST_IMAGES TEST_LABELS: training a resnet20 on real Fashion-MNIST
+ * (IDX files, uncompressed) for 300 steps of 64 images must clearly drive the loss down and reach a
+ * useful accuracy on 1000 held-out test images. Margins, not timings:
+ *   mean loss of the last 20 steps < 0.55 x mean loss of the first 20 steps, test top-1 > 70%
+ * (measured here: about 2.3 -> 0.5, and 80-85% top-1). */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/model.h"
+#include "tap.h"
+#include "train/sgd.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/rng.h"
+
+#define STEPS 300
+#define BATCH 64
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* an IDX file: magic (0x801 labels, 0x803 images), counts; returns the payload (malloc'd) */
+static unsigned char *read_idx(const char *path, uint32_t magic, uint32_t *n, long payload_per_item)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        dt_error("%s: cannot open", path);
+        return NULL;
+    }
+    unsigned char hdr[16];
+    size_t hl = magic == 0x803 ? 16 : 8;
+    unsigned char *buf = NULL;
+    if (fread(hdr, 1, hl, f) != hl || be32(hdr) != magic) {
+        dt_error("%s: not an IDX file with magic 0x%x", path, magic);
+    } else {
+        *n = be32(hdr + 4);
+        buf = malloc((size_t)*n * (size_t)payload_per_item);
+        if (buf && fread(buf, (size_t)payload_per_item, *n, f) != *n) {
+            dt_error("%s: truncated", path);
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* batch of images idx[0..n) as normalised NHWC floats */
+static void make_batch(const unsigned char *img, const uint32_t *idx, int n, float *x)
+{
+    for (int i = 0; i < n; i++)
+        for (int p = 0; p < 784; p++)
+            x[i * 784 + p] = ((float)img[(size_t)idx[i] * 784 + p] / 255.0f - 0.2860f) / 0.3530f;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: test_train_fmnist IMAGES LABELS TEST_IMAGES TEST_LABELS\n");
+        return 2;
+    }
+    dt_log_init();
+    dt_cpu_set_threads(0);
+    uint32_t n = 0, nl = 0, nt = 0, ntl = 0;
+    unsigned char *img = read_idx(argv[1], 0x803, &n, 784), *lab = read_idx(argv[2], 0x801, &nl, 1);
+    unsigned char *timg = read_idx(argv[3], 0x803, &nt, 784), *tlab = read_idx(argv[4], 0x801, &ntl, 1);
+    if (!TAP_OK(img && lab && timg && tlab && n == nl && nt == ntl && n >= STEPS * BATCH && nt >= 1000,
+                "Fashion-MNIST: %u training and %u test images", n, nt))
+        return tap_done();
+
+    dt_model m;
+    dt_sgd opt;
+    TAP_OK(dt_model_create(&m, "resnet20", 1, 10, &dt_backend_cpu) == DT_OK && dt_model_plan(&m, BATCH, 28, 28) == DT_OK &&
+               dt_sgd_init(&opt, &m, 0.1f, 0.9f, 0.0f, 5e-4f, 0, 0) == DT_OK,
+           "resnet20, batch %d, SGD lr 0.1 momentum 0.9 wd 5e-4", BATCH);
+    dt_model_init_weights(&m, 7, 0);
+
+    /* a seeded shuffle of the training set: 300 steps see 19200 different images */
+    uint32_t *perm = malloc((size_t)n * sizeof(uint32_t));
+    dt_rng r;
+    dt_rng_seed(&r, 11, 0);
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    for (uint32_t i = n - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)dt_rng_below(&r, i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    float *x = malloc((size_t)BATCH * 784 * sizeof(float));
+    int32_t y[BATCH];
+    double first = 0, last = 0;
+    int ok = 1;
+    for (int s = 0; s < STEPS && ok; s++) {
+        const uint32_t *idx = perm + (size_t)s * BATCH;
+        make_batch(img, idx, BATCH, x);
+        for (int i = 0; i < BATCH; i++)
+            y[i] = lab[idx[i]];
+        double loss = 0;
+        /* cosine from 0.1 to 0 over the steps, as the reference recipe */
+        float lr = (float)(0.05 * (1 + cos(M_PI * s / STEPS)));
+        ok = dt_model_forward(&m, x, BATCH) == DT_OK && dt_model_loss(&m, y, BATCH, 0.0f, &loss) == DT_OK &&
+             dt_model_backward(&m, BATCH, 0) == DT_OK && isfinite(loss);
+        dt_sgd_step(&opt, &m, lr);
+        if (s < 20)
+            first += loss / 20;
+        if (s >= STEPS - 20)
+            last += loss / 20;
+        if (s % 50 == 0)
+            tap_diag("step %d loss %.4f", s, loss);
+    }
+    TAP_OK(ok && last < 0.55 * first, "loss falls: first 20 steps %.4f, last 20 steps %.4f", first, last);
+
+    m.training = 0; /* evaluation: BN running statistics */
+    int correct = 0;
+    uint32_t tidx[BATCH];
+    for (int b = 0; b < 1000 / 50; b++) {
+        for (int i = 0; i < 50; i++)
+            tidx[i] = (uint32_t)(b * 50 + i);
+        make_batch(timg, tidx, 50, x);
+        dt_model_forward(&m, x, 50);
+        const float *z = dt_model_logits(&m);
+        for (int i = 0; i < 50; i++) {
+            int best = 0;
+            for (int k = 1; k < 10; k++)
+                best = z[i * 10 + k] > z[i * 10 + best] ? k : best;
+            correct += best == tlab[tidx[i]];
+        }
+    }
+    TAP_OK(correct > 700, "held-out top-1 %.1f%% on 1000 test images", correct / 10.0);
+    free(perm);
+    free(x);
+    free(img);
+    free(lab);
+    free(timg);
+    free(tlab);
+    dt_sgd_free(&opt);
+    dt_model_free(&m);
+    return tap_done();
+}
