@@ -169,3 +169,27 @@ AC_DEFUN([DT_CHECK_MPI], [
   AC_ARG_VAR([MPI_CFLAGS], [C compiler flags for MPI, overriding pkg-config and mpicc])
   AC_ARG_VAR([MPI_LIBS], [linker flags for MPI, overriding pkg-config and mpicc])
 ])
+
+# DT_CHECK_DNNL: oneDNN (dnnl.h, -ldnnl; Debian libdnnl-dev) for the CPU backend's convolutions.
+AC_DEFUN([DT_CHECK_DNNL], [
+  DT_ARG_WITH_PREFIX([dnnl], [run CPU convolutions through oneDNN (dnnl.h, -ldnnl) under PREFIX])
+  DNNL_CPPFLAGS=; DNNL_LIBS=
+  AS_IF([test "$dt_want_dnnl" != no], [
+    AS_IF([test -n "$dt_dnnl_prefix"], [
+      dt_l=DT_FIRST_LIBDIR([$dt_dnnl_prefix])
+      DNNL_CPPFLAGS="-I$dt_dnnl_prefix/include"
+      DNNL_LIBS="-L$dt_l -Wl,-rpath,$dt_l"])
+    AS_IF([test -n "$dt_dnnl_prefix" && test ! -f "$dt_dnnl_prefix/include/dnnl.h"],
+      [dt_dnnl_why="$dt_dnnl_prefix/include/dnnl.h does not exist"], [
+      dt_save_CPPFLAGS=$CPPFLAGS; dt_save_LIBS=$LIBS
+      CPPFLAGS="$CPPFLAGS $DNNL_CPPFLAGS"; LIBS="$DNNL_LIBS -ldnnl $LIBS"
+      AC_MSG_CHECKING([for dnnl_engine_create in dnnl.h and -ldnnl])
+      AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <dnnl.h>]],
+          [[dnnl_engine_t e; return dnnl_engine_create(&e, dnnl_cpu, 0) != dnnl_success;]])],
+        [AC_MSG_RESULT([yes]); dt_have_dnnl=yes; DNNL_LIBS="$DNNL_LIBS -ldnnl"],
+        [AC_MSG_RESULT([no]); dt_dnnl_why="dnnl.h or libdnnl not found (Debian: libdnnl-dev)"])
+      CPPFLAGS=$dt_save_CPPFLAGS; LIBS=$dt_save_LIBS])])
+  DT_OPTIONAL_DONE([dnnl], [oneDNN])
+  AC_SUBST([DNNL_CPPFLAGS])
+  AC_SUBST([DNNL_LIBS])
+])

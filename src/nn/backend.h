@@ -26,6 +26,7 @@ typedef struct dt_conv_desc {
     int n, h, w, c;
     int oc, oh, ow;
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
+    int bias; /* 1 when conv_fwd gets a bias and conv_bwd_filter a dbias (set after dt_conv_desc_set) */
 } dt_conv_desc;
 
 /* Fills d and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no
@@ -54,7 +55,9 @@ typedef struct dt_bn_desc {
 typedef struct dt_backend {
     const char *name;
 
-    size_t (*conv_workspace)(const dt_conv_desc *d); /* bytes, for any of the three conv ops */
+    /* Bytes of workspace for any of the three conv ops on d. Called when a model is planned: a backend
+     * prepares its per-shape state here (oneDNN primitives), so the ops allocate nothing. */
+    size_t (*conv_workspace)(const dt_conv_desc *d);
     /* y = conv(x, w) + bias (bias may be NULL) */
     void (*conv_fwd)(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
     void (*conv_bwd_data)(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws);
@@ -114,8 +117,12 @@ typedef struct dt_backend {
     void (*fill)(int64_t n, float value, float *x);
 } dt_backend;
 
-/* The CPU backend: plain C11 + CBLAS, threads from OpenMP. */
+/* The CPU backend: convolutions through oneDNN where this build has it (the kernels PyTorch's CPU
+ * convolutions use), everything else plain C11 + CBLAS, threads from OpenMP. */
 extern const dt_backend dt_backend_cpu;
+/* The CPU reference: the same, with convolutions through im2col and CBLAS GEMM. Tests check every
+ * other backend and dt_backend_cpu's oneDNN path against it. */
+extern const dt_backend dt_backend_cpu_ref;
 
 /* Threads for the CPU backend (OpenMP and BLAS). n <= 0: $OMP_NUM_THREADS, else all cores. */
 void dt_cpu_set_threads(int n);

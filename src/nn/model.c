@@ -16,6 +16,7 @@
 /* building                                                                                       */
 
 static int alloc_params(dt_model *m);
+static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc *d);
 
 static int grow(void **arr, int *cap, int need, size_t elem)
 {
@@ -460,8 +461,7 @@ static int carve(dt_model *m, int n, dt_arena *act, dt_arena *grad, size_t *ws_b
         case DT_OP_DROPOUT: save = (size_t)value_numel(m, y, n); break;
         case DT_OP_CONV: {
             dt_conv_desc d;
-            dt_conv_desc_set(&d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad, nd->a.pad,
-                             nd->a.dil, nd->a.dil, nd->a.groups);
+            conv_desc(m, nd, n, &d);
             size_t b = m->be->conv_workspace(&d);
             *ws_bytes = b > *ws_bytes ? b : *ws_bytes;
             break;
@@ -536,6 +536,7 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
     const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
     dt_conv_desc_set(d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad, nd->a.pad,
                      nd->a.dil, nd->a.dil, nd->a.groups);
+    d->bias = nd->a.bias;
 }
 
 float *dt_model_logits(const dt_model *m)

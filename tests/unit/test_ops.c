@@ -648,6 +648,11 @@ int main(void)
     check_conv(2, 4, 4, 6, 5, 1, 1, 0, 1, 1, 0);  /* pointwise: no columns */
     check_conv(2, 4, 4, 6, 4, 1, 1, 0, 1, 2, 0);  /* pointwise with groups */
     check_conv(2, 5, 5, 4, 4, 1, 2, 0, 1, 1, 0);  /* 1x1 stride 2: the downsample */
+    check_conv(2, 6, 6, 4, 8, 1, 2, 0, 1, 1, 0);  /* the same on an even size: the last row and column unused */
+    check_conv(2, 8, 8, 4, 4, 3, 2, 1, 1, 1, 0);  /* 3x3 stride 2 on an even size */
+    check_conv(2, 8, 8, 32, 64, 1, 2, 0, 1, 1, 0); /* wide enough for the blocked (JIT) kernels */
+    check_conv(1, 8, 8, 32, 32, 3, 1, 1, 1, 1, 1);
+    check_conv(1, 8, 8, 32, 64, 3, 2, 1, 1, 1, 0);
     check_conv(1, 9, 9, 3, 2, 7, 2, 3, 1, 1, 0);  /* the 7x7 stem */
     check_conv(1, 7, 7, 2, 3, 5, 3, 0, 1, 1, 1);  /* 5x5 stride 3, no padding */
     check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */

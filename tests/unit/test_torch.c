@@ -9,7 +9,16 @@
  * ill-conditioned at initialisation: PyTorch's own fp32 result is up to 5e-2 from its fp64 one), the
  * reference is the float64 result and each tensor's tolerance is the larger of the base tolerance
  * and 10x PyTorch's own fp32-vs-fp64 error for that tensor: two fp32 implementations with different
- * summation orders, each compared with the exact answer. */
+ * summation orders, each compared with the exact answer.
+ *
+ * ReLU kinks: an input within rounding error of zero can fall on the other side of zero in our fp32
+ * forward than in PyTorch's (a "flip"): every gradient upstream of that ReLU then legitimately differs
+ * (measured: 3e-2 on a BN bias after one flip of an input of 3e-7). The fixture lists the ReLU
+ * inputs within 1e-4 RMS of zero (/kinks1, /kinks2); where ours has the other sign, the parameters
+ * of the layers before that ReLU are held to KINK_TOL instead, and the test says so.
+ *
+ * Step 2 starts from PyTorch's state after step 1 (weights, BN buffers, momentum buffer), so that it
+ * tests the momentum update from a common start whatever step 1's flips did. */
 #include "config.h"
 
 #include <hdf5.h>
@@ -21,12 +30,16 @@
 #include "nn/state.h"
 #include "tap.h"
 #include "train/sgd.h"
+#include "util/arena.h"
 #include "util/check.h"
 #include "util/log.h"
+
+#define KINK_TOL 0.2
 
 static hid_t fix;
 static const char *path;
 static int has_fp64;
+static int relaxed_below = -1; /* parameters of nodes before this one are upstream of a kink flip */
 
 static double err_rel(const double *a, const double *ref, int64_t n)
 {
@@ -140,6 +153,67 @@ static double compare(const char *group, const char *name, const float *ours, in
     return e;
 }
 
+/* the node that owns parameter i */
+static int param_node(const dt_model *m, int i)
+{
+    for (int k = 0; k < m->n_nodes; k++)
+        for (int j = 0; j < 5; j++)
+            if (m->nodes[k].p[j] == i)
+                return k;
+    return -1;
+}
+
+/* After a forward: which recorded near-zero ReLU inputs have the other sign in ours. Moves
+ * relaxed_below to the deepest ReLU with a flip. Returns the number of flips, -1 on a bad fixture. */
+static int check_kinks(const dt_model *m, const char *name)
+{
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s%s", has_fp64 ? "fp64/" : "", name);
+    hid_t ds = H5Dopen2(fix, nm, H5P_DEFAULT);
+    if (ds < 0)
+        return -1;
+    long long calls = -1;
+    hid_t a = H5Aopen(ds, "relu_calls", H5P_DEFAULT);
+    if (a >= 0) {
+        H5Aread(a, H5T_NATIVE_LLONG, &calls);
+        H5Aclose(a);
+    }
+    hid_t sp = H5Dget_space(ds);
+    hsize_t dims[2] = {0, 0};
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    H5Sclose(sp);
+    double *rows = malloc((size_t)(dims[0] * 3 + 1) * sizeof(double));
+    if (dims[0])
+        H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows);
+    H5Dclose(ds);
+    int relu[512], nr = 0;
+    for (int k = 0; k < m->n_nodes && nr < 512; k++)
+        if (m->nodes[k].op == DT_OP_RELU)
+            relu[nr++] = k;
+    int flips = 0;
+    if (calls != nr) {
+        tap_diag("%s: the fixture has %lld ReLU calls, the model %d", name, calls, nr);
+        free(rows);
+        return -1;
+    }
+    for (hsize_t r = 0; r < dims[0]; r++) {
+        int call = (int)rows[3 * r];
+        int64_t at = (int64_t)rows[3 * r + 1];
+        const dt_node *nd = &m->nodes[relu[call]];
+        const float *x = dt_arena_at(&m->act, m->values[nd->in0].off);
+        float ours = x[at];
+        if ((ours > 0) != (rows[3 * r + 2] > 0)) {
+            flips++;
+            tap_diag("%s: ReLU input %lld before node %d (after %s) is %.3g here, %.3g in PyTorch: a kink flip", name,
+                     (long long)at, relu[call], m->nodes[relu[call] - 1].name, ours, rows[3 * r + 2]);
+            if (relu[call] > relaxed_below)
+                relaxed_below = relu[call];
+        }
+    }
+    free(rows);
+    return flips;
+}
+
 /* every gradient (what = "grads") or every state entry (what = "after1"/"after2") */
 static void compare_all(dt_model *m, const char *what, double base_tol)
 {
@@ -205,6 +279,8 @@ static void compare_all(dt_model *m, const char *what, double base_tol)
         double spread;
         double e = compare(what, p->name, tmp, p->ndim, shape, p->numel, &spread);
         double tol = fmax(base_tol, 10 * spread);
+        if (param_node(m, i) < relaxed_below)
+            tol = fmax(tol, KINK_TOL);
         max_spread = fmax(max_spread, spread);
         n++;
         if (!(e <= tol)) {
@@ -224,6 +300,43 @@ static void compare_all(dt_model *m, const char *what, double base_tol)
            worst_tol, has_fp64 ? "; reference float64" : "");
     if (has_fp64)
         tap_diag("  PyTorch's own fp32-vs-fp64 error in %s reaches %.2e", what, max_spread);
+}
+
+/* PyTorch's state after step 1: after1 for weights and buffers, grads + wd*params for momentum */
+static int start_step2(dt_model *m, dt_sgd *opt, double wd)
+{
+    const char *pre = has_fp64 ? "fp64/" : "";
+    char nm[300];
+    snprintf(nm, sizeof nm, "%safter1", pre);
+    hid_t g = H5Gopen2(fix, nm, H5P_DEFAULT);
+    if (g < 0)
+        return DT_ERR_INPUT;
+    int rc = dt_model_load_state(m, g, path);
+    H5Gclose(g);
+    for (int i = 0; i < m->n_params && rc == DT_OK; i++) {
+        const dt_param *p = &m->params[i];
+        if (!dt_param_trainable(p))
+            continue;
+        int64_t shape[4];
+        for (int d = 0; d < p->ndim; d++)
+            shape[d] = p->shape[d];
+        double *gr = malloc((size_t)p->numel * sizeof(double)), *pa = malloc((size_t)p->numel * sizeof(double));
+        float *buf = malloc((size_t)p->numel * sizeof(float));
+        char gn[300];
+        snprintf(gn, sizeof gn, "%sgrads/%s", pre, p->name);
+        snprintf(nm, sizeof nm, "params/%s", p->name);
+        rc = dt_h5_read_doubles(fix, path, gn, p->ndim, shape, gr);
+        if (rc == DT_OK)
+            rc = dt_h5_read_doubles(fix, path, nm, p->ndim, shape, pa);
+        for (int64_t j = 0; rc == DT_OK && j < p->numel; j++)
+            buf[j] = (float)(gr[j] + wd * pa[j]); /* the first step sets buf = g + wd*p */
+        if (rc == DT_OK)
+            dt_param_from_torch(p, buf, opt->momentum_buf + p->off);
+        free(gr);
+        free(pa);
+        free(buf);
+    }
+    return rc;
 }
 
 static int step(dt_model *m, dt_sgd *opt, const float *x, const int32_t *labels, int n, float eps, float lr,
@@ -298,15 +411,24 @@ int main(int argc, char **argv)
     dt_h5_read_doubles(fix, path, has_fp64 ? "fp64/loss" : "loss", 0, none, &ref_loss);
     TAP_OK(ok && el < fmax(1e-4, 10 * spread) && fabs(loss - ref_loss) / fabs(ref_loss) < 1e-4,
            "step 1: logits error %.2e, loss %.7f (PyTorch %.7f)", el, loss, ref_loss);
+    int flips = check_kinks(&m, "kinks1"), flips1 = flips;
+    TAP_OK(flips >= 0, "step 1: %d of the near-zero ReLU inputs flipped%s", flips,
+           flips > 0 ? "; upstream parameters held to 0.2" : "");
     compare_all(&m, "grads", 1e-3);
     dt_sgd_step(&opt, &m, (float)lr);
     compare_all(&m, "after1", 1e-3);
 
+    TAP_OK(start_step2(&m, &opt, wd) == DT_OK, "step 2 starts from PyTorch's weights, buffers and momentum after step 1");
+    relaxed_below = -1;
     ok = step(&m, &opt, x, labels, (int)batch, (float)eps, (float)lr, &loss) == DT_OK;
+    flips = check_kinks(&m, "kinks2");
+    TAP_OK(flips >= 0, "step 2: %d of the near-zero ReLU inputs flipped%s", flips,
+           flips > 0 ? "; upstream parameters held to 0.2" : "");
     double torch_loss2 = 0;
     dt_h5_read_doubles(fix, path, "loss2", 0, none, &torch_loss2);
     dt_h5_read_doubles(fix, path, has_fp64 ? "fp64/loss2" : "loss2", 0, none, &ref_loss2);
     double tol2 = fmax(1e-4, has_fp64 ? 10 * fabs(torch_loss2 - ref_loss2) / fabs(ref_loss2) : 0);
+    (void)flips1;
     TAP_OK(ok && fabs(loss - ref_loss2) / fabs(ref_loss2) < tol2, "step 2: loss %.7f (PyTorch %.7f%s), tolerance %.1e",
            loss, ref_loss2, has_fp64 ? " in float64" : "", tol2);
     dt_sgd_step(&opt, &m, (float)lr);

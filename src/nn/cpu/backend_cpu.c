@@ -9,33 +9,44 @@
 
 #include "nn/cpu/cpu.h"
 
+/* every op but the convolutions, shared by both tables */
+#define CPU_COMMON_OPS                                                                               \
+    .bn_fwd_train = dt_cpu_bn_fwd_train, .bn_fwd_infer = dt_cpu_bn_fwd_infer, .bn_bwd = dt_cpu_bn_bwd,    \
+    .relu_fwd = dt_cpu_relu_fwd, .relu_bwd = dt_cpu_relu_bwd, .add_fwd = dt_cpu_add_fwd,                \
+    .copy_grad = dt_cpu_copy_grad, .maxpool_fwd = dt_cpu_maxpool_fwd, .maxpool_bwd = dt_cpu_maxpool_bwd,  \
+    .avgpool_fwd = dt_cpu_avgpool_fwd, .avgpool_bwd = dt_cpu_avgpool_bwd, .linear_fwd = dt_cpu_linear_fwd, \
+    .linear_bwd = dt_cpu_linear_bwd, .dropout_fwd = dt_cpu_dropout_fwd, .dropout_bwd = dt_cpu_dropout_bwd, \
+    .flatten_fwd = dt_cpu_flatten_fwd, .flatten_bwd = dt_cpu_flatten_bwd, .xent = dt_cpu_xent,          \
+    .sgd = dt_cpu_sgd, .fill = dt_cpu_fill
+
+const dt_backend dt_backend_cpu_ref = {
+    .name = "cpu-ref",
+    .conv_workspace = dt_cpu_conv_workspace,
+    .conv_fwd = dt_cpu_conv_fwd,
+    .conv_bwd_data = dt_cpu_conv_bwd_data,
+    .conv_bwd_filter = dt_cpu_conv_bwd_filter,
+    CPU_COMMON_OPS,
+};
+
+#ifdef HAVE_DNNL
+const dt_backend dt_backend_cpu = {
+    .name = "cpu",
+    .conv_workspace = dt_cpu_dnnl_conv_workspace,
+    .conv_fwd = dt_cpu_dnnl_conv_fwd,
+    .conv_bwd_data = dt_cpu_dnnl_conv_bwd_data,
+    .conv_bwd_filter = dt_cpu_dnnl_conv_bwd_filter,
+    CPU_COMMON_OPS,
+};
+#else
 const dt_backend dt_backend_cpu = {
     .name = "cpu",
     .conv_workspace = dt_cpu_conv_workspace,
     .conv_fwd = dt_cpu_conv_fwd,
     .conv_bwd_data = dt_cpu_conv_bwd_data,
     .conv_bwd_filter = dt_cpu_conv_bwd_filter,
-    .bn_fwd_train = dt_cpu_bn_fwd_train,
-    .bn_fwd_infer = dt_cpu_bn_fwd_infer,
-    .bn_bwd = dt_cpu_bn_bwd,
-    .relu_fwd = dt_cpu_relu_fwd,
-    .relu_bwd = dt_cpu_relu_bwd,
-    .add_fwd = dt_cpu_add_fwd,
-    .copy_grad = dt_cpu_copy_grad,
-    .maxpool_fwd = dt_cpu_maxpool_fwd,
-    .maxpool_bwd = dt_cpu_maxpool_bwd,
-    .avgpool_fwd = dt_cpu_avgpool_fwd,
-    .avgpool_bwd = dt_cpu_avgpool_bwd,
-    .linear_fwd = dt_cpu_linear_fwd,
-    .linear_bwd = dt_cpu_linear_bwd,
-    .dropout_fwd = dt_cpu_dropout_fwd,
-    .dropout_bwd = dt_cpu_dropout_bwd,
-    .flatten_fwd = dt_cpu_flatten_fwd,
-    .flatten_bwd = dt_cpu_flatten_bwd,
-    .xent = dt_cpu_xent,
-    .sgd = dt_cpu_sgd,
-    .fill = dt_cpu_fill,
+    CPU_COMMON_OPS,
 };
+#endif
 
 static int cpu_threads = 1;
 

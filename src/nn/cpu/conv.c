@@ -27,7 +27,7 @@ int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh
     if (h + 2 * ph < dh * (kh - 1) + 1 || w + 2 * pw < dw * (kw - 1) + 1 || oh < 1 || ow < 1)
         return -1;
     *d = (dt_conv_desc){.n = n, .h = h, .w = w, .c = c, .oc = oc, .oh = oh, .ow = ow, .kh = kh, .kw = kw,
-                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups};
+                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups, .bias = 0};
     return 0;
 }
 

@@ -25,6 +25,14 @@ void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w
 void dt_cpu_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
                             int accumulate, void *ws);
 
+/* the same through oneDNN (builds with HAVE_DNNL); shapes oneDNN refuses fall back to the above */
+size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d);
+void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
+void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate,
+                               void *ws);
+void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
+                                 int accumulate, void *ws);
+
 void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
                          float *save_mean, float *save_invstd, float *running_mean, float *running_var);
 void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,

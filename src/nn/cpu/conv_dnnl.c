@@ -1,0 +1,300 @@
+/* conv_dnnl.c: CPU convolutions through oneDNN (Debian's libdnnl, built on OpenMP like us).
+ *
+ * Activations stay in our NHWC layout ("nhwc"). Weights are ours in O,KH,KW,I ("ohwi"), but oneDNN's
+ * fast kernels want a blocked weight layout of their choosing ("any" gives ref:any otherwise, 10x
+ * slower): each pass reorders the weights into that layout in the workspace, and the weight-gradient
+ * pass reorders its result back. Weights are small next to activations, so this costs little.
+ * Primitives for the three passes (and the reorders) are made once per shape, when a model is
+ * planned (dt_cpu_dnnl_conv_workspace), and kept in a small cache; the passes then only set data
+ * pointers and execute. The workspace holds: the scratchpad, the weights in oneDNN's layout, then
+ * room for results that must be added rather than written (accumulate = 1), which oneDNN's
+ * backward passes cannot do themselves. A shape oneDNN refuses runs on the im2col path instead. */
+#include "config.h"
+
+#include <dnnl.h>
+#include <dnnl_debug.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "nn/cpu/cpu.h"
+#include "util/log.h"
+
+#define CACHE_MAX 512
+
+typedef struct conv_prims {
+    dt_conv_desc d;
+    int ok; /* 0: oneDNN refused this shape; the im2col path runs it */
+    dnnl_primitive_t fwd, bwd_data, bwd_weights;
+    dnnl_primitive_t r_fwd, r_bwd, r_back;      /* weight reorders: ours->fwd, ours->bwd data, diff->ours */
+    dnnl_memory_t src, wei, bias, dst, scratch; /* handles re-pointed at each call */
+    dnnl_memory_t w_fwd, w_bwd, w_diff;         /* weights in oneDNN's layouts */
+    size_t scratch_bytes, wbytes;               /* wbytes: the largest of the three weight layouts */
+    char impl[3][64];
+} conv_prims;
+
+static conv_prims cache[CACHE_MAX];
+static int n_cache;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static dnnl_engine_t engine;
+static dnnl_stream_t stream;
+
+static int same(const dt_conv_desc *a, const dt_conv_desc *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+#define TRY(call)                                                                                   \
+    do {                                                                                            \
+        dnnl_status_t st_ = (call);                                                                 \
+        if (st_ != dnnl_success) {                                                                  \
+            dt_debug("oneDNN: %s: %s", #call, dnnl_status2str(st_));                              \
+            goto fail;                                                                              \
+        }                                                                                           \
+    } while (0)
+
+static size_t scratch_size(const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    return md ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+static void impl_name(const_dnnl_primitive_desc_t pd, char *out, size_t n)
+{
+    const char *s = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &s);
+    snprintf(out, n, "%s", s ? s : "?");
+}
+
+/* a reorder from one weight layout to another; 1 on success */
+static int reorder(dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
+{
+    dnnl_primitive_desc_t rpd = NULL;
+    int ok = dnnl_reorder_primitive_desc_create(&rpd, from, engine, to, engine, NULL) == dnnl_success &&
+             dnnl_primitive_create(p, rpd) == dnnl_success;
+    if (rpd)
+        dnnl_primitive_desc_destroy(rpd);
+    return ok;
+}
+
+/* primitives for d; caller holds cache_lock */
+static void build(conv_prims *e)
+{
+    const dt_conv_desc *d = &e->d;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_primitive_desc_t pf = NULL, pd = NULL, pw = NULL;
+    dnnl_memory_desc_t src, dst, wei, wany, bias, scr;
+    dnnl_convolution_desc_t cf, cd, cw;
+    dnnl_dims_t sd = {d->n, d->c, d->h, d->w}, dd = {d->n, d->oc, d->oh, d->ow}, bd = {d->oc};
+    dnnl_dims_t strides = {d->sh, d->sw}, dil = {d->dh - 1, d->dw - 1}, pl = {d->ph, d->pw};
+    /* padding on the high side as oneDNN wants it: what makes the output size come out right */
+    dnnl_dims_t pr = {(d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph,
+                      (d->ow - 1) * d->sw + (d->kw - 1) * d->dw + 1 - d->w - d->pw};
+    e->ok = 0;
+    if (!engine) {
+        TRY(dnnl_engine_create(&engine, dnnl_cpu, 0));
+        TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
+    }
+    TRY(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nhwc));
+    TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nhwc));
+    TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, dnnl_f32, dnnl_x));
+    if (d->groups == 1) {
+        dnnl_dims_t wd = {d->oc, d->c, d->kh, d->kw};
+        TRY(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_ohwi));
+        TRY(dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any));
+    } else {
+        dnnl_dims_t wd = {d->groups, d->oc / d->groups, d->c / d->groups, d->kh, d->kw};
+        TRY(dnnl_memory_desc_init_by_tag(&wei, 5, wd, dnnl_f32, dnnl_gohwi));
+        TRY(dnnl_memory_desc_init_by_tag(&wany, 5, wd, dnnl_f32, dnnl_format_tag_any));
+    }
+    TRY(dnnl_primitive_attr_create(&attr));
+    TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    TRY(dnnl_dilated_convolution_forward_desc_init(&cf, dnnl_forward_training, dnnl_convolution_direct, &src, &wany,
+                                                   d->bias ? &bias : NULL, &dst, strides, dil, pl, pr));
+    TRY(dnnl_primitive_desc_create(&pf, &cf, attr, engine, NULL));
+    TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &src, &wany, &dst, strides,
+                                                         dil, pl, pr));
+    TRY(dnnl_primitive_desc_create(&pd, &cd, attr, engine, pf));
+    TRY(dnnl_dilated_convolution_backward_weights_desc_init(&cw, dnnl_convolution_direct, &src, &wany,
+                                                            d->bias ? &bias : NULL, &dst, strides, dil, pl, pr));
+    TRY(dnnl_primitive_desc_create(&pw, &cw, attr, engine, pf));
+    TRY(dnnl_primitive_create(&e->fwd, pf));
+    TRY(dnnl_primitive_create(&e->bwd_data, pd));
+    TRY(dnnl_primitive_create(&e->bwd_weights, pw));
+    e->scratch_bytes = scratch_size(pf);
+    if (scratch_size(pd) > e->scratch_bytes)
+        e->scratch_bytes = scratch_size(pd);
+    if (scratch_size(pw) > e->scratch_bytes)
+        e->scratch_bytes = scratch_size(pw);
+    e->scratch_bytes = (e->scratch_bytes + 63) & ~(size_t)63;
+    impl_name(pf, e->impl[0], sizeof e->impl[0]);
+    impl_name(pd, e->impl[1], sizeof e->impl[1]);
+    impl_name(pw, e->impl[2], sizeof e->impl[2]);
+    const dnnl_memory_desc_t *mf = dnnl_primitive_desc_query_md(pf, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *mb = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *mw = dnnl_primitive_desc_query_md(pw, dnnl_query_diff_weights_md, 0);
+    if (!mf || !mb || !mw)
+        goto fail;
+    e->wbytes = dnnl_memory_desc_get_size(mf);
+    if (dnnl_memory_desc_get_size(mb) > e->wbytes)
+        e->wbytes = dnnl_memory_desc_get_size(mb);
+    if (dnnl_memory_desc_get_size(mw) > e->wbytes)
+        e->wbytes = dnnl_memory_desc_get_size(mw);
+    e->wbytes = (e->wbytes + 63) & ~(size_t)63;
+    TRY(dnnl_memory_create(&e->w_fwd, mf, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->w_bwd, mb, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->w_diff, mw, engine, DNNL_MEMORY_NONE));
+    if (!reorder(&e->r_fwd, &wei, mf) || !reorder(&e->r_bwd, &wei, mb) || !reorder(&e->r_back, mw, &wei))
+        goto fail;
+    dnnl_dims_t sbytes = {(dnnl_dim_t)(e->scratch_bytes ? e->scratch_bytes : 1)};
+    TRY(dnnl_memory_desc_init_by_tag(&scr, 1, sbytes, dnnl_u8, dnnl_x));
+    TRY(dnnl_memory_create(&e->src, &src, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->dst, &dst, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->wei, &wei, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->bias, &bias, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->scratch, &scr, engine, DNNL_MEMORY_NONE));
+    e->ok = 1;
+    dt_debug("oneDNN conv n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes", d->n, d->h,
+             d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->ph, d->dh, d->groups, e->impl[0], e->impl[1], e->impl[2],
+             e->scratch_bytes);
+fail:
+    if (pf)
+        dnnl_primitive_desc_destroy(pf);
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
+    if (pw)
+        dnnl_primitive_desc_destroy(pw);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (!e->ok)
+        dt_debug("oneDNN refused conv n%d %dx%dx%d->%d k%d s%d: the im2col path runs it", d->n, d->h, d->w, d->c,
+                 d->oc, d->kh, d->sh);
+}
+
+/* the cache entry for d, made when missing (normally at planning); NULL when the cache is full */
+static conv_prims *lookup(const dt_conv_desc *d)
+{
+    pthread_mutex_lock(&cache_lock);
+    conv_prims *e = NULL;
+    for (int i = 0; i < n_cache && !e; i++)
+        if (same(&cache[i].d, d))
+            e = &cache[i];
+    if (!e && n_cache < CACHE_MAX) {
+        e = &cache[n_cache++];
+        memset(e, 0, sizeof *e);
+        e->d = *d;
+        build(e);
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return e && e->ok ? e : NULL;
+}
+
+static int64_t in_elems(const dt_conv_desc *d)
+{
+    return (int64_t)d->n * d->h * d->w * d->c;
+}
+
+static int64_t w_elems(const dt_conv_desc *d)
+{
+    return (int64_t)d->oc * d->kh * d->kw * (d->c / d->groups);
+}
+
+size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
+{
+    conv_prims *e = lookup(d);
+    if (!e)
+        return dt_cpu_conv_workspace(d);
+    /* scratchpad, then a result to be added: dx, or dw and dbias */
+    int64_t extra = in_elems(d) > w_elems(d) + d->oc ? in_elems(d) : w_elems(d) + d->oc;
+    return e->scratch_bytes + e->wbytes + (size_t)extra * sizeof(float);
+}
+
+static void exec(conv_prims *e, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
+{
+    dnnl_status_t st = dnnl_primitive_execute(p, stream, nargs, args);
+    if (st == dnnl_success)
+        st = dnnl_stream_wait(stream);
+    if (st != dnnl_success)
+        dt_error("oneDNN convolution %dx%dx%d->%d failed: %s", e->d.h, e->d.w, e->d.c, e->d.oc, dnnl_status2str(st));
+}
+
+static void point(dnnl_memory_t m, const void *p)
+{
+    dnnl_memory_set_data_handle(m, (void *)(uintptr_t)p); /* oneDNN only reads inputs */
+}
+
+/* our weights w -> oneDNN's layout in the workspace after the scratchpad, through reorder r */
+static void weights_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t to, const float *w, void *ws)
+{
+    point(e->wei, w);
+    point(to, (char *)ws + e->scratch_bytes);
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, e->wei}, {DNNL_ARG_TO, to}};
+    exec(e, r, 2, a);
+}
+
+void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+{
+    conv_prims *e = lookup(d);
+    if (!e || (bias != NULL) != (d->bias != 0)) {
+        dt_cpu_conv_fwd(d, x, w, bias, y, ws);
+        return;
+    }
+    weights_in(e, e->r_fwd, e->w_fwd, w, ws);
+    point(e->src, x);
+    point(e->dst, y);
+    point(e->scratch, ws);
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->w_fwd}, {DNNL_ARG_DST, e->dst},
+                            {DNNL_ARG_SCRATCHPAD, e->scratch}, {DNNL_ARG_BIAS, e->bias}};
+    if (bias)
+        point(e->bias, bias);
+    exec(e, e->fwd, bias ? 5 : 4, a);
+}
+
+void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate,
+                               void *ws)
+{
+    conv_prims *e = lookup(d);
+    if (!e) {
+        dt_cpu_conv_bwd_data(d, dy, w, dx, accumulate, ws);
+        return;
+    }
+    float *out = accumulate ? (float *)((char *)ws + e->scratch_bytes + e->wbytes) : dx;
+    weights_in(e, e->r_bwd, e->w_bwd, w, ws);
+    point(e->dst, dy);
+    point(e->src, out);
+    point(e->scratch, ws);
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_SRC, e->src},
+                            {DNNL_ARG_SCRATCHPAD, e->scratch}};
+    exec(e, e->bwd_data, 4, a);
+    if (accumulate)
+        dt_cpu_copy_grad(in_elems(d), out, dx, 1);
+}
+
+void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
+                                 int accumulate, void *ws)
+{
+    conv_prims *e = lookup(d);
+    if (!e || (dbias != NULL) != (d->bias != 0)) {
+        dt_cpu_conv_bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
+        return;
+    }
+    float *ow = accumulate ? (float *)((char *)ws + e->scratch_bytes + e->wbytes) : dw;
+    float *ob = accumulate ? ow + w_elems(d) : dbias;
+    point(e->src, x);
+    point(e->dst, dy);
+    point(e->w_diff, (char *)ws + e->scratch_bytes);
+    point(e->scratch, ws);
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_DIFF_WEIGHTS, e->w_diff},
+                            {DNNL_ARG_SCRATCHPAD, e->scratch}, {DNNL_ARG_DIFF_BIAS, e->bias}};
+    if (dbias)
+        point(e->bias, ob);
+    exec(e, e->bwd_weights, dbias ? 5 : 4, a);
+    point(e->wei, ow); /* oneDNN's layout -> ours */
+    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->w_diff}, {DNNL_ARG_TO, e->wei}};
+    exec(e, e->r_back, 2, r);
+    if (accumulate) {
+        dt_cpu_copy_grad(w_elems(d), ow, dw, 1);
+        if (dbias)
+            dt_cpu_copy_grad(d->oc, ob, dbias, 1);
+    }
+}
