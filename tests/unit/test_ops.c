@@ -1,7 +1,8 @@
 /* test_ops.c: every CPU op against a plain double-precision reference written here, and every
  * gradient against central differences of that reference (so the reference's gradient is checked
  * too), on tiny random shapes covering stride, padding, dilation, groups, 1x1, odd sizes; the
- * `accumulate` flag of each backward; dropout statistics; torch.optim.SGD's update rule.
+ * `accumulate` flag of each backward; dropout statistics; torch.optim.SGD's update rule. Everything
+ * runs for the CPU reference (im2col + BLAS convolutions) and for the CPU backend (oneDNN's when built).
  * Errors are norm-wise relative: |ours - ref| / |ref|. */
 #include "config.h"
 
@@ -18,7 +19,7 @@
 #define FD_H 1e-6
 
 static dt_rng rng;
-static const dt_backend *be = &dt_backend_cpu;
+static const dt_backend *be;
 
 /* --- small helpers ------------------------------------------------------------------------------ */
 
@@ -640,39 +641,44 @@ int main(void)
 {
     dt_rng_seed(&rng, 2024, 1);
     dt_cpu_set_threads(2);
-    check_conv(2, 5, 5, 3, 4, 3, 1, 1, 1, 1, 1);  /* 3x3, bias */
-    check_conv(2, 7, 6, 4, 6, 3, 2, 1, 1, 1, 0);  /* stride 2, odd, not square */
-    check_conv(1, 6, 6, 4, 4, 3, 1, 2, 2, 1, 1);  /* dilation 2 */
-    check_conv(2, 5, 5, 4, 6, 3, 1, 1, 1, 2, 1);  /* groups 2 */
-    check_conv(1, 5, 5, 4, 4, 3, 1, 1, 1, 4, 0);  /* depthwise */
-    check_conv(2, 4, 4, 6, 5, 1, 1, 0, 1, 1, 0);  /* pointwise: no columns */
-    check_conv(2, 4, 4, 6, 4, 1, 1, 0, 1, 2, 0);  /* pointwise with groups */
-    check_conv(2, 5, 5, 4, 4, 1, 2, 0, 1, 1, 0);  /* 1x1 stride 2: the downsample */
-    check_conv(2, 6, 6, 4, 8, 1, 2, 0, 1, 1, 0);  /* the same on an even size: the last row and column unused */
-    check_conv(2, 8, 8, 4, 4, 3, 2, 1, 1, 1, 0);  /* 3x3 stride 2 on an even size */
-    check_conv(2, 8, 8, 32, 64, 1, 2, 0, 1, 1, 0); /* wide enough for the blocked (JIT) kernels */
-    check_conv(1, 8, 8, 32, 32, 3, 1, 1, 1, 1, 1);
-    check_conv(1, 8, 8, 32, 64, 3, 2, 1, 1, 1, 0);
-    check_conv(1, 9, 9, 3, 2, 7, 2, 3, 1, 1, 0);  /* the 7x7 stem */
-    check_conv(1, 7, 7, 2, 3, 5, 3, 0, 1, 1, 1);  /* 5x5 stride 3, no padding */
-    check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */
-    check_conv_chunked();
-    check_bn(18, 5);
-    check_bn(4, 300); /* more channels than one block */
-    check_bn(3, 3); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
-    check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
-    check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */
-    check_pool(1, 1, 7, 5, 2, 3, 2, 0); /* alexnet's, odd */
-    check_pool(0, 2, 5, 7, 3, 3, 2, 0);    /* adaptive, uneven windows */
-    check_pool(0, 1, 7, 7, 2, 1, 1, 0);    /* global */
-    check_pool(0, 1, 1, 1, 3, 6, 6, 0);    /* 1x1 up to 6x6 (alexnet on small inputs) */
-    check_pool(0, 1, 4, 4, 2, 4, 4, 0);    /* identity */
-    check_linear(3, 7, 5);
-    check_linear(1, 1, 1);
-    check_xent(0.0f);
-    check_xent(0.1f);
-    check_small_ops();
-    check_dropout();
-    check_sgd();
+    const dt_backend *backends[2] = {&dt_backend_cpu_ref, &dt_backend_cpu};
+    for (int b = 0; b < 2; b++) {
+        be = backends[b];
+        tap_diag("backend %s", be->name);
+        check_conv(2, 5, 5, 3, 4, 3, 1, 1, 1, 1, 1);  /* 3x3, bias */
+        check_conv(2, 7, 6, 4, 6, 3, 2, 1, 1, 1, 0);  /* stride 2, odd, not square */
+        check_conv(1, 6, 6, 4, 4, 3, 1, 2, 2, 1, 1);  /* dilation 2 */
+        check_conv(2, 5, 5, 4, 6, 3, 1, 1, 1, 2, 1);  /* groups 2 */
+        check_conv(1, 5, 5, 4, 4, 3, 1, 1, 1, 4, 0);  /* depthwise */
+        check_conv(2, 4, 4, 6, 5, 1, 1, 0, 1, 1, 0);  /* pointwise: no columns */
+        check_conv(2, 4, 4, 6, 4, 1, 1, 0, 1, 2, 0);  /* pointwise with groups */
+        check_conv(2, 5, 5, 4, 4, 1, 2, 0, 1, 1, 0);  /* 1x1 stride 2: the downsample */
+        check_conv(2, 6, 6, 4, 8, 1, 2, 0, 1, 1, 0);  /* the same on an even size: the last row and column unused */
+        check_conv(2, 8, 8, 4, 4, 3, 2, 1, 1, 1, 0);  /* 3x3 stride 2 on an even size */
+        check_conv(2, 8, 8, 32, 64, 1, 2, 0, 1, 1, 0); /* wide enough for the blocked (JIT) kernels */
+        check_conv(1, 8, 8, 32, 32, 3, 1, 1, 1, 1, 1);
+        check_conv(1, 8, 8, 32, 64, 3, 2, 1, 1, 1, 0);
+        check_conv(1, 9, 9, 3, 2, 7, 2, 3, 1, 1, 0);  /* the 7x7 stem */
+        check_conv(1, 7, 7, 2, 3, 5, 3, 0, 1, 1, 1);  /* 5x5 stride 3, no padding */
+        check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */
+        check_conv_chunked();
+        check_bn(18, 5);
+        check_bn(4, 300); /* more channels than one block */
+        check_bn(3, 3); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
+        check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
+        check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */
+        check_pool(1, 1, 7, 5, 2, 3, 2, 0); /* alexnet's, odd */
+        check_pool(0, 2, 5, 7, 3, 3, 2, 0);    /* adaptive, uneven windows */
+        check_pool(0, 1, 7, 7, 2, 1, 1, 0);    /* global */
+        check_pool(0, 1, 1, 1, 3, 6, 6, 0);    /* 1x1 up to 6x6 (alexnet on small inputs) */
+        check_pool(0, 1, 4, 4, 2, 4, 4, 0);    /* identity */
+        check_linear(3, 7, 5);
+        check_linear(1, 1, 1);
+        check_xent(0.0f);
+        check_xent(0.1f);
+        check_small_ops();
+        check_dropout();
+        check_sgd();
+    }
     return tap_done();
 }
