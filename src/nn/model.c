@@ -39,7 +39,7 @@ static int new_value(dt_model *m, int c, int producer)
         m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
         return -1;
     }
-    m->values[m->n_values] = (dt_value){.c = c, .producer = producer};
+    m->values[m->n_values] = (dt_value){.c = c, .producer = producer, .alias = -1};
     return m->n_values++;
 }
 
@@ -256,6 +256,18 @@ int dt_model_end(dt_model *m, int output)
         return m->build_error;
     }
     m->output = output;
+    for (int i = 0; i < m->n_nodes; i++) {
+        m->values[m->nodes[i].in0].consumers++;
+        if (m->nodes[i].in1 >= 0)
+            m->values[m->nodes[i].in1].consumers++;
+    }
+    /* in-place ReLU: no backward needs a layer's own output except the ReLU's, so a ReLU may
+     * overwrite its input when nothing else reads it */
+    for (int i = 0; i < m->n_nodes; i++) {
+        dt_node *nd = &m->nodes[i];
+        if (nd->op == DT_OP_RELU && nd->in0 != m->input && m->values[nd->in0].consumers == 1)
+            m->values[nd->out].alias = nd->in0;
+    }
     return alloc_params(m);
 }
 
@@ -438,18 +450,148 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
     return DT_OK;
 }
 
-/* saved state and workspace of one node, carved from the arenas (planning or real) */
-static int carve(dt_model *m, int n, dt_arena *act, dt_arena *grad, size_t *ws_bytes)
+/* Offsets for n blocks of bytes[i] live over [born[i], dies[i]] (inclusive): each takes the lowest
+ * offset whose range is free of every block already placed with an overlapping lifetime (largest
+ * placed first). Blocks with bytes 0 are skipped (offset 0). Returns the bytes needed, or
+ * DT_ARENA_FAIL when out of memory. */
+static size_t place_intervals(int n, const size_t *bytes, const int *born, const int *dies, size_t *off)
+{
+    int *order = calloc((size_t)(n ? n : 1), sizeof(int)), k = 0;
+    if (!order)
+        return DT_ARENA_FAIL;
+    for (int i = 0; i < n; i++) {
+        off[i] = 0;
+        if (bytes[i])
+            order[k++] = i;
+    }
+    for (int a = 1; a < k; a++) /* largest first */
+        for (int b = a; b > 0 && bytes[order[b]] > bytes[order[b - 1]]; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    size_t total = 0;
+    for (int a = 0; a < k; a++) {
+        int v = order[a];
+        size_t o = 0;
+        for (int moved = 1; moved;) { /* first fit: bump past every overlapping placed block */
+            moved = 0;
+            for (int q = 0; q < a; q++) {
+                int u = order[q];
+                if (born[u] <= dies[v] && born[v] <= dies[u] && o < off[u] + bytes[u] && off[u] < o + bytes[v]) {
+                    o = off[u] + bytes[u];
+                    moved = 1;
+                }
+            }
+        }
+        off[v] = o;
+        if (o + bytes[v] > total)
+            total = o + bytes[v];
+    }
+    free(order);
+    return total;
+}
+
+static size_t aligned_bytes(const dt_model *m, int v, int n)
+{
+    return ((size_t)value_numel(m, &m->values[v], n) * sizeof(float) + DT_ARENA_ALIGN - 1) & ~(DT_ARENA_ALIGN - 1);
+}
+
+/* Gradient offsets by lifetime. Backward runs node i at time n_nodes-1-i; the gradient of value v is
+ * born at its last reader and dies after its producer. */
+static size_t plan_grads(const dt_model *m, int n, size_t *goff)
+{
+    int nv = m->n_values;
+    int *born = calloc((size_t)nv, sizeof(int)), *dies = calloc((size_t)nv, sizeof(int));
+    size_t *bytes = calloc((size_t)nv, sizeof(size_t)), total = DT_ARENA_FAIL;
+    if (born && dies && bytes) {
+        for (int v = 0; v < nv; v++) {
+            const dt_value *val = &m->values[v];
+            bytes[v] = v == m->input ? 0 : aligned_bytes(m, v, n);
+            born[v] = m->n_nodes;
+            dies[v] = m->n_nodes - 1 - (val->producer >= 0 ? val->producer : 0);
+        }
+        born[m->output] = -1; /* the loss writes it before backward */
+        for (int i = 0; i < m->n_nodes; i++) {
+            int t = m->n_nodes - 1 - i, ins[2] = {m->nodes[i].in0, m->nodes[i].in1};
+            for (int k = 0; k < 2; k++)
+                if (ins[k] >= 0 && t < born[ins[k]])
+                    born[ins[k]] = t;
+        }
+        total = place_intervals(nv, bytes, born, dies, goff);
+        goff[m->input] = DT_ARENA_FAIL;
+    }
+    free(born);
+    free(dies);
+    free(bytes);
+    return total;
+}
+
+/* does backward read this value? (layers read their input, a ReLU its output, the loss the logits) */
+static int kept_for_backward(const dt_model *m, int v)
+{
+    if (v == m->output)
+        return 1;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const dt_node *nd = &m->nodes[i];
+        if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR)) ||
+            (nd->out == v && nd->op == DT_OP_RELU))
+            return 1;
+    }
+    return 0;
+}
+
+/* Activation offsets: values backward reads live to the end; the others (a BN output read only by
+ * an add, a pool's output read by a flatten) only until their last reader in the forward pass, and
+ * then give their bytes to later values. An in-place ReLU's output is its input's bytes. */
+static size_t plan_acts(const dt_model *m, int n, size_t *aoff)
+{
+    int nv = m->n_values, end = m->n_nodes + 1;
+    int *born = calloc((size_t)nv, sizeof(int)), *dies = calloc((size_t)nv, sizeof(int));
+    size_t *bytes = calloc((size_t)nv, sizeof(size_t)), total = DT_ARENA_FAIL;
+    if (born && dies && bytes) {
+        for (int v = 0; v < nv; v++) {
+            born[v] = m->values[v].producer; /* -1 for the input */
+            dies[v] = born[v];
+        }
+        for (int v = 0; v < nv; v++) { /* lifetimes gather on the root of each alias chain */
+            int r = v;
+            while (m->values[r].alias >= 0)
+                r = m->values[r].alias;
+            int last = m->values[v].producer;
+            for (int i = 0; i < m->n_nodes; i++)
+                if (m->nodes[i].in0 == v || m->nodes[i].in1 == v)
+                    last = i;
+            if (kept_for_backward(m, v))
+                last = end;
+            if (last > dies[r])
+                dies[r] = last;
+        }
+        for (int v = 0; v < nv; v++)
+            bytes[v] = m->values[v].alias >= 0 ? 0 : aligned_bytes(m, v, n);
+        total = place_intervals(nv, bytes, born, dies, aoff);
+    }
+    free(born);
+    free(dies);
+    free(bytes);
+    return total;
+}
+
+/* activations (offsets from plan_acts, after which the saved state follows), saved state and
+ * workspace, carved from the arenas (planning or real); gradient offsets come from plan_grads */
+static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size_t *aoff, const size_t *goff,
+                 size_t *ws_bytes)
 {
     *ws_bytes = 0;
+    if (dt_arena_push(act, act_bytes) != 0)
+        return DT_ERR_NOMEM;
     for (int v = 0; v < m->n_values; v++) {
         dt_value *val = &m->values[v];
-        size_t bytes = (size_t)value_numel(m, val, n) * sizeof(float);
-        if ((val->off = dt_arena_push(act, bytes)) == DT_ARENA_FAIL)
-            return DT_ERR_NOMEM;
-        val->goff = DT_ARENA_FAIL;
-        if (v != m->input && (val->goff = dt_arena_push(grad, bytes)) == DT_ARENA_FAIL)
-            return DT_ERR_NOMEM;
+        int r = v;
+        while (m->values[r].alias >= 0)
+            r = m->values[r].alias;
+        val->off = aoff[r];
+        val->goff = goff[v];
     }
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
@@ -485,21 +627,35 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
     dt_arena_free(&m->act);
     dt_arena_free(&m->grad);
     dt_arena_free(&m->ws);
-    dt_arena pa, pg;
-    size_t ws = 0;
+    dt_arena pa;
+    size_t ws = 0, *goff = calloc((size_t)m->n_values, sizeof(size_t)), *aoff = calloc((size_t)m->n_values, sizeof(size_t));
+    if (!goff || !aoff) {
+        free(goff);
+        free(aoff);
+        dt_error("model %s: out of memory planning", m->arch);
+        return DT_ERR_NOMEM;
+    }
+    size_t gbytes = plan_grads(m, n, goff), abytes = plan_acts(m, n, aoff);
+    int rc = gbytes == DT_ARENA_FAIL || abytes == DT_ARENA_FAIL ? DT_ERR_NOMEM : DT_OK;
     dt_arena_init_plan(&pa, "activations");
-    dt_arena_init_plan(&pg, "gradients");
-    DT_TRY(carve(m, n, &pa, &pg, &ws));
-    DT_TRY(dt_arena_init(&m->act, "activations", dt_arena_peak(&pa)));
-    DT_TRY(dt_arena_init(&m->grad, "gradients", dt_arena_peak(&pg)));
-    DT_TRY(dt_arena_init(&m->ws, "workspace", ws));
-    DT_TRY(carve(m, n, &m->act, &m->grad, &ws));
+    if (rc == DT_OK)
+        rc = carve(m, n, &pa, abytes, aoff, goff, &ws);
+    if (rc == DT_OK)
+        rc = dt_arena_init(&m->act, "activations", dt_arena_peak(&pa));
+    if (rc == DT_OK)
+        rc = dt_arena_init(&m->grad, "gradients", gbytes);
+    if (rc == DT_OK)
+        rc = dt_arena_init(&m->ws, "workspace", ws);
+    if (rc == DT_OK)
+        rc = carve(m, n, &m->act, abytes, aoff, goff, &ws);
+    free(goff);
+    free(aoff);
+    DT_TRY(rc);
     m->plan_n = n;
     m->plan_h = h;
     m->plan_w = w;
     dt_debug("model %s planned for %dx%dx%dx%d: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB",
-             m->arch, n, h, w, m->in_c, dt_arena_peak(&pa) / 1048576.0, dt_arena_peak(&pg) / 1048576.0,
-             ws / 1048576.0);
+             m->arch, n, h, w, m->in_c, dt_arena_peak(&pa) / 1048576.0, gbytes / 1048576.0, ws / 1048576.0);
     return DT_OK;
 }
 

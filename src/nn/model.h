@@ -12,7 +12,12 @@
  *   dt_model_plan(&m, batch, 224, 224)                                      all memory, once
  *   per step: dt_model_forward(&m, x, n); dt_model_loss(&m, labels, n, eps); dt_model_backward(&m, n, 0)
  *   dt_model_free(&m)
- * After planning nothing is allocated; any n <= the planned batch may be run. */
+ * After planning nothing is allocated; any n <= the planned batch may be run.
+ *
+ * Memory plan: every activation a backward pass needs is kept, but a ReLU whose input has no other
+ * reader runs in place (its backward needs only its output). Activation gradients share one arena by
+ * lifetime: a value's gradient lives from the backward of its last reader to the backward of its
+ * producer, and values whose lifetimes do not overlap get the same bytes. */
 #ifndef DT_NN_MODEL_H
 #define DT_NN_MODEL_H
 
@@ -56,6 +61,8 @@ typedef struct dt_value {
     size_t off;             /* data offset in the activation arena */
     size_t goff;            /* gradient offset in the gradient arena */
     int grad_ready;         /* backward bookkeeping: gradient written this pass */
+    int consumers;          /* nodes reading this value */
+    int alias;              /* value whose activation memory this one reuses (an in-place ReLU), or -1 */
 } dt_value;
 
 typedef struct dt_node {
