@@ -54,11 +54,13 @@ void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, int32_t
                         continue;
                     int32_t base = (int32_t)(((int64_t)iy * d->w + ix) * d->c);
                     const float *xp = xi + base;
-                    for (int ch = 0; ch < d->c; ch++)
-                        if (xp[ch] > yo[ch] || isnan(xp[ch])) {
-                            yo[ch] = xp[ch];
-                            ao[ch] = base + ch;
-                        }
+#pragma omp simd
+                    for (int ch = 0; ch < d->c; ch++) { /* branch-free, so it vectorises */
+                        float v = xp[ch], cur = yo[ch];
+                        int take = v > cur || v != v;
+                        yo[ch] = take ? v : cur;
+                        ao[ch] = take ? base + ch : ao[ch];
+                    }
                 }
             }
         }
