@@ -66,15 +66,18 @@ typedef struct dt_backend {
                             int accumulate, void *ws);
 
     /* Training mode: batch statistics (biased variance to normalise), saved mean and 1/sqrt(var+eps)
-     * for backward, running stats updated as PyTorch does (unbiased variance, momentum). */
+     * for backward, running stats updated as PyTorch does (unbiased variance, momentum). relu: write
+     * max(0, y) instead of y (BN and the ReLU after it in one pass). */
     void (*bn_fwd_train)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_invstd, float *running_mean, float *running_var);
+                         float *save_mean, float *save_invstd, float *running_mean, float *running_var, int relu);
     void (*bn_fwd_infer)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                         const float *running_mean, const float *running_var, float *y);
-    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from the saved statistics */
-    void (*bn_bwd)(const dt_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean,
-                   const float *save_invstd, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
-                   int accumulate_params);
+                         const float *running_mean, const float *running_var, float *y, int relu);
+    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from the saved statistics. relu_y: NULL,
+     * or the fused forward's output, and dy is then the gradient of the ReLU's output (taken where
+     * relu_y > 0). */
+    void (*bn_bwd)(const dt_bn_desc *d, const float *x, const float *dy, const float *relu_y, const float *gamma,
+                   const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta,
+                   int accumulate_dx, int accumulate_params);
 
     void (*relu_fwd)(int64_t n, const float *x, float *y);
     /* from the output y: dx = dy where y > 0 */

@@ -61,6 +61,7 @@ static dt_node *new_node(dt_model *m, enum dt_op_kind op, const char *name, int 
     snprintf(n->name, sizeof n->name, "%s", name ? name : "");
     n->in0 = in0;
     n->in1 = -1;
+    n->a.relu_node = -1;
     for (int i = 0; i < 5; i++)
         n->p[i] = -1;
     return n;
@@ -265,8 +266,14 @@ int dt_model_end(dt_model *m, int output)
      * overwrite its input when nothing else reads it */
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
-        if (nd->op == DT_OP_RELU && nd->in0 != m->input && m->values[nd->in0].consumers == 1)
+        if (nd->op == DT_OP_RELU && nd->in0 != m->input && m->values[nd->in0].consumers == 1) {
             m->values[nd->out].alias = nd->in0;
+            int pr = m->values[nd->in0].producer; /* BN then in-place ReLU: one pass each way */
+            if (pr >= 0 && m->nodes[pr].op == DT_OP_BN) {
+                m->nodes[pr].a.relu_node = i;
+                nd->a.fused = 1;
+            }
+        }
     }
     return alloc_params(m);
 }
@@ -723,17 +730,21 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         case DT_OP_BN: {
             dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
             float *s = saved(m, nd);
+            int relu = nd->a.relu_node >= 0;
             if (m->training) {
                 be->bn_fwd_train(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y, s, s + xv->c,
-                                 pdata(m, nd->p[2]), pdata(m, nd->p[3]));
+                                 pdata(m, nd->p[2]), pdata(m, nd->p[3]), relu);
                 m->counts[m->params[nd->p[4]].off]++;
             } else {
                 be->bn_fwd_infer(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), pdata(m, nd->p[2]),
-                                 pdata(m, nd->p[3]), y);
+                                 pdata(m, nd->p[3]), y, relu);
             }
             break;
         }
-        case DT_OP_RELU: be->relu_fwd(count, xin, y); break;
+        case DT_OP_RELU:
+            if (!nd->a.fused)
+                be->relu_fwd(count, xin, y);
+            break;
         case DT_OP_ADD: be->add_fwd(count, xin, val(m, nd->in1), y); break;
         case DT_OP_MAXPOOL: {
             dt_pool_desc d;
@@ -796,7 +807,13 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         const int need_dx = nd->in0 != m->input;
         float *xin = val(m, nd->in0), *y = val(m, nd->out), *dy = gval(m, nd->out);
         int64_t count = value_numel(m, yv, n);
-        if (!yv->grad_ready) /* nothing downstream used this value */
+        int ready = yv->grad_ready;
+        if (nd->op == DT_OP_BN && nd->a.relu_node >= 0) { /* its fused ReLU's output gradient */
+            int rv = m->nodes[nd->a.relu_node].out;
+            dy = gval(m, rv);
+            ready = m->values[rv].grad_ready;
+        }
+        if (!ready || (nd->op == DT_OP_RELU && nd->a.fused)) /* unused downstream, or done by the BN */
             continue;
         switch (nd->op) {
         case DT_OP_CONV: {
@@ -811,8 +828,8 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         case DT_OP_BN: {
             dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
             float *s = saved(m, nd);
-            be->bn_bwd(&d, xin, dy, pdata(m, nd->p[0]), s, s + xv->c, gval(m, nd->in0), pgrad(m, nd->p[0]),
-                       pgrad(m, nd->p[1]), grad_acc(m, nd->in0), accumulate);
+            be->bn_bwd(&d, xin, dy, nd->a.relu_node >= 0 ? y : NULL, pdata(m, nd->p[0]), s, s + xv->c,
+                       gval(m, nd->in0), pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), grad_acc(m, nd->in0), accumulate);
             break;
         }
         case DT_OP_RELU: be->relu_bwd(count, y, dy, gval(m, nd->in0), grad_acc(m, nd->in0)); break;

@@ -75,6 +75,8 @@ typedef struct dt_node {
         int oh, ow;                       /* adaptive average pool */
         float eps, momentum;              /* batch norm */
         float drop;                       /* dropout probability */
+        int relu_node;                    /* BN: the in-place ReLU fused into it, or -1 */
+        int fused;                        /* ReLU: runs inside the BN before it */
     } a;
     size_t save_off;        /* saved state in the activation arena (BN mean/invstd, argmax, mask) */
 } dt_node;

@@ -227,7 +227,7 @@ static void check_conv_chunked(void)
 
 typedef struct bn_ctx {
     int64_t rows;
-    int c;
+    int c, relu; /* relu: the fused BN+ReLU */
     buf x, gm, bt, g;
     double *y;
 } bn_ctx;
@@ -246,6 +246,8 @@ static double bn_obj(void *p)
         var /= b->rows;
         for (int64_t r = 0; r < b->rows; r++) {
             double y = (b->x.d[r * b->c + j] - mean) / sqrt(var + 1e-5) * b->gm.d[j] + b->bt.d[j];
+            if (b->relu && y < 0)
+                y = 0;
             b->y[r * b->c + j] = y;
             s += y * b->g.d[r * b->c + j];
         }
@@ -253,9 +255,9 @@ static double bn_obj(void *p)
     return s;
 }
 
-static void check_bn(int64_t rows, int c)
+static void check_bn(int64_t rows, int c, int relu)
 {
-    bn_ctx b = {.rows = rows, .c = c};
+    bn_ctx b = {.rows = rows, .c = c, .relu = relu};
     int64_t n = rows * c;
     b.x = mk(n);
     b.gm = mk(c);
@@ -277,7 +279,7 @@ static void check_bn(int64_t rows, int c)
         rvar[j] = 2.0f;
     }
     dt_bn_desc d = {.rows = rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
-    be->bn_fwd_train(&d, b.x.f, b.gm.f, b.bt.f, y, sm, si, rmean, rvar);
+    be->bn_fwd_train(&d, b.x.f, b.gm.f, b.bt.f, y, sm, si, rmean, rvar, b.relu);
     bn_obj(&b);
     double ef = rel_err(y, b.y, n);
     /* running stats: 0.9*old + 0.1*batch, unbiased variance */
@@ -292,26 +294,28 @@ static void check_bn(int64_t rows, int c)
         erm = fmax(erm, fabs(rmean[j] - (0.9 * 0.5 + 0.1 * mean)));
         erv = fmax(erv, fabs(rvar[j] - (0.9 * 2.0 + 0.1 * var / (rows - 1))) / (0.9 * 2.0 + 0.1 * var / (rows - 1)));
     }
-    be->bn_bwd(&d, b.x.f, b.g.f, b.gm.f, sm, si, dx, dg, dbt, 0, 0);
+    be->bn_bwd(&d, b.x.f, b.g.f, b.relu ? y : NULL, b.gm.f, sm, si, dx, dg, dbt, 0, 0);
     fd_grad(bn_obj, &b, b.x.d, n, rx);
     fd_grad(bn_obj, &b, b.gm.d, c, rg);
     fd_grad(bn_obj, &b, b.bt.d, c, rb);
     double ex = rel_err(dx, rx, n), eg = rel_err(dg, rg, c), eb = rel_err(dbt, rb, c);
     TAP_OK(ef < FWD_TOL && ex < BWD_TOL && eg < BWD_TOL && eb < BWD_TOL && erm < 1e-6 && erv < 1e-6,
-           "bn train %lldx%d: fwd %.1e dx %.1e dgamma %.1e dbeta %.1e running mean %.1e var %.1e", (long long)rows, c, ef,
-           ex, eg, eb, erm, erv);
-    be->bn_bwd(&d, b.x.f, b.g.f, b.gm.f, sm, si, dx, dg, dbt, 1, 1);
+           "bn%s train %lldx%d: fwd %.1e dx %.1e dgamma %.1e dbeta %.1e running mean %.1e var %.1e", relu ? "+relu" : "",
+           (long long)rows, c, ef, ex, eg, eb, erm, erv);
+    be->bn_bwd(&d, b.x.f, b.g.f, b.relu ? y : NULL, b.gm.f, sm, si, dx, dg, dbt, 1, 1);
     for (int64_t i = 0; i < n; i++)
         rx[i] *= 2;
     for (int j = 0; j < c; j++)
         rg[j] *= 2;
     TAP_OK(rel_err(dx, rx, n) < BWD_TOL && rel_err(dg, rg, c) < BWD_TOL, "  accumulate doubles dx and dgamma");
     /* inference: (x - running_mean) / sqrt(running_var + eps) * gamma + beta */
-    be->bn_fwd_infer(&d, b.x.f, b.gm.f, b.bt.f, rmean, rvar, y);
+    be->bn_fwd_infer(&d, b.x.f, b.gm.f, b.bt.f, rmean, rvar, y, b.relu);
     double e = 0;
     for (int64_t i = 0; i < n; i++) {
         int j = (int)(i % c);
         b.y[i] = (b.x.d[i] - rmean[j]) / sqrt((double)rvar[j] + 1e-5) * b.gm.d[j] + b.bt.d[j];
+        if (relu && b.y[i] < 0)
+            b.y[i] = 0;
     }
     e = rel_err(y, b.y, n);
     TAP_OK(e < FWD_TOL, "bn inference %lldx%d: %.1e", (long long)rows, c, e);
@@ -662,9 +666,11 @@ int main(void)
         check_conv(1, 7, 7, 2, 3, 5, 3, 0, 1, 1, 1);  /* 5x5 stride 3, no padding */
         check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */
         check_conv_chunked();
-        check_bn(18, 5);
-        check_bn(4, 300); /* more channels than one block */
-        check_bn(3, 3); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
+        check_bn(18, 5, 0);
+        check_bn(4, 300, 0); /* more channels than one block */
+        check_bn(3, 3, 0); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
+        check_bn(18, 5, 1); /* fused with the ReLU after it */
+        check_bn(4, 300, 1);
         check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
         check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */
         check_pool(1, 1, 7, 5, 2, 3, 2, 0); /* alexnet's, odd */

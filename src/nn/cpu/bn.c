@@ -9,8 +9,30 @@
 
 #define CB 256
 
+/* y = x*scale + shift, then max(0, .) when relu */
+static void affine(int64_t rows, int c, int c0, int cb, const float *x, const float *scale, const float *shift, float *y,
+                   int relu)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * c + c0;
+        float *yr = y + r * c + c0;
+        if (relu) {
+#pragma omp simd
+            for (int j = 0; j < cb; j++) {
+                float v = xr[j] * scale[j] + shift[j];
+                yr[j] = v > 0.0f ? v : 0.0f;
+            }
+        } else {
+#pragma omp simd
+            for (int j = 0; j < cb; j++)
+                yr[j] = xr[j] * scale[j] + shift[j];
+        }
+    }
+}
+
 void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_invstd, float *running_mean, float *running_var)
+                         float *save_mean, float *save_invstd, float *running_mean, float *running_var, int relu)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
@@ -46,19 +68,12 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
             running_mean[c0 + j] = (float)((1.0 - d->momentum) * running_mean[c0 + j] + d->momentum * mean[j]);
             running_var[c0 + j] = (float)((1.0 - d->momentum) * running_var[c0 + j] + d->momentum * unbiased);
         }
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * c + c0;
-            float *yr = y + r * c + c0;
-#pragma omp simd
-            for (int j = 0; j < cb; j++)
-                yr[j] = xr[j] * scale[j] + shift[j];
-        }
+        affine(rows, c, c0, cb, x, scale, shift, y, relu);
     }
 }
 
 void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                         const float *running_mean, const float *running_var, float *y)
+                         const float *running_mean, const float *running_var, float *y, int relu)
 {
     const int c = d->c;
     for (int c0 = 0; c0 < c; c0 += CB) {
@@ -69,23 +84,34 @@ void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma
             scale[j] = (float)(gamma[c0 + j] * invstd);
             shift[j] = (float)(beta[c0 + j] - running_mean[c0 + j] * gamma[c0 + j] * invstd);
         }
-#pragma omp parallel for schedule(static)
-        for (int64_t r = 0; r < d->rows; r++) {
-            const float *xr = x + r * c + c0;
-            float *yr = y + r * c + c0;
-#pragma omp simd
-            for (int j = 0; j < cb; j++)
-                yr[j] = xr[j] * scale[j] + shift[j];
-        }
+        affine(d->rows, c, c0, cb, x, scale, shift, y, relu);
     }
 }
 
-void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean,
-                   const float *save_invstd, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
-                   int accumulate_params)
+/* The gradient of the BN output for the row at dr, masked by the fused ReLU's output (row at yr)
+ * when there is one, into g[0..cb): a separate pass over a row keeps every loop branch-free. */
+static inline void row_dy(const float *dr, const float *yr, int cb, float *g)
+{
+    if (yr) {
+#pragma omp simd
+        for (int j = 0; j < cb; j++) {
+            float v = dr[j];
+            g[j] = yr[j] > 0.0f ? v : 0.0f;
+        }
+    } else {
+#pragma omp simd
+        for (int j = 0; j < cb; j++)
+            g[j] = dr[j];
+    }
+}
+
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *relu_y, const float *gamma,
+                   const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta,
+                   int accumulate_dx, int accumulate_params)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
+    const float *ry = relu_y;
     for (int c0 = 0; c0 < c; c0 += CB) {
         const int cb = c - c0 < CB ? c - c0 : CB;
         double sdy[CB] = {0}, sdyx[CB] = {0}; /* sum dy, sum dy*(x-mean) */
@@ -95,9 +121,11 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const f
 #pragma omp parallel for schedule(static) reduction(+ : sdy[:CB], sdyx[:CB])
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
+            float g[CB];
+            row_dy(dr, ry ? ry + r * c + c0 : NULL, cb, g);
             for (int j = 0; j < cb; j++) {
-                sdy[j] += dr[j];
-                sdyx[j] += (double)dr[j] * (xr[j] - mean[j]);
+                sdy[j] += g[j];
+                sdyx[j] += (double)g[j] * (xr[j] - mean[j]);
             }
         }
         /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd */
@@ -120,14 +148,16 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const f
         for (int64_t r = 0; r < rows; r++) {
             const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
             float *o = dx + r * c + c0;
+            float g[CB];
+            row_dy(dr, ry ? ry + r * c + c0 : NULL, cb, g);
             if (accumulate_dx) {
 #pragma omp simd
                 for (int j = 0; j < cb; j++)
-                    o[j] += a[j] * dr[j] - k[j] * (xr[j] - mean[j]) - b[j];
+                    o[j] += a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
             } else {
 #pragma omp simd
                 for (int j = 0; j < cb; j++)
-                    o[j] = a[j] * dr[j] - k[j] * (xr[j] - mean[j]) - b[j];
+                    o[j] = a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
             }
         }
     }

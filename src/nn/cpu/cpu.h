@@ -34,12 +34,12 @@ void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const fl
                                  int accumulate, void *ws);
 
 void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_invstd, float *running_mean, float *running_var);
+                         float *save_mean, float *save_invstd, float *running_mean, float *running_var, int relu);
 void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                         const float *running_mean, const float *running_var, float *y);
-void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *gamma, const float *save_mean,
-                   const float *save_invstd, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
-                   int accumulate_params);
+                         const float *running_mean, const float *running_var, float *y, int relu);
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *relu_y, const float *gamma,
+                   const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta,
+                   int accumulate_dx, int accumulate_params);
 
 void dt_cpu_relu_fwd(int64_t n, const float *x, float *y);
 void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate);
