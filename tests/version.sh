@@ -9,7 +9,7 @@ for part in HDF5 libjpeg-turbo BLAS; do
   grep -qE "^  $part +yes " "$DT_TMP/out" || fail "--version lacks a line for required part $part"
 done
 state() { if [ "$1" = yes ]; then echo yes; else echo no; fi; }
-for pv in "CUDA:$DT_HAVE_CUDA" "cuDNN:$DT_HAVE_CUDA" "NCCL:$DT_HAVE_CUDA" "PMI2:$DT_HAVE_PMI2" "MPI:$DT_HAVE_MPI"; do
+for pv in "oneDNN:$DT_HAVE_DNNL" "CUDA:$DT_HAVE_CUDA" "cuDNN:$DT_HAVE_CUDA" "NCCL:$DT_HAVE_CUDA" "PMI2:$DT_HAVE_PMI2" "MPI:$DT_HAVE_MPI"; do
   part=${pv%%:*}; want=$(state "${pv#*:}")
   grep -qE "^  $part +$want( |\$)" "$DT_TMP/out" || { cat "$DT_TMP/out"; fail "--version: $part should say $want"; }
 done

@@ -19,6 +19,9 @@
 #ifdef HAVE_MPI
 #include <mpi.h>
 #endif
+#ifdef HAVE_DNNL
+#include <dnnl.h>
+#endif
 #ifdef HAVE_PMI2
 #include <slurm/pmi2.h>
 #endif
@@ -127,6 +130,14 @@ void dt_buildinfo_print(FILE *out, const char *program)
     row(out, "BLAS", "yes", "CBLAS (not OpenBLAS)");
 #endif
     fprintf(out, "optional:\n");
+#ifdef HAVE_DNNL
+    const dnnl_version_t *dv = dnnl_version();
+    snprintf(d, sizeof d, "%d.%d.%d (CPU convolutions; built with %d.%d.%d)", dv->major, dv->minor, dv->patch,
+             DNNL_VERSION_MAJOR, DNNL_VERSION_MINOR, DNNL_VERSION_PATCH);
+    row(out, "oneDNN", "yes", d);
+#else
+    row(out, "oneDNN", "no", "(configure --with-dnnl; convolutions use im2col + BLAS)");
+#endif
     print_cuda(out);
     print_pmi2(out);
     print_mpi(out);
