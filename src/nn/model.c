@@ -39,7 +39,7 @@ static int new_value(dt_model *m, int c, int producer)
         m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
         return -1;
     }
-    m->values[m->n_values] = (dt_value){.c = c, .producer = producer, .alias = -1};
+    m->values[m->n_values] = (dt_value){.c = c, .producer = producer, .alias = -1, .galias = -1};
     return m->n_values++;
 }
 
@@ -261,6 +261,34 @@ int dt_model_end(dt_model *m, int output)
         m->values[m->nodes[i].in0].consumers++;
         if (m->nodes[i].in1 >= 0)
             m->values[m->nodes[i].in1].consumers++;
+    }
+    /* an add passes its output gradient to both inputs unchanged: an input read by nothing else can
+     * use that gradient's bytes instead of a copy */
+    for (int i = 0; i < m->n_nodes; i++) {
+        dt_node *nd = &m->nodes[i];
+        if (nd->op != DT_OP_ADD)
+            continue;
+        int ins[2] = {nd->in0, nd->in1};
+        for (int k = 0; k < 2; k++) {
+            int v = ins[k], other = ins[1 - k];
+            if (v == m->input || v == other)
+                continue;
+            if (m->values[v].consumers == 1) {
+                m->values[v].galias = nd->out;
+                continue;
+            }
+            /* a residual block's input: the add runs first in backward (every other reader comes before
+             * it in the forward order), so the add's gradient can start the sum in place, provided the
+             * other input's producer has read the shared gradient before the other readers add to it */
+            int ok = 1, op = m->values[other].producer;
+            for (int j = 0; j < m->n_nodes && ok; j++) {
+                const dt_node *c = &m->nodes[j];
+                if (j != i && (c->in0 == v || c->in1 == v))
+                    ok = j < i && (m->values[other].consumers != 1 || op > j);
+            }
+            if (ok)
+                m->values[v].galias = nd->out;
+        }
     }
     /* in-place ReLU: no backward needs a layer's own output except the ReLU's, so a ReLU may
      * overwrite its input when nothing else reads it */
@@ -504,6 +532,13 @@ static size_t aligned_bytes(const dt_model *m, int v, int n)
     return ((size_t)value_numel(m, &m->values[v], n) * sizeof(float) + DT_ARENA_ALIGN - 1) & ~(DT_ARENA_ALIGN - 1);
 }
 
+static int grad_root(const dt_model *m, int v)
+{
+    while (m->values[v].galias >= 0)
+        v = m->values[v].galias;
+    return v;
+}
+
 /* Gradient offsets by lifetime. Backward runs node i at time n_nodes-1-i; the gradient of value v is
  * born at its last reader and dies after its producer. */
 static size_t plan_grads(const dt_model *m, int n, size_t *goff)
@@ -525,7 +560,16 @@ static size_t plan_grads(const dt_model *m, int n, size_t *goff)
                 if (ins[k] >= 0 && t < born[ins[k]])
                     born[ins[k]] = t;
         }
+        for (int v = nv - 1; v >= 0; v--) { /* an aliased gradient lives in its root's bytes */
+            int r = grad_root(m, v);
+            if (r != v) {
+                bytes[v] = 0;
+                dies[r] = dies[v] > dies[r] ? dies[v] : dies[r];
+            }
+        }
         total = place_intervals(nv, bytes, born, dies, goff);
+        for (int v = 0; v < nv; v++)
+            goff[v] = goff[grad_root(m, v)];
         goff[m->input] = DT_ARENA_FAIL;
     }
     free(born);
@@ -833,10 +877,16 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         }
         case DT_OP_RELU: be->relu_bwd(count, y, dy, gval(m, nd->in0), grad_acc(m, nd->in0)); break;
-        case DT_OP_ADD:
-            be->copy_grad(count, dy, gval(m, nd->in0), grad_acc(m, nd->in0));
-            be->copy_grad(count, dy, gval(m, nd->in1), grad_acc(m, nd->in1));
+        case DT_OP_ADD: {
+            int ins[2] = {nd->in0, nd->in1};
+            for (int k = 0; k < 2; k++) {
+                if (m->values[ins[k]].galias == nd->out)
+                    m->values[ins[k]].grad_ready = 1; /* it is this gradient */
+                else
+                    be->copy_grad(count, dy, gval(m, ins[k]), grad_acc(m, ins[k]));
+            }
             break;
+        }
         case DT_OP_MAXPOOL: {
             dt_pool_desc d;
             dt_pool_desc_set_max(&d, n, xv->h, xv->w, xv->c, nd->a.k, nd->a.s, nd->a.pad);

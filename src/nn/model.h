@@ -17,7 +17,8 @@
  * Memory plan: every activation a backward pass needs is kept, but a ReLU whose input has no other
  * reader runs in place (its backward needs only its output). Activation gradients share one arena by
  * lifetime: a value's gradient lives from the backward of its last reader to the backward of its
- * producer, and values whose lifetimes do not overlap get the same bytes. */
+ * producer, and values whose lifetimes do not overlap get the same bytes. The gradient of an add's
+ * input that nothing else reads is the add's output gradient itself: no copy, no bytes. */
 #ifndef DT_NN_MODEL_H
 #define DT_NN_MODEL_H
 
@@ -63,6 +64,7 @@ typedef struct dt_value {
     int grad_ready;         /* backward bookkeeping: gradient written this pass */
     int consumers;          /* nodes reading this value */
     int alias;              /* value whose activation memory this one reuses (an in-place ReLU), or -1 */
+    int galias;             /* value whose gradient memory this one's gradient is (an add's input), or -1 */
 } dt_value;
 
 typedef struct dt_node {
