@@ -1,13 +1,15 @@
 /* bn.c: CPU batch norm over NHWC rows (per-channel statistics over n*h*w rows).
- * Sums are accumulated in double, in blocks of CB channels (OpenMP array reductions), so the result
- * does not depend on the thread count beyond rounding of the final double sums. */
+ * Sums run in float over RB rows (so they vectorise), then in double across row blocks and threads
+ * (OpenMP array reductions over blocks of CB channels). Forward reads x
+ * twice (statistics, then the affine map), backward reads x and dy twice. */
 #include "config.h"
 
 #include <math.h>
 
 #include "nn/cpu/cpu.h"
 
-#define CB 256
+#define CB 256 /* channels per block */
+#define RB 16  /* rows summed in float before the double sums */
 
 /* y = x*scale + shift, then max(0, .) when relu */
 static void affine(int64_t rows, int c, int c0, int cb, const float *x, const float *scale, const float *shift, float *y,
@@ -38,23 +40,36 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
     const int c = d->c;
     for (int c0 = 0; c0 < c; c0 += CB) {
         const int cb = c - c0 < CB ? c - c0 : CB;
+        /* one pass: sums of (x - k) and (x - k)^2 with k the channel's first value, so the variance
+         * E[(x-k)^2] - E[x-k]^2 does not cancel catastrophically for inputs far from zero */
         double sum[CB] = {0}, sq[CB] = {0};
-#pragma omp parallel for schedule(static) reduction(+ : sum[:CB])
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * c + c0;
-            for (int j = 0; j < cb; j++)
-                sum[j] += xr[j];
+        float k[CB];
+        for (int j = 0; j < cb; j++)
+            k[j] = x[c0 + j];
+#pragma omp parallel for schedule(static) reduction(+ : sum[:CB], sq[:CB])
+        for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
+            float fs[CB] = {0}, fq[CB] = {0};
+            for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
+                const float *xr = x + r * c + c0;
+#pragma omp simd
+                for (int j = 0; j < cb; j++) {
+                    float t = xr[j] - k[j];
+                    fs[j] += t;
+                    fq[j] += t * t;
+                }
+            }
+            for (int j = 0; j < cb; j++) {
+                sum[j] += fs[j];
+                sq[j] += fq[j];
+            }
         }
         double mean[CB];
-        for (int j = 0; j < cb; j++)
-            mean[j] = sum[j] / (double)rows;
-#pragma omp parallel for schedule(static) reduction(+ : sq[:CB])
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * c + c0;
-            for (int j = 0; j < cb; j++) {
-                double t = xr[j] - mean[j];
-                sq[j] += t * t;
-            }
+        for (int j = 0; j < cb; j++) {
+            double ms = sum[j] / (double)rows;
+            mean[j] = k[j] + ms;
+            sq[j] -= ms * sum[j]; /* now the sum of squared deviations from the mean */
+            if (sq[j] < 0)
+                sq[j] = 0;
         }
         float scale[CB], shift[CB];
         for (int j = 0; j < cb; j++) {
@@ -119,13 +134,21 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const f
         for (int j = 0; j < cb; j++)
             mean[j] = save_mean[c0 + j];
 #pragma omp parallel for schedule(static) reduction(+ : sdy[:CB], sdyx[:CB])
-        for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
-            float g[CB];
-            row_dy(dr, ry ? ry + r * c + c0 : NULL, cb, g);
+        for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
+            float fs[CB] = {0}, fx[CB] = {0};
+            for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
+                const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
+                float g[CB];
+                row_dy(dr, ry ? ry + r * c + c0 : NULL, cb, g);
+#pragma omp simd
+                for (int j = 0; j < cb; j++) {
+                    fs[j] += g[j];
+                    fx[j] += g[j] * (xr[j] - mean[j]);
+                }
+            }
             for (int j = 0; j < cb; j++) {
-                sdy[j] += g[j];
-                sdyx[j] += (double)g[j] * (xr[j] - mean[j]);
+                sdy[j] += fs[j];
+                sdyx[j] += fx[j];
             }
         }
         /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd */
