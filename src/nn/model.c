@@ -342,32 +342,33 @@ int dt_model_find_param(const dt_model *m, const char *name)
 }
 
 /* O,I,KH,KW <-> O,KH,KW,I for conv weights; a plain copy otherwise */
-void dt_param_from_torch(const dt_param *p, const float *torch, float *ours)
+static void permute_conv(const dt_param *p, const float *src, float *dst, int to_torch)
 {
     if (!p->ohwi) {
-        memcpy(ours, torch, (size_t)p->numel * sizeof(float));
+        memcpy(dst, src, (size_t)p->numel * sizeof(float));
         return;
     }
     int o = p->shape[0], ci = p->shape[1], kh = p->shape[2], kw = p->shape[3];
     for (int a = 0; a < o; a++)
         for (int i = 0; i < ci; i++)
             for (int y = 0; y < kh; y++)
-                for (int x = 0; x < kw; x++)
-                    ours[(((int64_t)a * kh + y) * kw + x) * ci + i] = torch[(((int64_t)a * ci + i) * kh + y) * kw + x];
+                for (int x = 0; x < kw; x++) {
+                    int64_t t = (((int64_t)a * ci + i) * kh + y) * kw + x, u = (((int64_t)a * kh + y) * kw + x) * ci + i;
+                    if (to_torch)
+                        dst[t] = src[u];
+                    else
+                        dst[u] = src[t];
+                }
+}
+
+void dt_param_from_torch(const dt_param *p, const float *torch, float *ours)
+{
+    permute_conv(p, torch, ours, 0);
 }
 
 void dt_param_to_torch(const dt_param *p, const float *ours, float *torch)
 {
-    if (!p->ohwi) {
-        memcpy(torch, ours, (size_t)p->numel * sizeof(float));
-        return;
-    }
-    int o = p->shape[0], ci = p->shape[1], kh = p->shape[2], kw = p->shape[3];
-    for (int a = 0; a < o; a++)
-        for (int i = 0; i < ci; i++)
-            for (int y = 0; y < kh; y++)
-                for (int x = 0; x < kw; x++)
-                    torch[(((int64_t)a * ci + i) * kh + y) * kw + x] = ours[(((int64_t)a * kh + y) * kw + x) * ci + i];
+    permute_conv(p, ours, torch, 1);
 }
 
 /* storage for all parameters once every shape is known (after the first planning) */

@@ -78,13 +78,19 @@ int dt_h5_read_doubles(hid_t loc, const char *source, const char *name, int ndim
     return read_as(loc, source, name, ndim, shape, H5T_NATIVE_DOUBLE, out);
 }
 
-int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
+/* a buffer the size of m's largest tensor, or NULL */
+static float *largest_tensor_buffer(const dt_model *m)
 {
-    float *tmp = NULL;
     int64_t max = 1;
     for (int i = 0; i < m->n_params; i++)
         max = m->params[i].numel > max ? m->params[i].numel : max;
-    DT_CHECK_ALLOC(tmp = malloc((size_t)max * sizeof(float)));
+    return malloc((size_t)max * sizeof(float));
+}
+
+int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
+{
+    float *tmp = NULL;
+    DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m));
     int rc = DT_OK;
     for (int i = 0; i < m->n_params && rc == DT_OK; i++) {
         const dt_param *p = &m->params[i];
@@ -116,10 +122,7 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
 int dt_model_save_state(const dt_model *m, hid_t loc)
 {
     float *tmp = NULL;
-    int64_t max = 1;
-    for (int i = 0; i < m->n_params; i++)
-        max = m->params[i].numel > max ? m->params[i].numel : max;
-    DT_CHECK_ALLOC(tmp = malloc((size_t)max * sizeof(float)));
+    DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m));
     int rc = DT_OK;
     for (int i = 0; i < m->n_params && rc == DT_OK; i++) {
         const dt_param *p = &m->params[i];
