@@ -27,6 +27,7 @@ typedef struct dt_conv_desc {
     int oc, oh, ow;
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
     int bias; /* 1 when conv_fwd gets a bias and conv_bwd_filter a dbias (set after dt_conv_desc_set) */
+    int dx_accumulate; /* 1 when conv_bwd_data may be asked to add into dx (a backend may need room) */
 } dt_conv_desc;
 
 /* Fills d and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no

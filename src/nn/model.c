@@ -4,6 +4,7 @@
 #include "nn/model.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,8 +620,8 @@ static size_t plan_acts(const dt_model *m, int n, size_t *aoff)
             if (last > dies[r])
                 dies[r] = last;
         }
-        for (int v = 0; v < nv; v++)
-            bytes[v] = m->values[v].alias >= 0 ? 0 : aligned_bytes(m, v, n);
+        for (int v = 0; v < nv; v++) /* no bytes for the input: forward reads the caller's */
+            bytes[v] = m->values[v].alias >= 0 || v == m->input ? 0 : aligned_bytes(m, v, n);
         total = place_intervals(nv, bytes, born, dies, aoff);
     }
     free(born);
@@ -716,6 +717,8 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
 
 static float *val(const dt_model *m, int v)
 {
+    if (v == m->input) /* the caller's input, read but never written */
+        return (float *)(uintptr_t)m->x;
     return dt_arena_at(&m->act, m->values[v].off);
 }
 
@@ -745,6 +748,12 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
     dt_conv_desc_set(d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad, nd->a.pad,
                      nd->a.dil, nd->a.dil, nd->a.groups);
     d->bias = nd->a.bias;
+    /* backward adds into dx unless this conv is the first writer: its input's last reader in the
+     * forward order, and not sharing a residual add's gradient */
+    int i = (int)(nd - m->nodes);
+    d->dx_accumulate = x->galias >= 0;
+    for (int j = i + 1; j < m->n_nodes && !d->dx_accumulate; j++)
+        d->dx_accumulate = m->nodes[j].in0 == nd->in0 || m->nodes[j].in1 == nd->in0;
 }
 
 float *dt_model_logits(const dt_model *m)
@@ -759,7 +768,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         return DT_ERR_STATE;
     }
     const dt_backend *be = m->be;
-    memcpy(val(m, m->input), x, (size_t)value_numel(m, &m->values[m->input], n) * sizeof(float));
+    m->x = x;
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];

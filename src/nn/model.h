@@ -94,6 +94,7 @@ typedef struct dt_model {
     dt_param *params;
     int n_params, cap_params;
     int input, output;      /* value indices */
+    const float *x;         /* the input of the last forward (the caller's memory) */
     int build_error;        /* set by a builder call that failed; checked by dt_model_create */
 
     float *weights, *grads; /* n_weights each, 64-byte aligned */
@@ -126,7 +127,8 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
  * DT_ERR_INPUT when the input is too small for a layer (the layer is named), or DT_ERR_NOMEM. */
 int dt_model_plan(dt_model *m, int n, int h, int w);
 
-/* Forward on n <= planned images x [n, h, w, in_c]; logits afterwards at dt_model_logits. */
+/* Forward on n <= planned images x [n, h, w, in_c]; logits afterwards at dt_model_logits. x is read
+ * where it is, not copied: it must stay unchanged until dt_model_backward has returned. */
 int dt_model_forward(dt_model *m, const float *x, int n);
 float *dt_model_logits(const dt_model *m);
 /* Mean softmax cross-entropy of the last forward (label smoothing eps), seeding backward's gradient.

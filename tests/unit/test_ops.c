@@ -124,6 +124,8 @@ static void check_conv(int n, int h, int w, int ch, int oc, int k, int s, int pa
         TAP_OK(0, "conv desc n%d %dx%dx%d->%d k%d s%d p%d d%d g%d", n, h, w, ch, oc, k, s, pad, dil, groups);
         return;
     }
+    c.d.bias = bias;        /* so a backend prepares the bias and accumulate paths tested here */
+    c.d.dx_accumulate = 1;
     const dt_conv_desc *d = &c.d;
     int64_t ny = (int64_t)n * d->oh * d->ow * oc, nx = (int64_t)n * h * w * ch, nw = (int64_t)oc * k * k * (ch / groups);
     c.x = mk(nx);

@@ -27,11 +27,11 @@ int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh
     if (h + 2 * ph < dh * (kh - 1) + 1 || w + 2 * pw < dw * (kw - 1) + 1 || oh < 1 || ow < 1)
         return -1;
     *d = (dt_conv_desc){.n = n, .h = h, .w = w, .c = c, .oc = oc, .oh = oh, .ow = ow, .kh = kh, .kw = kw,
-                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups, .bias = 0};
+                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups, .bias = 0, .dx_accumulate = 0};
     return 0;
 }
 
-static int is_pointwise(const dt_conv_desc *d)
+int dt_cpu_conv_pointwise(const dt_conv_desc *d)
 {
     return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
 }
@@ -53,7 +53,7 @@ static int64_t chunk_rows(const dt_conv_desc *d)
 
 size_t dt_cpu_conv_workspace(const dt_conv_desc *d)
 {
-    if (is_pointwise(d))
+    if (dt_cpu_conv_pointwise(d))
         return 0;
     return (size_t)chunk_rows(d) * (size_t)col_k(d) * sizeof(float);
 }
@@ -117,7 +117,7 @@ void dt_cpu_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, cons
 {
     const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups;
-    const int pointwise = is_pointwise(d);
+    const int pointwise = dt_cpu_conv_pointwise(d);
     for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
         for (int g = 0; g < d->groups; g++) {
@@ -140,7 +140,7 @@ void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w
 {
     const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups;
-    if (is_pointwise(d)) { /* dx[m, g-slice] = dy[m, g-slice] . W_g */
+    if (dt_cpu_conv_pointwise(d)) { /* dx[m, g-slice] = dy[m, g-slice] . W_g */
         for (int g = 0; g < d->groups; g++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)total, cg, og, 1.0f, dy + g * og, d->oc,
                         w + (int64_t)g * og * k, (int)k, accumulate ? 1.0f : 0.0f, dx + g * cg, d->c);
@@ -163,7 +163,7 @@ void dt_cpu_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *
 {
     const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups;
-    const int pointwise = is_pointwise(d);
+    const int pointwise = dt_cpu_conv_pointwise(d);
     for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
         float beta = (m0 == 0 && !accumulate) ? 0.0f : 1.0f;

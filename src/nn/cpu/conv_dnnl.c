@@ -8,7 +8,8 @@
  * planned (dt_cpu_dnnl_conv_workspace), and kept in a small cache; the passes then only set data
  * pointers and execute. The workspace holds: the scratchpad, the weights in oneDNN's layout, then
  * room for results that must be added rather than written (accumulate = 1), which oneDNN's
- * backward passes cannot do themselves. A shape oneDNN refuses runs on the im2col path instead. */
+ * backward passes cannot do themselves (a 1x1 convolution's backward-data adds through a BLAS GEMM
+ * instead, and needs no such room). A shape oneDNN refuses runs on the im2col path instead. */
 #include "config.h"
 
 #include <dnnl.h>
@@ -204,8 +205,9 @@ size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
     conv_prims *e = lookup(d);
     if (!e)
         return dt_cpu_conv_workspace(d);
-    /* scratchpad, then a result to be added: dx, or dw and dbias */
-    int64_t extra = in_elems(d) > w_elems(d) + d->oc ? in_elems(d) : w_elems(d) + d->oc;
+    /* scratchpad, then a result to be added: dx (not for pointwise convolutions), or dw and dbias */
+    int64_t dx = d->dx_accumulate && !dt_cpu_conv_pointwise(d) ? in_elems(d) : 0;
+    int64_t extra = dx > w_elems(d) + d->oc ? dx : w_elems(d) + d->oc;
     return e->scratch_bytes + e->wbytes + (size_t)extra * sizeof(float);
 }
 
@@ -254,7 +256,8 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const flo
                                void *ws)
 {
     conv_prims *e = lookup(d);
-    if (!e) {
+    /* a pointwise GEMM adds into dx itself; without room planned for it, the reference path adds */
+    if (!e || (accumulate && (dt_cpu_conv_pointwise(d) || !d->dx_accumulate))) {
         dt_cpu_conv_bwd_data(d, dy, w, dx, accumulate, ws);
         return;
     }

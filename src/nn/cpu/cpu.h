@@ -19,6 +19,8 @@ void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y);
 /* out[j] (+)= sum over r of y[r, j] */
 void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate);
 
+/* 1x1, stride 1, no padding: the input itself is the GEMM's [rows, C] matrix */
+int dt_cpu_conv_pointwise(const dt_conv_desc *d);
 size_t dt_cpu_conv_workspace(const dt_conv_desc *d);
 void dt_cpu_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
 void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws);
