@@ -225,6 +225,37 @@ static void check_conv_chunked(void)
     free(ws);
 }
 
+/* the backend's backward-data adding into dx for a batch whose images are big enough to be taken
+ * in slices (oneDNN: about 16 MiB of dx at a time, with a remainder slice) against the reference */
+static void check_conv_sliced(void)
+{
+    dt_conv_desc d;
+    dt_conv_desc_set(&d, 3, 256, 256, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    d.dx_accumulate = 1;
+    int64_t nx = 3 * 256 * 256 * 32, nw = 32 * 9 * 32;
+    buf w = mk(nw), g = mk(nx), base = mk(nx);
+    float *dx = malloc((size_t)nx * sizeof(float)), *ref = malloc((size_t)nx * sizeof(float));
+    size_t wsb = be->conv_workspace(&d), wsr = dt_backend_cpu_ref.conv_workspace(&d);
+    void *ws = malloc(wsb > wsr ? wsb : wsr);
+    memcpy(dx, base.f, (size_t)nx * sizeof(float));
+    memcpy(ref, base.f, (size_t)nx * sizeof(float));
+    be->conv_bwd_data(&d, g.f, w.f, dx, 1, ws);
+    dt_backend_cpu_ref.conv_bwd_data(&d, g.f, w.f, ref, 1, ws);
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < nx; i++) {
+        num += (double)(dx[i] - ref[i]) * (dx[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    TAP_OK(sqrt(num / den) < 1e-6, "backward-data adding into dx, 3 images of 256x256x32 (sliced): %.1e from the reference",
+           sqrt(num / den));
+    rm(&w);
+    rm(&g);
+    rm(&base);
+    free(dx);
+    free(ref);
+    free(ws);
+}
+
 /* --- batch norm --------------------------------------------------------------------------------- */
 
 typedef struct bn_ctx {
@@ -668,6 +699,7 @@ int main(void)
         check_conv(1, 7, 7, 2, 3, 5, 3, 0, 1, 1, 1);  /* 5x5 stride 3, no padding */
         check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */
         check_conv_chunked();
+        check_conv_sliced();
         check_bn(18, 5, 0);
         check_bn(4, 300, 0); /* more channels than one block */
         check_bn(3, 3, 0); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */

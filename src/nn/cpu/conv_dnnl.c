@@ -8,8 +8,9 @@
  * planned (dt_cpu_dnnl_conv_workspace), and kept in a small cache; the passes then only set data
  * pointers and execute. The workspace holds: the scratchpad, the weights in oneDNN's layout, then
  * room for results that must be added rather than written (accumulate = 1), which oneDNN's
- * backward passes cannot do themselves (a 1x1 convolution's backward-data adds through a BLAS GEMM
- * instead, and needs no such room). A shape oneDNN refuses runs on the im2col path instead. */
+ * backward passes cannot do themselves: backward-data then runs slice by slice of images (each
+ * slice's primitives made at planning too), so that room is about 16 MiB, not a whole dx. A shape
+ * oneDNN refuses runs on the im2col path instead. */
 #include "config.h"
 
 #include <dnnl.h>
@@ -190,14 +191,33 @@ static conv_prims *lookup(const dt_conv_desc *d)
     return e && e->ok ? e : NULL;
 }
 
-static int64_t in_elems(const dt_conv_desc *d)
-{
-    return (int64_t)d->n * d->h * d->w * d->c;
-}
-
 static int64_t w_elems(const dt_conv_desc *d)
 {
     return (int64_t)d->oc * d->kh * d->kw * (d->c / d->groups);
+}
+
+#define ACC_CHUNK_BYTES ((size_t)16 << 20)
+
+/* the descriptor of a slice of n images of d, with no accumulate room of its own */
+static dt_conv_desc slice(const dt_conv_desc *d, int n)
+{
+    dt_conv_desc s = *d;
+    s.n = n;
+    s.dx_accumulate = 0;
+    return s;
+}
+
+/* images per slice for a backward-data that adds into dx: its temporary stays near ACC_CHUNK_BYTES */
+static int acc_chunk(const dt_conv_desc *d)
+{
+    size_t per = (size_t)d->h * d->w * d->c * sizeof(float);
+    int k = (int)(ACC_CHUNK_BYTES / (per ? per : 1));
+    return k < 1 ? 1 : (k > d->n ? d->n : k);
+}
+
+static size_t own_bytes(const conv_prims *e)
+{
+    return e->scratch_bytes + e->wbytes;
 }
 
 size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
@@ -205,10 +225,23 @@ size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
     conv_prims *e = lookup(d);
     if (!e)
         return dt_cpu_conv_workspace(d);
-    /* scratchpad, then a result to be added: dx (not for pointwise convolutions), or dw and dbias */
-    int64_t dx = d->dx_accumulate && !dt_cpu_conv_pointwise(d) ? in_elems(d) : 0;
-    int64_t extra = dx > w_elems(d) + d->oc ? dx : w_elems(d) + d->oc;
-    return e->scratch_bytes + e->wbytes + (size_t)extra * sizeof(float);
+    /* scratchpad and weights, then the room for a result to be added: dw and dbias; dx slice by
+     * slice of images (a slice's own primitives, made here too) */
+    size_t need = own_bytes(e) + (size_t)(w_elems(d) + d->oc) * sizeof(float);
+    if (d->dx_accumulate) {
+        int k = acc_chunk(d), rest = d->n % k;
+        int sizes[2] = {k, rest};
+        for (int i = 0; i < 2; i++) {
+            if (!sizes[i])
+                continue;
+            dt_conv_desc sd = slice(d, sizes[i]);
+            conv_prims *se = lookup(&sd);
+            size_t b = (se ? own_bytes(se) : dt_cpu_conv_workspace(&sd)) +
+                       (size_t)k * d->h * d->w * d->c * sizeof(float);
+            need = b > need ? b : need;
+        }
+    }
+    return need;
 }
 
 static void exec(conv_prims *e, dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args)
@@ -252,16 +285,9 @@ void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const float *x, const float *w,
     exec(e, e->fwd, bias ? 5 : 4, a);
 }
 
-void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate,
-                               void *ws)
+/* backward-data of one (slice) descriptor into out, no accumulation */
+static void bwd_data_into(conv_prims *e, const float *dy, const float *w, float *out, void *ws)
 {
-    conv_prims *e = lookup(d);
-    /* a pointwise GEMM adds into dx itself; without room planned for it, the reference path adds */
-    if (!e || (accumulate && (dt_cpu_conv_pointwise(d) || !d->dx_accumulate))) {
-        dt_cpu_conv_bwd_data(d, dy, w, dx, accumulate, ws);
-        return;
-    }
-    float *out = accumulate ? (float *)((char *)ws + e->scratch_bytes + e->wbytes) : dx;
     weights_in(e, e->r_bwd, e->w_bwd, w, ws);
     point(e->dst, dy);
     point(e->src, out);
@@ -269,8 +295,34 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const flo
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_SRC, e->src},
                             {DNNL_ARG_SCRATCHPAD, e->scratch}};
     exec(e, e->bwd_data, 4, a);
-    if (accumulate)
-        dt_cpu_copy_grad(in_elems(d), out, dx, 1);
+}
+
+void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate,
+                               void *ws)
+{
+    conv_prims *e = lookup(d);
+    if (!e || (accumulate && !d->dx_accumulate)) { /* no room planned for adding: the reference adds */
+        dt_cpu_conv_bwd_data(d, dy, w, dx, accumulate, ws);
+        return;
+    }
+    if (!accumulate) {
+        bwd_data_into(e, dy, w, dx, ws);
+        return;
+    }
+    /* slice by slice of images: oneDNN writes the slice to the temporary, which is added into dx */
+    const int k = acc_chunk(d);
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->oc;
+    for (int i0 = 0; i0 < d->n; i0 += k) {
+        int cnt = d->n - i0 < k ? d->n - i0 : k;
+        dt_conv_desc sd = slice(d, cnt);
+        conv_prims *se = lookup(&sd);
+        float *tmp = (float *)((char *)ws + (se ? own_bytes(se) : dt_cpu_conv_workspace(&sd)));
+        if (se)
+            bwd_data_into(se, dy + i0 * out_img, w, tmp, ws);
+        else
+            dt_cpu_conv_bwd_data(&sd, dy + i0 * out_img, w, tmp, 0, ws);
+        dt_cpu_copy_grad(cnt * in_img, tmp, dx + i0 * in_img, 1);
+    }
 }
 
 void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
