@@ -42,7 +42,8 @@ typedef struct dt_pool_desc {
     int kh, kw, sh, sw, ph, pw;
 } dt_pool_desc;
 
-/* Returns 0, or -1 when the pool makes no sense (padding over half the kernel, empty output). */
+/* Returns 0, or -1 when the pool makes no sense (padding over half the kernel, empty output, a
+ * max-pool window over 16x16). */
 int dt_pool_desc_set_max(dt_pool_desc *d, int n, int h, int w, int c, int k, int s, int p);
 int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int oh, int ow);
 
@@ -87,9 +88,10 @@ typedef struct dt_backend {
     /* dst = src (accumulate 0) or dst += src */
     void (*copy_grad)(int64_t n, const float *src, float *dst, int accumulate);
 
-    /* argmax holds, per output element, the index of the chosen input element within its image */
-    void (*maxpool_fwd)(const dt_pool_desc *d, const float *x, float *y, int32_t *argmax);
-    void (*maxpool_bwd)(const dt_pool_desc *d, const float *dy, const int32_t *argmax, float *dx, int accumulate);
+    /* argmax holds, per output element, where in its window the chosen input was: ky*kw + kx (one
+     * byte: windows are at most 16x16) */
+    void (*maxpool_fwd)(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax);
+    void (*maxpool_bwd)(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate);
     void (*avgpool_fwd)(const dt_pool_desc *d, const float *x, float *y);
     void (*avgpool_bwd)(const dt_pool_desc *d, const float *dy, float *dx, int accumulate);
 

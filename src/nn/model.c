@@ -652,7 +652,7 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
         size_t save = 0;
         switch (nd->op) {
         case DT_OP_BN: save = 2 * (size_t)x->c * sizeof(float); break;
-        case DT_OP_MAXPOOL: save = (size_t)value_numel(m, y, n) * sizeof(int32_t); break;
+        case DT_OP_MAXPOOL: save = (size_t)value_numel(m, y, n); break; /* one byte per output */
         case DT_OP_DROPOUT: save = (size_t)value_numel(m, y, n); break;
         case DT_OP_CONV: {
             dt_conv_desc d;

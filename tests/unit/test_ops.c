@@ -427,7 +427,7 @@ static void check_pool(int max, int n, int h, int w, int ch, int a, int b, int c
     c.g = mk(ny);
     c.y = calloc((size_t)ny, sizeof(double));
     float *y = malloc((size_t)ny * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float));
-    int32_t *am = malloc((size_t)ny * sizeof(int32_t));
+    uint8_t *am = malloc((size_t)ny);
     double *rx = malloc((size_t)nx * sizeof(double));
     if (max) {
         be->maxpool_fwd(&c.d, c.x.f, y, am);

@@ -55,8 +55,8 @@ void dt_cpu_fill(int64_t n, float value, float *x);
 void dt_cpu_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
                 int nesterov, int first);
 
-void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, int32_t *argmax);
-void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const float *dy, const int32_t *argmax, float *dx, int accumulate);
+void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax);
+void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate);
 void dt_cpu_avgpool_fwd(const dt_pool_desc *d, const float *x, float *y);
 void dt_cpu_avgpool_bwd(const dt_pool_desc *d, const float *dy, float *dx, int accumulate);
 

@@ -7,7 +7,7 @@
 
 int dt_pool_desc_set_max(dt_pool_desc *d, int n, int h, int w, int c, int k, int s, int p)
 {
-    if (n < 1 || h < 1 || w < 1 || c < 1 || k < 1 || s < 1 || p < 0 || 2 * p > k)
+    if (n < 1 || h < 1 || w < 1 || c < 1 || k < 1 || k > 16 || s < 1 || p < 0 || 2 * p > k)
         return -1;
     int oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
     if (h + 2 * p < k || w + 2 * p < k || oh < 1 || ow < 1)
@@ -25,7 +25,7 @@ int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int o
     return 0;
 }
 
-void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, int32_t *argmax)
+void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax)
 {
     const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
 #pragma omp parallel for schedule(static)
@@ -35,14 +35,14 @@ void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, int32_t
         const float *xi = x + img * in_img;
         for (int ox = 0; ox < d->ow; ox++) {
             float *yo = y + img * out_img + ((int64_t)oy * d->ow + ox) * d->c;
-            int32_t *ao = argmax + img * out_img + ((int64_t)oy * d->ow + ox) * d->c;
+            uint8_t *ao = argmax + img * out_img + ((int64_t)oy * d->ow + ox) * d->c;
             /* PyTorch's rule: start at -inf with the window's first valid element, take an element
              * when it is greater or NaN (so the first maximum wins and NaN propagates) */
             int iy0 = oy * d->sh - d->ph, ix0 = ox * d->sw - d->pw;
-            int32_t first = (int32_t)(((int64_t)(iy0 < 0 ? 0 : iy0) * d->w + (ix0 < 0 ? 0 : ix0)) * d->c);
+            uint8_t first = (uint8_t)((iy0 < 0 ? -iy0 : 0) * d->kw + (ix0 < 0 ? -ix0 : 0));
             for (int ch = 0; ch < d->c; ch++) {
                 yo[ch] = -INFINITY;
-                ao[ch] = first + ch;
+                ao[ch] = first;
             }
             for (int ky = 0; ky < d->kh; ky++) {
                 int iy = iy0 + ky;
@@ -52,14 +52,14 @@ void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, int32_t
                     int ix = ix0 + kx;
                     if (ix < 0 || ix >= d->w)
                         continue;
-                    int32_t base = (int32_t)(((int64_t)iy * d->w + ix) * d->c);
-                    const float *xp = xi + base;
+                    const float *xp = xi + ((int64_t)iy * d->w + ix) * d->c;
+                    const uint8_t pos = (uint8_t)(ky * d->kw + kx);
 #pragma omp simd
                     for (int ch = 0; ch < d->c; ch++) { /* branch-free, so it vectorises */
                         float v = xp[ch], cur = yo[ch];
                         int take = v > cur || v != v;
                         yo[ch] = take ? v : cur;
-                        ao[ch] = take ? base + ch : ao[ch];
+                        ao[ch] = take ? pos : ao[ch];
                     }
                 }
             }
@@ -67,15 +67,22 @@ void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, int32_t
     }
 }
 
-void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const float *dy, const int32_t *argmax, float *dx, int accumulate)
+void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate)
 {
     const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
     if (!accumulate)
         dt_cpu_zero((int64_t)d->n * in_img, dx);
 #pragma omp parallel for schedule(static)
     for (int64_t img = 0; img < d->n; img++) /* windows overlap within an image, never across */
-        for (int64_t i = 0; i < out_img; i++)
-            dx[img * in_img + argmax[img * out_img + i]] += dy[img * out_img + i];
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++) {
+                int64_t o = img * out_img + ((int64_t)oy * d->ow + ox) * d->c;
+                for (int ch = 0; ch < d->c; ch++) {
+                    int pos = argmax[o + ch];
+                    int iy = oy * d->sh - d->ph + pos / d->kw, ix = ox * d->sw - d->pw + pos % d->kw;
+                    dx[img * in_img + ((int64_t)iy * d->w + ix) * d->c + ch] += dy[o + ch];
+                }
+            }
 }
 
 /* PyTorch's adaptive pooling window: [floor(o*in/out), ceil((o+1)*in/out)) */
