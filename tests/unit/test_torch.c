@@ -74,24 +74,25 @@ static double norm(const float *v, int64_t n)
     return sqrt(s);
 }
 
-static int attr_int(const char *name, long long *v)
+/* a numeric root attribute read as memory type mt into v */
+static int attr_num(const char *name, hid_t mt, void *v)
 {
     hid_t a = H5Aopen(fix, name, H5P_DEFAULT);
     if (a < 0)
         return -1;
-    int rc = H5Aread(a, H5T_NATIVE_LLONG, v) < 0 ? -1 : 0;
+    int rc = H5Aread(a, mt, v) < 0 ? -1 : 0;
     H5Aclose(a);
     return rc;
 }
 
+static int attr_int(const char *name, long long *v)
+{
+    return attr_num(name, H5T_NATIVE_LLONG, v);
+}
+
 static int attr_double(const char *name, double *v)
 {
-    hid_t a = H5Aopen(fix, name, H5P_DEFAULT);
-    if (a < 0)
-        return -1;
-    int rc = H5Aread(a, H5T_NATIVE_DOUBLE, v) < 0 ? -1 : 0;
-    H5Aclose(a);
-    return rc;
+    return attr_num(name, H5T_NATIVE_DOUBLE, v);
 }
 
 static int attr_str(const char *name, char *buf, size_t n)
