@@ -201,6 +201,7 @@ static int check_kinks(const dt_model *m, const char *name)
         int call = (int)rows[3 * r];
         int64_t at = (int64_t)rows[3 * r + 1];
         const dt_node *nd = &m->nodes[relu[call]];
+        /* an in-place ReLU has overwritten its input with max(0, x): the same "> 0" as x */
         const float *x = dt_arena_at(&m->act, m->values[nd->in0].off);
         float ours = x[at];
         if ((ours > 0) != (rows[3 * r + 2] > 0)) {
