@@ -541,43 +541,31 @@ static int grad_root(const dt_model *m, int v)
     return v;
 }
 
-/* Gradient offsets by lifetime. Backward runs node i at time n_nodes-1-i; the gradient of value v is
- * born at its last reader and dies after its producer. */
-static size_t plan_grads(const dt_model *m, int n, size_t *goff)
+/* Gradient lifetimes. Backward runs node i at time n_nodes-1-i; the gradient of value v is born at
+ * its last reader and dies after its producer; an aliased gradient lives in its root's bytes. */
+static void grad_lifetimes(const dt_model *m, int n, int *born, int *dies, size_t *bytes)
 {
     int nv = m->n_values;
-    int *born = calloc((size_t)nv, sizeof(int)), *dies = calloc((size_t)nv, sizeof(int));
-    size_t *bytes = calloc((size_t)nv, sizeof(size_t)), total = DT_ARENA_FAIL;
-    if (born && dies && bytes) {
-        for (int v = 0; v < nv; v++) {
-            const dt_value *val = &m->values[v];
-            bytes[v] = v == m->input ? 0 : aligned_bytes(m, v, n);
-            born[v] = m->n_nodes;
-            dies[v] = m->n_nodes - 1 - (val->producer >= 0 ? val->producer : 0);
-        }
-        born[m->output] = -1; /* the loss writes it before backward */
-        for (int i = 0; i < m->n_nodes; i++) {
-            int t = m->n_nodes - 1 - i, ins[2] = {m->nodes[i].in0, m->nodes[i].in1};
-            for (int k = 0; k < 2; k++)
-                if (ins[k] >= 0 && t < born[ins[k]])
-                    born[ins[k]] = t;
-        }
-        for (int v = nv - 1; v >= 0; v--) { /* an aliased gradient lives in its root's bytes */
-            int r = grad_root(m, v);
-            if (r != v) {
-                bytes[v] = 0;
-                dies[r] = dies[v] > dies[r] ? dies[v] : dies[r];
-            }
-        }
-        total = place_intervals(nv, bytes, born, dies, goff);
-        for (int v = 0; v < nv; v++)
-            goff[v] = goff[grad_root(m, v)];
-        goff[m->input] = DT_ARENA_FAIL;
+    for (int v = 0; v < nv; v++) {
+        const dt_value *val = &m->values[v];
+        bytes[v] = v == m->input ? 0 : aligned_bytes(m, v, n);
+        born[v] = m->n_nodes;
+        dies[v] = m->n_nodes - 1 - (val->producer >= 0 ? val->producer : 0);
     }
-    free(born);
-    free(dies);
-    free(bytes);
-    return total;
+    born[m->output] = -1; /* the loss writes it before backward */
+    for (int i = 0; i < m->n_nodes; i++) {
+        int t = m->n_nodes - 1 - i, ins[2] = {m->nodes[i].in0, m->nodes[i].in1};
+        for (int k = 0; k < 2; k++)
+            if (ins[k] >= 0 && t < born[ins[k]])
+                born[ins[k]] = t;
+    }
+    for (int v = nv - 1; v >= 0; v--) {
+        int r = grad_root(m, v);
+        if (r != v) {
+            bytes[v] = 0;
+            dies[r] = dies[v] > dies[r] ? dies[v] : dies[r];
+        }
+    }
 }
 
 /* does backward read this value? (layers read their input, a ReLU its output, the loss the logits) */
@@ -594,40 +582,63 @@ static int kept_for_backward(const dt_model *m, int v)
     return 0;
 }
 
-/* Activation offsets: values backward reads live to the end; the others (a BN output read only by
- * an add, a pool's output read by a flatten) only until their last reader in the forward pass, and
- * then give their bytes to later values. An in-place ReLU's output is its input's bytes. */
-static size_t plan_acts(const dt_model *m, int n, size_t *aoff)
+/* Activation lifetimes: values backward reads live to the end; the others (a BN output read only
+ * by an add, a pool's output read by a flatten) only until their last reader in the forward pass,
+ * and then give their bytes to later values. An in-place ReLU's output is its input's bytes, and
+ * the model's input is the caller's. */
+static void act_lifetimes(const dt_model *m, int n, int *born, int *dies, size_t *bytes)
 {
     int nv = m->n_values, end = m->n_nodes + 1;
+    for (int v = 0; v < nv; v++) {
+        born[v] = m->values[v].producer; /* -1 for the input */
+        dies[v] = born[v];
+    }
+    for (int v = 0; v < nv; v++) { /* lifetimes gather on the root of each alias chain */
+        int r = v;
+        while (m->values[r].alias >= 0)
+            r = m->values[r].alias;
+        int last = m->values[v].producer;
+        for (int i = 0; i < m->n_nodes; i++)
+            if (m->nodes[i].in0 == v || m->nodes[i].in1 == v)
+                last = i;
+        if (kept_for_backward(m, v))
+            last = end;
+        if (last > dies[r])
+            dies[r] = last;
+    }
+    for (int v = 0; v < nv; v++)
+        bytes[v] = m->values[v].alias >= 0 || v == m->input ? 0 : aligned_bytes(m, v, n);
+}
+
+/* offsets for every value from the lifetimes `fill` gives; returns the bytes needed or DT_ARENA_FAIL */
+static size_t plan_offsets(const dt_model *m, int n, void (*fill)(const dt_model *, int, int *, int *, size_t *),
+                           size_t *off)
+{
+    int nv = m->n_values;
     int *born = calloc((size_t)nv, sizeof(int)), *dies = calloc((size_t)nv, sizeof(int));
     size_t *bytes = calloc((size_t)nv, sizeof(size_t)), total = DT_ARENA_FAIL;
     if (born && dies && bytes) {
-        for (int v = 0; v < nv; v++) {
-            born[v] = m->values[v].producer; /* -1 for the input */
-            dies[v] = born[v];
-        }
-        for (int v = 0; v < nv; v++) { /* lifetimes gather on the root of each alias chain */
-            int r = v;
-            while (m->values[r].alias >= 0)
-                r = m->values[r].alias;
-            int last = m->values[v].producer;
-            for (int i = 0; i < m->n_nodes; i++)
-                if (m->nodes[i].in0 == v || m->nodes[i].in1 == v)
-                    last = i;
-            if (kept_for_backward(m, v))
-                last = end;
-            if (last > dies[r])
-                dies[r] = last;
-        }
-        for (int v = 0; v < nv; v++) /* no bytes for the input: forward reads the caller's */
-            bytes[v] = m->values[v].alias >= 0 || v == m->input ? 0 : aligned_bytes(m, v, n);
-        total = place_intervals(nv, bytes, born, dies, aoff);
+        fill(m, n, born, dies, bytes);
+        total = place_intervals(nv, bytes, born, dies, off);
     }
     free(born);
     free(dies);
     free(bytes);
     return total;
+}
+
+static size_t plan_grads(const dt_model *m, int n, size_t *goff)
+{
+    size_t total = plan_offsets(m, n, grad_lifetimes, goff);
+    for (int v = 0; v < m->n_values; v++)
+        goff[v] = goff[grad_root(m, v)];
+    goff[m->input] = DT_ARENA_FAIL;
+    return total;
+}
+
+static size_t plan_acts(const dt_model *m, int n, size_t *aoff)
+{
+    return plan_offsets(m, n, act_lifetimes, aoff);
 }
 
 /* activations (offsets from plan_acts, after which the saved state follows), saved state and
