@@ -451,27 +451,21 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
         y->h = x->h;
         y->w = x->w;
         switch (nd->op) {
-        case DT_OP_CONV: {
-            dt_conv_desc d;
-            if (dt_conv_desc_set(&d, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s, nd->a.pad,
-                                 nd->a.pad, nd->a.dil, nd->a.dil, nd->a.groups)) {
-                dt_error("model %s: an input of %dx%d is too small for layer %s (it gets %dx%d)", m->arch, h, w,
-                         nd->name, x->h, x->w);
-                return DT_ERR_INPUT;
-            }
-            y->h = d.oh;
-            y->w = d.ow;
-            break;
-        }
+        case DT_OP_CONV:
         case DT_OP_MAXPOOL: {
-            dt_pool_desc d;
-            if (dt_pool_desc_set_max(&d, n, x->h, x->w, x->c, nd->a.k, nd->a.s, nd->a.pad)) {
+            dt_conv_desc cd;
+            dt_pool_desc pd;
+            int bad = nd->op == DT_OP_CONV
+                          ? dt_conv_desc_set(&cd, n, x->h, x->w, x->c, y->c, nd->a.k, nd->a.k, nd->a.s, nd->a.s,
+                                             nd->a.pad, nd->a.pad, nd->a.dil, nd->a.dil, nd->a.groups)
+                          : dt_pool_desc_set_max(&pd, n, x->h, x->w, x->c, nd->a.k, nd->a.s, nd->a.pad);
+            if (bad) {
                 dt_error("model %s: an input of %dx%d is too small for layer %s (it gets %dx%d)", m->arch, h, w,
                          nd->name, x->h, x->w);
                 return DT_ERR_INPUT;
             }
-            y->h = d.oh;
-            y->w = d.ow;
+            y->h = nd->op == DT_OP_CONV ? cd.oh : pd.oh;
+            y->w = nd->op == DT_OP_CONV ? cd.ow : pd.ow;
             break;
         }
         case DT_OP_AVGPOOL:

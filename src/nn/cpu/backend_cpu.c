@@ -28,25 +28,21 @@ const dt_backend dt_backend_cpu_ref = {
     CPU_COMMON_OPS,
 };
 
+/* the convolutions: oneDNN's where this build has it, else the reference's */
 #ifdef HAVE_DNNL
-const dt_backend dt_backend_cpu = {
-    .name = "cpu",
-    .conv_workspace = dt_cpu_dnnl_conv_workspace,
-    .conv_fwd = dt_cpu_dnnl_conv_fwd,
-    .conv_bwd_data = dt_cpu_dnnl_conv_bwd_data,
-    .conv_bwd_filter = dt_cpu_dnnl_conv_bwd_filter,
-    CPU_COMMON_OPS,
-};
+#define CPU_CONV(op) dt_cpu_dnnl_conv_##op
 #else
+#define CPU_CONV(op) dt_cpu_conv_##op
+#endif
+
 const dt_backend dt_backend_cpu = {
     .name = "cpu",
-    .conv_workspace = dt_cpu_conv_workspace,
-    .conv_fwd = dt_cpu_conv_fwd,
-    .conv_bwd_data = dt_cpu_conv_bwd_data,
-    .conv_bwd_filter = dt_cpu_conv_bwd_filter,
+    .conv_workspace = CPU_CONV(workspace),
+    .conv_fwd = CPU_CONV(fwd),
+    .conv_bwd_data = CPU_CONV(bwd_data),
+    .conv_bwd_filter = CPU_CONV(bwd_filter),
     CPU_COMMON_OPS,
 };
-#endif
 
 static int cpu_threads = 1;
 

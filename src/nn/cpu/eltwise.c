@@ -51,11 +51,15 @@ void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y)
 
 void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate)
 {
-    for (int j = 0; j < c; j++) {
-        double s = 0;
+    enum { CB = 256 };
+    for (int c0 = 0; c0 < c; c0 += CB) { /* rows in memory order, a block of channels at a time */
+        const int cb = c - c0 < CB ? c - c0 : CB;
+        double s[CB] = {0};
         for (int64_t r = 0; r < rows; r++)
-            s += y[r * c + j];
-        out[j] = accumulate ? out[j] + (float)s : (float)s;
+            for (int j = 0; j < cb; j++)
+                s[j] += y[r * c + c0 + j];
+        for (int j = 0; j < cb; j++)
+            out[c0 + j] = accumulate ? out[c0 + j] + (float)s[j] : (float)s[j];
     }
 }
 
