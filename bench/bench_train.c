@@ -59,6 +59,8 @@ int main(int argc, char **argv)
         dt_sgd_step(&opt, &m, 0.01f);
     }
     double dt = now() - t0;
+    if (m.profile) /* DT_PROFILE=1: where the time went, warm-up steps included */
+        dt_model_profile_report(&m, stderr);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("dtrain %s b%ld %ldx%ld threads %d: %.1f img/s, peak RSS %.0f MiB\n", argv[1], batch, size, size,

@@ -54,6 +54,10 @@ typedef struct dt_bn_desc {
     float eps, momentum;
 } dt_bn_desc;
 
+/* floats a training forward saves for backward: per channel, the mean, 1/sqrt(var+eps), and the
+ * scale and shift of the affine map it applied (so backward recomputes y bit for bit) */
+#define DT_BN_SAVED(c) (4 * (size_t)(c))
+
 typedef struct dt_backend {
     const char *name;
 
@@ -67,19 +71,20 @@ typedef struct dt_backend {
     void (*conv_bwd_filter)(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
                             int accumulate, void *ws);
 
-    /* Training mode: batch statistics (biased variance to normalise), saved mean and 1/sqrt(var+eps)
-     * for backward, running stats updated as PyTorch does (unbiased variance, momentum). relu: write
-     * max(0, y) instead of y (BN and the ReLU after it in one pass). */
+    /* Training mode: batch statistics (biased variance to normalise), saved for backward in
+     * saved[DT_BN_SAVED(c)], running stats updated as PyTorch does (unbiased variance, momentum).
+     * relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). */
     void (*bn_fwd_train)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_invstd, float *running_mean, float *running_var, int relu);
+                         float *saved, float *running_mean, float *running_var, int relu);
     void (*bn_fwd_infer)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
                          const float *running_mean, const float *running_var, float *y, int relu);
-    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from the saved statistics. relu_y: NULL,
-     * or the fused forward's output, and dy is then the gradient of the ReLU's output (taken where
-     * relu_y > 0). */
-    void (*bn_bwd)(const dt_bn_desc *d, const float *x, const float *dy, const float *relu_y, const float *gamma,
-                   const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta,
-                   int accumulate_dx, int accumulate_params);
+    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from x and what forward saved. relu:
+     * the forward was fused with a ReLU and dy is the gradient of the ReLU's output; where that output
+     * was zero is recomputed from x and saved exactly as forward computed it, so the output itself
+     * need not be kept. */
+    void (*bn_bwd)(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
+                   const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
+                   int accumulate_params);
 
     void (*relu_fwd)(int64_t n, const float *x, float *y);
     /* from the output y: dx = dy where y > 0 */

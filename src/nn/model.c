@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/check.h"
 #include "util/log.h"
@@ -113,6 +114,8 @@ int dt_model_begin(dt_model *m, const char *arch, int in_c, int num_classes, con
     m->num_classes = num_classes;
     m->be = be;
     m->training = 1;
+    const char *prof = getenv("DT_PROFILE");
+    m->profile = prof && *prof && strcmp(prof, "0") != 0;
     m->input = new_value(m, in_c, -1);
     return m->input;
 }
@@ -292,7 +295,8 @@ int dt_model_end(dt_model *m, int output)
         }
     }
     /* in-place ReLU: no backward needs a layer's own output except the ReLU's, so a ReLU may
-     * overwrite its input when nothing else reads it */
+     * overwrite its input when nothing else reads it; after a BN it runs inside the BN, whose
+     * backward recomputes where the output was zero, so not even the ReLU's output must be kept */
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
         if (nd->op == DT_OP_RELU && nd->in0 != m->input && m->values[nd->in0].consumers == 1) {
@@ -481,31 +485,15 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
     return DT_OK;
 }
 
-/* Offsets for n blocks of bytes[i] live over [born[i], dies[i]] (inclusive): each takes the lowest
- * offset whose range is free of every block already placed with an overlapping lifetime (largest
- * placed first). Blocks with bytes 0 are skipped (offset 0). Returns the bytes needed, or
- * DT_ARENA_FAIL when out of memory. */
-static size_t place_intervals(int n, const size_t *bytes, const int *born, const int *dies, size_t *off)
+/* First fit in the given order: each block takes the lowest offset whose range is free of every
+ * block placed before it with an overlapping lifetime. Returns the bytes needed. */
+static size_t first_fit(int k, const int *order, const size_t *bytes, const int *born, const int *dies, size_t *off)
 {
-    int *order = calloc((size_t)(n ? n : 1), sizeof(int)), k = 0;
-    if (!order)
-        return DT_ARENA_FAIL;
-    for (int i = 0; i < n; i++) {
-        off[i] = 0;
-        if (bytes[i])
-            order[k++] = i;
-    }
-    for (int a = 1; a < k; a++) /* largest first */
-        for (int b = a; b > 0 && bytes[order[b]] > bytes[order[b - 1]]; b--) {
-            int t = order[b];
-            order[b] = order[b - 1];
-            order[b - 1] = t;
-        }
     size_t total = 0;
     for (int a = 0; a < k; a++) {
         int v = order[a];
         size_t o = 0;
-        for (int moved = 1; moved;) { /* first fit: bump past every overlapping placed block */
+        for (int moved = 1; moved;) { /* bump past every overlapping placed block */
             moved = 0;
             for (int q = 0; q < a; q++) {
                 int u = order[q];
@@ -519,8 +507,49 @@ static size_t place_intervals(int n, const size_t *bytes, const int *born, const
         if (o + bytes[v] > total)
             total = o + bytes[v];
     }
-    free(order);
     return total;
+}
+
+/* Offsets for n blocks of bytes[i] live over [born[i], dies[i]] (inclusive), packed by first fit in
+ * three orders (largest first; longest-lived first; earliest born first), keeping the smallest
+ * packing: none of them is best for every network (force = k: only the k-th). Blocks with bytes 0 are skipped (offset 0).
+ * Returns the bytes needed, or DT_ARENA_FAIL when out of memory. */
+static size_t place_intervals(int n, const size_t *bytes, const int *born, const int *dies, int force, size_t *off)
+{
+    size_t slots = (size_t)(n ? n : 1), best = DT_ARENA_FAIL;
+    int *order = calloc(slots, sizeof(int));
+    double *key = calloc(slots, sizeof(double));
+    size_t *trial = calloc(slots, sizeof(size_t));
+    for (int i = 0; i < n; i++)
+        off[i] = 0;
+    for (int rule = 0; rule < 3 && order && key && trial; rule++) {
+        if (force && rule != force - 1)
+            continue;
+        int k = 0;
+        for (int i = 0; i < n; i++) {
+            trial[i] = 0;
+            if (!bytes[i])
+                continue;
+            order[k++] = i;
+            double life = (double)dies[i] - born[i], b = (double)bytes[i];
+            key[i] = rule == 0 ? b : rule == 1 ? life * 1e15 + b : -(double)born[i] * 1e15 + b;
+        }
+        for (int a = 1; a < k; a++) /* descending key; insertion sort keeps ties in index order */
+            for (int b = a; b > 0 && key[order[b]] > key[order[b - 1]]; b--) {
+                int t = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = t;
+            }
+        size_t total = first_fit(k, order, bytes, born, dies, trial);
+        if (best == DT_ARENA_FAIL || total < best) {
+            best = total;
+            memcpy(off, trial, (size_t)n * sizeof(size_t));
+        }
+    }
+    free(order);
+    free(key);
+    free(trial);
+    return best;
 }
 
 static size_t aligned_bytes(const dt_model *m, int v, int n)
@@ -536,7 +565,8 @@ static int grad_root(const dt_model *m, int v)
 }
 
 /* Gradient lifetimes. Backward runs node i at time n_nodes-1-i; the gradient of value v is born at
- * its last reader and dies after its producer; an aliased gradient lives in its root's bytes. */
+ * its last reader and dies after its producer (a fused ReLU's: after the BN that does its work); an
+ * aliased gradient lives in its root's bytes. */
 static void grad_lifetimes(const dt_model *m, int n, int *born, int *dies, size_t *bytes)
 {
     int nv = m->n_values;
@@ -553,11 +583,20 @@ static void grad_lifetimes(const dt_model *m, int n, int *born, int *dies, size_
             if (ins[k] >= 0 && t < born[ins[k]])
                 born[ins[k]] = t;
     }
+    /* a BN with its ReLU fused reads the ReLU output's gradient one step after the ReLU's turn; the
+     * BN output's own gradient is never written */
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].op == DT_OP_BN && m->nodes[i].a.relu_node >= 0) {
+            int rv = m->nodes[m->nodes[i].a.relu_node].out, t = m->n_nodes - 1 - i;
+            dies[rv] = t > dies[rv] ? t : dies[rv];
+            bytes[m->nodes[i].out] = 0;
+        }
     for (int v = nv - 1; v >= 0; v--) {
         int r = grad_root(m, v);
         if (r != v) {
             bytes[v] = 0;
             dies[r] = dies[v] > dies[r] ? dies[v] : dies[r];
+            born[r] = born[v] < born[r] ? born[v] : born[r];
         }
     }
 }
@@ -570,7 +609,7 @@ static int kept_for_backward(const dt_model *m, int v)
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
         if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR)) ||
-            (nd->out == v && nd->op == DT_OP_RELU))
+            (nd->out == v && nd->op == DT_OP_RELU && !nd->a.fused)) /* a fused one's BN recomputes it */
             return 1;
     }
     return 0;
@@ -613,7 +652,7 @@ static size_t plan_offsets(const dt_model *m, int n, void (*fill)(const dt_model
     size_t *bytes = calloc((size_t)nv, sizeof(size_t)), total = DT_ARENA_FAIL;
     if (born && dies && bytes) {
         fill(m, n, born, dies, bytes);
-        total = place_intervals(nv, bytes, born, dies, off);
+        total = place_intervals(nv, bytes, born, dies, m->plan_rule, off);
     }
     free(born);
     free(dies);
@@ -656,7 +695,7 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
         const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
         size_t save = 0;
         switch (nd->op) {
-        case DT_OP_BN: save = 2 * (size_t)x->c * sizeof(float); break;
+        case DT_OP_BN: save = DT_BN_SAVED(x->c) * sizeof(float); break;
         case DT_OP_MAXPOOL: save = (size_t)value_numel(m, y, n); break; /* one byte per output */
         case DT_OP_DROPOUT: save = (size_t)value_numel(m, y, n); break;
         case DT_OP_CONV: {
@@ -761,6 +800,22 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
         d->dx_accumulate = m->nodes[j].in0 == nd->in0 || m->nodes[j].in1 == nd->in0;
 }
 
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* adds the time since t to slot kind (none when kind < 0) of pass; returns the time now */
+static double profile_tick(dt_model *m, int pass, int kind, double t)
+{
+    double n = now();
+    if (kind >= 0)
+        m->prof[pass][kind] += n - t;
+    return n;
+}
+
 float *dt_model_logits(const dt_model *m)
 {
     return val(m, m->output);
@@ -774,8 +829,11 @@ int dt_model_forward(dt_model *m, const float *x, int n)
     }
     const dt_backend *be = m->be;
     m->x = x;
+    double t = m->profile ? now() : 0;
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
+        if (m->profile)
+            t = profile_tick(m, 0, i ? (int)m->nodes[i - 1].op : -1, t);
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
         float *xin = val(m, nd->in0), *y = val(m, nd->out);
         int64_t count = value_numel(m, yv, n);
@@ -791,8 +849,8 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             float *s = saved(m, nd);
             int relu = nd->a.relu_node >= 0;
             if (m->training) {
-                be->bn_fwd_train(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y, s, s + xv->c,
-                                 pdata(m, nd->p[2]), pdata(m, nd->p[3]), relu);
+                be->bn_fwd_train(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y, s, pdata(m, nd->p[2]),
+                                 pdata(m, nd->p[3]), relu);
                 m->counts[m->params[nd->p[4]].off]++;
             } else {
                 be->bn_fwd_infer(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), pdata(m, nd->p[2]),
@@ -830,6 +888,8 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             break;
         }
     }
+    if (m->profile)
+        profile_tick(m, 0, m->nodes[m->n_nodes - 1].op, t);
     return DT_OK;
 }
 
@@ -860,8 +920,11 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
     for (int v = 0; v < m->n_values; v++)
         m->values[v].grad_ready = 0;
     m->values[m->output].grad_ready = 1;
+    double t = m->profile ? now() : 0;
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         dt_node *nd = &m->nodes[i];
+        if (m->profile)
+            t = profile_tick(m, 1, i < m->n_nodes - 1 ? (int)m->nodes[i + 1].op : -1, t);
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
         const int need_dx = nd->in0 != m->input;
         float *xin = val(m, nd->in0), *y = val(m, nd->out), *dy = gval(m, nd->out);
@@ -880,15 +943,18 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             conv_desc(m, nd, n, &d);
             void *ws = dt_arena_at(&m->ws, 0);
             be->conv_bwd_filter(&d, xin, dy, pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), accumulate, ws);
+            if (m->profile)
+                t = profile_tick(m, 1, DT_OP_CONV, t);
             if (need_dx)
                 be->conv_bwd_data(&d, dy, pdata(m, nd->p[0]), gval(m, nd->in0), grad_acc(m, nd->in0), ws);
+            if (m->profile)
+                t = profile_tick(m, 1, DT_OP_KINDS, t);
             break;
         }
         case DT_OP_BN: {
             dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
             float *s = saved(m, nd);
-            be->bn_bwd(&d, xin, dy, nd->a.relu_node >= 0 ? y : NULL, pdata(m, nd->p[0]), s, s + xv->c,
-                       gval(m, nd->in0), pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), grad_acc(m, nd->in0), accumulate);
+            be->bn_bwd(&d, xin, dy, nd->a.relu_node >= 0, pdata(m, nd->p[0]), s, gval(m, nd->in0), pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), grad_acc(m, nd->in0), accumulate);
             break;
         }
         case DT_OP_RELU: be->relu_bwd(count, y, dy, gval(m, nd->in0), grad_acc(m, nd->in0)); break;
@@ -928,8 +994,30 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         }
     }
+    if (m->profile)
+        profile_tick(m, 1, m->nodes[0].op, t);
     m->step++;
     return DT_OK;
+}
+
+void dt_model_profile_report(dt_model *m, FILE *f)
+{
+    static const char *const names[DT_OP_KINDS + 1] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
+                                                       "linear", "dropout", "flatten", "add", "conv dx"};
+    double total = 0;
+    for (int p = 0; p < 2; p++)
+        for (int k = 0; k <= DT_OP_KINDS; k++)
+            total += m->prof[p][k];
+    if (total <= 0)
+        return;
+    fprintf(f, "%-10s %10s %10s %7s\n", "op", "fwd s", "bwd s", "share");
+    for (int k = 0; k <= DT_OP_KINDS; k++) {
+        double a = m->prof[0][k], b = m->prof[1][k];
+        if (a + b > 0)
+            fprintf(f, "%-10s %10.3f %10.3f %6.1f%%\n", names[k], a, b, 100 * (a + b) / total);
+    }
+    fprintf(f, "%-10s %21.3f\n", "total", total);
+    memset(m->prof, 0, sizeof m->prof);
 }
 
 void dt_model_free(dt_model *m)

@@ -23,6 +23,7 @@
 #define DT_NN_MODEL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "nn/backend.h"
@@ -34,6 +35,7 @@ extern "C" {
 
 enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
                   DT_OP_FLATTEN, DT_OP_ADD };
+#define DT_OP_KINDS 9 /* the number of kinds above */
 
 /* how a parameter is initialised (torchvision's rules, per architecture) */
 enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001 };
@@ -105,11 +107,14 @@ typedef struct dt_model {
     int64_t n_counts;
 
     int plan_n, plan_h, plan_w;
+    int plan_rule;          /* 0: the smallest memory packing; k = 1..3 forces the k-th (tests check they agree) */
     dt_arena act, grad, ws;
     int training;           /* 1: BN uses batch statistics, dropout is active */
     uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
     uint64_t step;
     double last_loss;
+    int profile;            /* 1: time every node; totals per kind in prof (seconds) */
+    double prof[2][DT_OP_KINDS + 1]; /* [forward, backward][kind]; [1][DT_OP_KINDS]: conv backward-data */
 } dt_model;
 
 /* Architecture names dt_model_create knows, NULL-terminated. */
@@ -139,6 +144,10 @@ int dt_model_backward(dt_model *m, int n, int accumulate);
 
 /* Sets the probability of every dropout layer (torchvision's default is 0.5). */
 void dt_model_set_dropout(dt_model *m, float p);
+
+/* Per-kind time totals (DT_PROFILE=1 in the environment at dt_model_create, or set m->profile):
+ * one table of seconds and shares to f, then the totals are cleared. */
+void dt_model_profile_report(dt_model *m, FILE *f);
 
 /* Parameter lookup by state_dict name: index or -1. */
 int dt_model_find_param(const dt_model *m, const char *name);

@@ -303,7 +303,8 @@ static void check_bn(int64_t rows, int c, int relu)
     b.y = calloc((size_t)n, sizeof(double));
     float *y = malloc((size_t)n * sizeof(float)), *dx = malloc((size_t)n * sizeof(float)),
           *dg = malloc((size_t)c * sizeof(float)), *dbt = malloc((size_t)c * sizeof(float)),
-          *sm = malloc((size_t)c * sizeof(float)), *si = malloc((size_t)c * sizeof(float)),
+          *saved = malloc(DT_BN_SAVED(c) * sizeof(float)), *dxm = malloc((size_t)n * sizeof(float)),
+          *gm = malloc((size_t)n * sizeof(float)),
           *rmean = malloc((size_t)c * sizeof(float)), *rvar = malloc((size_t)c * sizeof(float));
     double *rx = malloc((size_t)n * sizeof(double)), *rg = malloc((size_t)c * sizeof(double)),
            *rb = malloc((size_t)c * sizeof(double));
@@ -312,7 +313,7 @@ static void check_bn(int64_t rows, int c, int relu)
         rvar[j] = 2.0f;
     }
     dt_bn_desc d = {.rows = rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
-    be->bn_fwd_train(&d, b.x.f, b.gm.f, b.bt.f, y, sm, si, rmean, rvar, b.relu);
+    be->bn_fwd_train(&d, b.x.f, b.gm.f, b.bt.f, y, saved, rmean, rvar, b.relu);
     bn_obj(&b);
     double ef = rel_err(y, b.y, n);
     /* running stats: 0.9*old + 0.1*batch, unbiased variance */
@@ -327,7 +328,7 @@ static void check_bn(int64_t rows, int c, int relu)
         erm = fmax(erm, fabs(rmean[j] - (0.9 * 0.5 + 0.1 * mean)));
         erv = fmax(erv, fabs(rvar[j] - (0.9 * 2.0 + 0.1 * var / (rows - 1))) / (0.9 * 2.0 + 0.1 * var / (rows - 1)));
     }
-    be->bn_bwd(&d, b.x.f, b.g.f, b.relu ? y : NULL, b.gm.f, sm, si, dx, dg, dbt, 0, 0);
+    be->bn_bwd(&d, b.x.f, b.g.f, b.relu, b.gm.f, saved, dx, dg, dbt, 0, 0);
     fd_grad(bn_obj, &b, b.x.d, n, rx);
     fd_grad(bn_obj, &b, b.gm.d, c, rg);
     fd_grad(bn_obj, &b, b.bt.d, c, rb);
@@ -335,7 +336,16 @@ static void check_bn(int64_t rows, int c, int relu)
     TAP_OK(ef < FWD_TOL && ex < BWD_TOL && eg < BWD_TOL && eb < BWD_TOL && erm < 1e-6 && erv < 1e-6,
            "bn%s train %lldx%d: fwd %.1e dx %.1e dgamma %.1e dbeta %.1e running mean %.1e var %.1e", relu ? "+relu" : "",
            (long long)rows, c, ef, ex, eg, eb, erm, erv);
-    be->bn_bwd(&d, b.x.f, b.g.f, b.relu ? y : NULL, b.gm.f, sm, si, dx, dg, dbt, 1, 1);
+    if (relu) { /* the mask backward recomputes is exactly the forward's: the same as masking dy by y > 0 */
+        for (int64_t i = 0; i < n; i++)
+            gm[i] = y[i] > 0 ? b.g.f[i] : 0;
+        float *dgm = malloc(2 * (size_t)c * sizeof(float));
+        be->bn_bwd(&d, b.x.f, gm, 0, b.gm.f, saved, dxm, dgm, dgm + c, 0, 0);
+        TAP_OK(memcmp(dx, dxm, (size_t)n * sizeof(float)) == 0 && memcmp(dg, dgm, (size_t)c * sizeof(float)) == 0,
+               "  fused ReLU's mask from x equals the forward output's (bit for bit)");
+        free(dgm);
+    }
+    be->bn_bwd(&d, b.x.f, b.g.f, b.relu, b.gm.f, saved, dx, dg, dbt, 1, 1);
     for (int64_t i = 0; i < n; i++)
         rx[i] *= 2;
     for (int j = 0; j < c; j++)
@@ -361,8 +371,9 @@ static void check_bn(int64_t rows, int c, int relu)
     free(dx);
     free(dg);
     free(dbt);
-    free(sm);
-    free(si);
+    free(saved);
+    free(dxm);
+    free(gm);
     free(rmean);
     free(rvar);
     free(rx);

@@ -201,9 +201,16 @@ static int check_kinks(const dt_model *m, const char *name)
         int call = (int)rows[3 * r];
         int64_t at = (int64_t)rows[3 * r + 1];
         const dt_node *nd = &m->nodes[relu[call]];
-        /* an in-place ReLU has overwritten its input with max(0, x): the same "> 0" as x */
-        const float *x = dt_arena_at(&m->act, m->values[nd->in0].off);
-        float ours = x[at];
+        float ours;
+        if (nd->a.fused) { /* its output is not kept: recompute BN's pre-ReLU value as the BN does */
+            const dt_node *bn = &m->nodes[m->values[nd->in0].producer];
+            const float *x = dt_arena_at(&m->act, m->values[bn->in0].off), *saved = dt_arena_at(&m->act, bn->save_off);
+            int c = m->values[bn->in0].c, j = (int)(at % c);
+            ours = x[at] * saved[2 * c + j] + saved[3 * c + j];
+        } else { /* an in-place ReLU has overwritten its input with max(0, x): the same "> 0" as x */
+            const float *x = dt_arena_at(&m->act, m->values[nd->in0].off);
+            ours = x[at];
+        }
         if ((ours > 0) != (rows[3 * r + 2] > 0)) {
             flips++;
             tap_diag("%s: ReLU input %lld before node %d (after %s) is %.3g here, %.3g in PyTorch: a kink flip", name,

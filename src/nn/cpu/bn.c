@@ -1,7 +1,9 @@
 /* bn.c: CPU batch norm over NHWC rows (per-channel statistics over n*h*w rows).
  * Sums run in float over RB rows (so they vectorise), then in double across row blocks and threads
- * (OpenMP array reductions over blocks of CB channels). Forward reads x
- * twice (statistics, then the affine map), backward reads x and dy twice. */
+ * (OpenMP array reductions over blocks of CB channels). Forward reads x twice (statistics, then the
+ * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
+ * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
+ * need not be kept. */
 #include "config.h"
 
 #include <math.h>
@@ -11,7 +13,14 @@
 #define CB 256 /* channels per block */
 #define RB 16  /* rows summed in float before the double sums */
 
+/* the affine map of forward; backward's ReLU mask is bn_affine(...) > 0 with the same operands */
+static inline float bn_affine(float x, float scale, float shift)
+{
+    return x * scale + shift;
+}
+
 /* y = x*scale + shift, then max(0, .) when relu */
+DT_CLONES
 static void affine(int64_t rows, int c, int c0, int cb, const float *x, const float *scale, const float *shift, float *y,
                    int relu)
 {
@@ -22,22 +31,24 @@ static void affine(int64_t rows, int c, int c0, int cb, const float *x, const fl
         if (relu) {
 #pragma omp simd
             for (int j = 0; j < cb; j++) {
-                float v = xr[j] * scale[j] + shift[j];
+                float v = bn_affine(xr[j], scale[j], shift[j]);
                 yr[j] = v > 0.0f ? v : 0.0f;
             }
         } else {
 #pragma omp simd
             for (int j = 0; j < cb; j++)
-                yr[j] = xr[j] * scale[j] + shift[j];
+                yr[j] = bn_affine(xr[j], scale[j], shift[j]);
         }
     }
 }
 
+DT_CLONES
 void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_invstd, float *running_mean, float *running_var, int relu)
+                         float *saved, float *running_mean, float *running_var, int relu)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
+    float *save_mean = saved, *save_invstd = saved + c, *save_scale = saved + 2 * c, *save_shift = saved + 3 * c;
     for (int c0 = 0; c0 < c; c0 += CB) {
         const int cb = c - c0 < CB ? c - c0 : CB;
         /* one pass: sums of (x - k) and (x - k)^2 with k the channel's first value, so the variance
@@ -71,7 +82,7 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
             if (sq[j] < 0)
                 sq[j] = 0;
         }
-        float scale[CB], shift[CB];
+        float *scale = save_scale + c0, *shift = save_shift + c0;
         for (int j = 0; j < cb; j++) {
             double var = sq[j] / (double)rows;
             double invstd = 1.0 / sqrt(var + d->eps);
@@ -87,6 +98,7 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
     }
 }
 
+DT_CLONES
 void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
                          const float *running_mean, const float *running_var, float *y, int relu)
 {
@@ -103,15 +115,16 @@ void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma
     }
 }
 
-/* The gradient of the BN output for the row at dr, masked by the fused ReLU's output (row at yr)
- * when there is one, into g[0..cb): a separate pass over a row keeps every loop branch-free. */
-static inline void row_dy(const float *dr, const float *yr, int cb, float *g)
+/* The gradient of the BN output for the row at dr, masked by the fused ReLU (when relu) where the
+ * forward's output was zero, into g[0..cb): a separate pass over a row keeps every loop branch-free. */
+static inline void row_dy(const float *dr, const float *xr, const float *scale, const float *shift, int relu, int cb,
+                          float *g)
 {
-    if (yr) {
+    if (relu) {
 #pragma omp simd
         for (int j = 0; j < cb; j++) {
             float v = dr[j];
-            g[j] = yr[j] > 0.0f ? v : 0.0f;
+            g[j] = bn_affine(xr[j], scale[j], shift[j]) > 0.0f ? v : 0.0f;
         }
     } else {
 #pragma omp simd
@@ -120,13 +133,14 @@ static inline void row_dy(const float *dr, const float *yr, int cb, float *g)
     }
 }
 
-void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *relu_y, const float *gamma,
-                   const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta,
-                   int accumulate_dx, int accumulate_params)
+DT_CLONES
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
+                   const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
+                   int accumulate_params)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
-    const float *ry = relu_y;
+    const float *save_mean = saved, *save_invstd = saved + c, *scale = saved + 2 * c, *shift = saved + 3 * c;
     for (int c0 = 0; c0 < c; c0 += CB) {
         const int cb = c - c0 < CB ? c - c0 : CB;
         double sdy[CB] = {0}, sdyx[CB] = {0}; /* sum dy, sum dy*(x-mean) */
@@ -139,7 +153,7 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const f
             for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
                 const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
                 float g[CB];
-                row_dy(dr, ry ? ry + r * c + c0 : NULL, cb, g);
+                row_dy(dr, xr, scale + c0, shift + c0, relu, cb, g);
 #pragma omp simd
                 for (int j = 0; j < cb; j++) {
                     fs[j] += g[j];
@@ -172,7 +186,7 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const f
             const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
             float *o = dx + r * c + c0;
             float g[CB];
-            row_dy(dr, ry ? ry + r * c + c0 : NULL, cb, g);
+            row_dy(dr, xr, scale + c0, shift + c0, relu, cb, g);
             if (accumulate_dx) {
 #pragma omp simd
                 for (int j = 0; j < cb; j++)

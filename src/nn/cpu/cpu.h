@@ -8,6 +8,15 @@
 
 #include "nn/backend.h"
 
+/* DT_CLONES before a hot kernel's definition: copies for AVX-512 (x86-64-v4), AVX2 (v3) and the
+ * baseline, one picked at load time (configure checks the compiler can). Loops vectorise for the
+ * machine the program runs on, not the one it was built for. */
+#ifdef HAVE_TARGET_CLONES
+#define DT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define DT_CLONES
+#endif
+
 /* OpenMP thread count and id inside a parallel region (1 and 0 without OpenMP) */
 int dt_omp_threads(void);
 int dt_omp_thread(void);
@@ -36,12 +45,12 @@ void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const fl
                                  int accumulate, void *ws);
 
 void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *save_mean, float *save_invstd, float *running_mean, float *running_var, int relu);
+                         float *saved, float *running_mean, float *running_var, int relu);
 void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
                          const float *running_mean, const float *running_var, float *y, int relu);
-void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, const float *relu_y, const float *gamma,
-                   const float *save_mean, const float *save_invstd, float *dx, float *dgamma, float *dbeta,
-                   int accumulate_dx, int accumulate_params);
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
+                   const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
+                   int accumulate_params);
 
 void dt_cpu_relu_fwd(int64_t n, const float *x, float *y);
 void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate);

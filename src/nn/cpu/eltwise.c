@@ -32,6 +32,7 @@ void dt_cpu_zero(int64_t n, float *x)
     dt_cpu_fill(n, 0.0f, x);
 }
 
+DT_CLONES
 void dt_cpu_fill(int64_t n, float value, float *x)
 {
 #pragma omp parallel for simd schedule(static)
@@ -39,6 +40,7 @@ void dt_cpu_fill(int64_t n, float value, float *x)
         x[i] = value;
 }
 
+DT_CLONES
 void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y)
 {
 #pragma omp parallel for schedule(static)
@@ -49,6 +51,7 @@ void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y)
     }
 }
 
+DT_CLONES
 void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate)
 {
     enum { CB = 256 };
@@ -63,6 +66,7 @@ void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int acc
     }
 }
 
+DT_CLONES
 void dt_cpu_relu_fwd(int64_t n, const float *x, float *y)
 {
 #pragma omp parallel for simd schedule(static)
@@ -72,6 +76,7 @@ void dt_cpu_relu_fwd(int64_t n, const float *x, float *y)
     }
 }
 
+DT_CLONES
 void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
 {
     if (accumulate) {
@@ -89,6 +94,7 @@ void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int 
     }
 }
 
+DT_CLONES
 void dt_cpu_add_fwd(int64_t n, const float *a, const float *b, float *y)
 {
 #pragma omp parallel for simd schedule(static)
@@ -96,6 +102,7 @@ void dt_cpu_add_fwd(int64_t n, const float *a, const float *b, float *y)
         y[i] = a[i] + b[i];
 }
 
+DT_CLONES
 void dt_cpu_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
 {
     if (!accumulate) {
@@ -107,6 +114,7 @@ void dt_cpu_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
         dst[i] += src[i];
 }
 
+DT_CLONES
 void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask)
 {
     /* keep when the top 24 bits of hash(seed, i) fall at or above p*2^24: exact for any thread split */
@@ -120,6 +128,7 @@ void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float
     }
 }
 
+DT_CLONES
 void dt_cpu_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate)
 {
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
@@ -154,6 +163,7 @@ void dt_cpu_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, 
             }
 }
 
+DT_CLONES
 void dt_cpu_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
                 int nesterov, int first)
 {

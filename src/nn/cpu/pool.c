@@ -25,6 +25,7 @@ int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int o
     return 0;
 }
 
+DT_CLONES
 void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax)
 {
     const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
@@ -67,6 +68,7 @@ void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t
     }
 }
 
+DT_CLONES
 void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate)
 {
     const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
@@ -96,6 +98,7 @@ static int win_end(int o, int in, int out)
     return (int)(((int64_t)(o + 1) * in + out - 1) / out);
 }
 
+DT_CLONES
 void dt_cpu_avgpool_fwd(const dt_pool_desc *d, const float *x, float *y)
 {
     const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
@@ -119,6 +122,7 @@ void dt_cpu_avgpool_fwd(const dt_pool_desc *d, const float *x, float *y)
     }
 }
 
+DT_CLONES
 void dt_cpu_avgpool_bwd(const dt_pool_desc *d, const float *dy, float *dx, int accumulate)
 {
     const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
