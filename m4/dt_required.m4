@@ -1,4 +1,4 @@
-# dt_required.m4: dtrain's checks for its required libraries (HDF5, TurboJPEG, a CBLAS).
+# dt_required.m4: dtrain's checks for its required libraries (HDF5, libjpeg-turbo, libpng, a CBLAS).
 # Each macro fills <NAME>_CFLAGS / <NAME>_LIBS (overridable by the user, as pkg-config's macro allows)
 # and stops configure with one clear message when the library is missing.
 
@@ -46,15 +46,39 @@ AC_DEFUN([DT_CHECK_HDF5], [
   CPPFLAGS=$dt_save_CPPFLAGS
 ])
 
-# DT_CHECK_TURBOJPEG: libjpeg-turbo's TurboJPEG API.
-AC_DEFUN([DT_CHECK_TURBOJPEG], [
-  PKG_CHECK_MODULES([TURBOJPEG], [libturbojpeg], [],
-    [AC_MSG_NOTICE([no pkg-config file for libturbojpeg; trying -lturbojpeg])
-     TURBOJPEG_CFLAGS=; TURBOJPEG_LIBS=-lturbojpeg])
-  DT_VERIFY_LIB([TURBOJPEG], [turbojpeg.h], [tjInitDecompress], [libjpeg-turbo (TurboJPEG API)], [libturbojpeg0-dev])
-  dt_save_CPPFLAGS=$CPPFLAGS; CPPFLAGS="$CPPFLAGS $TURBOJPEG_CFLAGS"
+# DT_CHECK_JPEG: libjpeg-turbo's libjpeg API. jpeg_crop_scanline and jpeg_skip_scanlines (only
+# libjpeg-turbo has them) let the loader decode just the crop it needs.
+AC_DEFUN([DT_CHECK_JPEG], [
+  PKG_CHECK_MODULES([JPEG], [libjpeg], [],
+    [AC_MSG_NOTICE([no pkg-config file for libjpeg; trying -ljpeg])
+     JPEG_CFLAGS=; JPEG_LIBS=-ljpeg])
+  dt_save_CPPFLAGS=$CPPFLAGS; dt_save_LIBS=$LIBS
+  CPPFLAGS="$CPPFLAGS $JPEG_CFLAGS"; LIBS="$JPEG_LIBS $LIBS"
+  AC_MSG_CHECKING([whether libjpeg is libjpeg-turbo 1.5 or newer (jpeg_crop_scanline links)])
+  AC_LINK_IFELSE([AC_LANG_PROGRAM([[#include <stdio.h>
+#include <jpeglib.h>]], [[void (*volatile fp)(void) = (void (*)(void))jpeg_crop_scanline; return fp == 0;]])],
+    [AC_MSG_RESULT([yes])],
+    [AC_MSG_RESULT([no])
+     AC_MSG_ERROR([libjpeg-turbo 1.5 or newer is required (jpeg_crop_scanline did not link with JPEG_CFLAGS='$JPEG_CFLAGS' JPEG_LIBS='$JPEG_LIBS'); on Debian: apt-get install libjpeg62-turbo-dev])])
   AC_CHECK_HEADERS([jconfig.h])
-  CPPFLAGS=$dt_save_CPPFLAGS
+  CPPFLAGS=$dt_save_CPPFLAGS; LIBS=$dt_save_LIBS
+])
+
+# DT_CHECK_PNG: libpng, for the one kind of image dtpack must convert that is not a JPEG (a PNG
+# saved under a .JPEG name, as ImageNet has).
+AC_DEFUN([DT_CHECK_PNG], [
+  PKG_CHECK_MODULES([PNG], [libpng], [],
+    [AC_MSG_NOTICE([no pkg-config file for libpng; trying -lpng])
+     PNG_CFLAGS=; PNG_LIBS=-lpng])
+  DT_VERIFY_LIB([PNG], [png.h], [png_image_begin_read_from_memory], [libpng 1.6], [libpng-dev])
+])
+
+# DT_CHECK_ZLIB: zlib, for dtpack's gzip'd IDX files (gzread reads plain files too).
+AC_DEFUN([DT_CHECK_ZLIB], [
+  PKG_CHECK_MODULES([ZLIB], [zlib], [],
+    [AC_MSG_NOTICE([no pkg-config file for zlib; trying -lz])
+     ZLIB_CFLAGS=; ZLIB_LIBS=-lz])
+  DT_VERIFY_LIB([ZLIB], [zlib.h], [gzopen], [zlib], [zlib1g-dev])
 ])
 
 # DT_CHECK_BLAS: a CBLAS, OpenBLAS by default (BLAS_CFLAGS/BLAS_LIBS select another). With OpenMP,

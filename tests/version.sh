@@ -5,7 +5,7 @@
 
 expect_status 0 "$DTRAIN" --version
 head -n 1 "$DT_TMP/out" | grep -qx "dtrain $DT_VERSION" || fail "first line is not 'dtrain $DT_VERSION'"
-for part in HDF5 libjpeg-turbo BLAS; do
+for part in HDF5 libjpeg-turbo libpng BLAS; do
   grep -qE "^  $part +yes " "$DT_TMP/out" || fail "--version lacks a line for required part $part"
 done
 state() { if [ "$1" = yes ]; then echo yes; else echo no; fi; }

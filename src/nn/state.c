@@ -8,74 +8,17 @@
 #include <string.h>
 
 #include "util/check.h"
+#include "util/h5.h"
 #include "util/log.h"
-
-static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
-{
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < ndim && k < n; i++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (k < n)
-        snprintf(buf + k, n - k, "]");
-}
-
-/* open `name`, check its shape; returns the dataset or -1 after one line */
-static hid_t open_checked(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape)
-{
-    char want[128], got[128];
-    shape_text(want, sizeof want, ndim, shape);
-    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0) {
-        dt_error("%s: tensor %s is missing (expected shape %s)", source, name, want);
-        return -1;
-    }
-    hid_t ds = H5Dopen2(loc, name, H5P_DEFAULT);
-    if (ds < 0) {
-        dt_error("%s: tensor %s cannot be opened as a dataset", source, name);
-        return -1;
-    }
-    hid_t sp = H5Dget_space(ds);
-    int nd = H5Sget_simple_extent_ndims(sp);
-    hsize_t dims[8] = {0};
-    int ok = nd == ndim && nd >= 0 && nd <= 8 && H5Sget_simple_extent_dims(sp, dims, NULL) == nd;
-    int64_t found[8];
-    for (int i = 0; i < nd && i < 8; i++) {
-        found[i] = (int64_t)dims[i];
-        ok = ok && found[i] == shape[i];
-    }
-    H5Sclose(sp);
-    if (!ok) {
-        shape_text(got, sizeof got, nd < 0 ? 0 : (nd > 8 ? 8 : nd), found);
-        dt_error("%s: tensor %s has shape %s, expected %s", source, name, got, want);
-        H5Dclose(ds);
-        return -1;
-    }
-    return ds;
-}
-
-static int read_as(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape, hid_t type,
-                   void *out)
-{
-    dt_check_hdf5_init();
-    hid_t ds = open_checked(loc, source, name, ndim, shape);
-    if (ds < 0)
-        return DT_ERR_INPUT;
-    int rc = DT_OK;
-    DT_CHECK_HDF5_GOTO(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), rc, out);
-out:
-    H5Dclose(ds);
-    if (rc != DT_OK)
-        dt_error("%s: tensor %s could not be read", source, name);
-    return rc;
-}
 
 int dt_h5_read_floats(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape, float *out)
 {
-    return read_as(loc, source, name, ndim, shape, H5T_NATIVE_FLOAT, out);
+    return dt_h5_read(loc, source, "tensor", name, ndim, shape, H5T_NATIVE_FLOAT, out);
 }
 
 int dt_h5_read_doubles(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape, double *out)
 {
-    return read_as(loc, source, name, ndim, shape, H5T_NATIVE_DOUBLE, out);
+    return dt_h5_read(loc, source, "tensor", name, ndim, shape, H5T_NATIVE_DOUBLE, out);
 }
 
 /* a buffer the size of m's largest tensor, or NULL */
@@ -98,7 +41,7 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
         for (int d = 0; d < p->ndim; d++)
             shape[d] = p->shape[d];
         if (p->kind == DT_P_BN_COUNT) {
-            rc = read_as(loc, source, p->name, 0, shape, H5T_NATIVE_INT64, &m->counts[p->off]);
+            rc = dt_h5_read(loc, source, "tensor", p->name, 0, shape, H5T_NATIVE_INT64, &m->counts[p->off]);
             continue;
         }
         rc = dt_h5_read_floats(loc, source, p->name, p->ndim, shape, tmp);

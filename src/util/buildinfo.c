@@ -5,8 +5,10 @@
 
 #include <cblas.h>
 #include <hdf5.h>
+#include <jpeglib.h>
+#include <png.h>
+#include <stdio.h>
 #include <string.h>
-#include <turbojpeg.h>
 #ifdef HAVE_JCONFIG_H
 #include <jconfig.h>
 #endif
@@ -123,6 +125,8 @@ void dt_buildinfo_print(FILE *out, const char *program)
 #else
     row(out, "libjpeg-turbo", "yes", "(version not known)");
 #endif
+    snprintf(d, sizeof d, "%s (built with %s)", png_get_libpng_ver(NULL), PNG_LIBPNG_VER_STRING);
+    row(out, "libpng", "yes", d);
 #ifdef HAVE_OPENBLAS_GET_CONFIG
     snprintf(d, sizeof d, "%s", openblas_get_config());
     row(out, "BLAS", "yes", d);

@@ -1,0 +1,185 @@
+/* dtpack.c: packs datasets into dtrain's HDF5 shards (doc/dtpack.1 is the manual).
+ *   dtpack imagenet SRC -o OUT [--split S]... [--resize-short N] [--quality Q] [--shard-size MiB]
+ *                                [--threads N] [--strict]
+ *   dtpack fashion-mnist|mnist SRC -o OUT        IDX files (gzip'd or not)
+ *   dtpack cifar10 SRC -o OUT                    CIFAR-10 binary batches
+ *   dtpack verify OUT                            every shard against the manifest and its CRC-32
+ * Exit codes: 0 success, 1 failure (bad input, I/O), 2 bad command line. */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pack/pack.h"
+#include "util/buildinfo.h"
+#include "util/check.h"
+#include "util/cli.h"
+#include "util/log.h"
+
+enum { EXIT_USAGE = 2 };
+enum { OPT_SPLIT = 256, OPT_RESIZE, OPT_QUALITY, OPT_SHARD, OPT_THREADS, OPT_STRICT, OPT_NO_PROGRESS, OPT_LOG };
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: dtpack FORMAT SRC -o OUT [OPTIONS]\n"
+            "       dtpack verify OUT\n"
+            "Packs a dataset into dtrain's HDF5 shards (OUT/<split>-NNNNN.h5 and OUT/manifest.tsv).\n"
+            "\n"
+            "Formats:\n"
+            "  imagenet        SRC/<split>/<class>/<image>: the JPEG bytes as they are (PNG, grayscale\n"
+            "                  and CMYK files become RGB JPEGs; unreadable ones are reported and skipped)\n"
+            "  fashion-mnist   SRC/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] -> train, val\n"
+            "  mnist           the same files, classes named 0..9\n"
+            "  cifar10         SRC/data_batch_{1..5}.bin -> train, SRC/test_batch.bin -> val\n"
+            "  verify          check every shard of OUT against its manifest (sizes, CRC-32, schema)\n"
+            "\n"
+            "Options:\n"
+            "  -o, --out DIR         output directory (created when missing)\n"
+            "      --split NAME      imagenet: a split to pack (repeatable; default: train and val,\n"
+            "                        those present); classes come from the first\n"
+            "      --resize-short N  imagenet: re-encode images whose shorter side exceeds N at N\n"
+            "      --quality Q       JPEG quality of re-encoded images, 1..100 (default 90)\n"
+            "      --shard-size MIB  target shard size in MiB (default 256)\n"
+            "      --threads N       decoding threads (default: all cores)\n"
+            "      --strict          stop at the first unreadable image instead of skipping it\n"
+            "      --no-progress     no progress line (it shows only on a terminal anyway)\n"
+            "      --log-level LEVEL error, warn, info or debug\n"
+            "  -h, --help            show this help;  -V, --version  show the version\n");
+}
+
+static void summary(const char *what, const dt_pack_stats *s, double secs)
+{
+    printf("dtpack %s: %lld images in %lld shards (%.1f MiB) in %.1f s: %lld stored as they were, %lld PNG, "
+           "%lld grayscale and %lld CMYK converted to RGB JPEG, %lld resized, %lld skipped\n",
+           what, (long long)s->images, (long long)s->shards, s->bytes / 1048576.0, secs, (long long)s->passed,
+           (long long)s->converted_png, (long long)s->converted_gray, (long long)s->converted_cmyk,
+           (long long)s->resized, (long long)s->skipped);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'},
+        {"split", required_argument, NULL, OPT_SPLIT},
+        {"resize-short", required_argument, NULL, OPT_RESIZE},
+        {"quality", required_argument, NULL, OPT_QUALITY},
+        {"shard-size", required_argument, NULL, OPT_SHARD},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"strict", no_argument, NULL, OPT_STRICT},
+        {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"log-level", required_argument, NULL, OPT_LOG},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    dt_log_init();
+    dt_pack_opts o = {.shard_bytes = 256L << 20, .quality = 90, .progress = isatty(2)};
+    const char *splits[16];
+    int n_splits = 0, c, lv;
+    long v;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":o:hV", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': o.out = optarg; break;
+        case OPT_SPLIT:
+            if (n_splits == 16 || !*optarg || strchr(optarg, '/') || strlen(optarg) > 15) {
+                dt_error("--split %s: a split is a plain name of 1..15 characters, at most 16 of them", optarg);
+                return EXIT_USAGE;
+            }
+            splits[n_splits++] = optarg;
+            break;
+        case OPT_RESIZE:
+            if (dt_parse_long("--resize-short", optarg, 8, 16384, &v))
+                return EXIT_USAGE;
+            o.resize_short = (int)v;
+            break;
+        case OPT_QUALITY:
+            if (dt_parse_long("--quality", optarg, 1, 100, &v))
+                return EXIT_USAGE;
+            o.quality = (int)v;
+            break;
+        case OPT_SHARD:
+            if (dt_parse_long("--shard-size", optarg, 1, 1 << 20, &v))
+                return EXIT_USAGE;
+            o.shard_bytes = (int64_t)v << 20;
+            break;
+        case OPT_THREADS:
+            if (dt_parse_long("--threads", optarg, 1, 4096, &v))
+                return EXIT_USAGE;
+            o.threads = (int)v;
+            break;
+        case OPT_STRICT: o.strict = 1; break;
+        case OPT_NO_PROGRESS: o.progress = 0; break;
+        case OPT_LOG:
+            if (dt_parse_choice("--log-level", optarg, levels, &lv))
+                return EXIT_USAGE;
+            dt_log_set_level((enum dt_log_level)lv);
+            break;
+        case 'h': usage(stdout); return EXIT_SUCCESS;
+        case 'V': dt_buildinfo_print(stdout, "dtpack"); return EXIT_SUCCESS;
+        case ':': dt_error("%s: missing value (see dtpack --help)", argv[optind - 1]); return EXIT_USAGE;
+        default: dt_error("%s: unknown option (see dtpack --help)", argv[optind - 1]); return EXIT_USAGE;
+        }
+    }
+    int nargs = argc - optind;
+    if (nargs < 1) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    static const char *const formats[] = {"imagenet", "fashion-mnist", "mnist", "cifar10", "verify", NULL};
+    int fmt;
+    if (dt_parse_choice("FORMAT", argv[optind], formats, &fmt))
+        return EXIT_USAGE;
+    if (nargs != 2) {
+        dt_error("dtpack %s takes exactly one %s (see dtpack --help)", argv[optind], fmt == 4 ? "directory" : "SRC");
+        return EXIT_USAGE;
+    }
+    const char *src = argv[optind + 1];
+    if (fmt == 4)
+        return dt_pack_verify(src) == DT_OK ? EXIT_SUCCESS : EXIT_FAILURE;
+    if (!o.out) {
+        dt_error("-o/--out: missing: where should the shards go? (see dtpack --help)");
+        return EXIT_USAGE;
+    }
+    if (n_splits && fmt != 0) {
+        dt_error("--split: only for imagenet trees (%s has fixed splits train and val)", argv[optind]);
+        return EXIT_USAGE;
+    }
+    dt_pack_stats st;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc;
+    if (fmt == 0) {
+        if (!n_splits) { /* train and val, those present */
+            static const char *const def[] = {"train", "val"};
+            for (int i = 0; i < 2; i++) {
+                char p[4200];
+                snprintf(p, sizeof p, "%s/%s", src, def[i]);
+                if (access(p, F_OK) == 0)
+                    splits[n_splits++] = def[i];
+            }
+            if (!n_splits) {
+                dt_error("%s: has neither train/ nor val/ (name the split folders with --split)", src);
+                return EXIT_FAILURE;
+            }
+        }
+        rc = dt_pack_tree(src, splits, n_splits, &o, &st);
+    } else if (fmt == 3) {
+        rc = dt_pack_cifar10(src, &o, &st);
+    } else {
+        rc = dt_pack_idx(src, fmt == 1, &o, &st);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (rc != DT_OK) {
+        dt_error("dtpack %s %s: failed; %s holds no complete copy of the splits that failed", argv[optind], src, o.out);
+        return EXIT_FAILURE;
+    }
+    summary(argv[optind], &st, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+    return EXIT_SUCCESS;
+}

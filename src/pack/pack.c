@@ -1,0 +1,691 @@
+/* pack.c: dtpack's packers (contract in pack.h). */
+#include "config.h"
+
+#include "pack/pack.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "data/image.h"
+#include "data/shard.h"
+#include "util/check.h"
+#include "util/log.h"
+
+/* ---------------------------------------------------------------------------------------------- */
+/* output directory, manifest and progress                                                        */
+
+static int make_dir(const char *path)
+{
+    char p[4096];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            if (mkdir(p, 0777) != 0 && errno != EEXIST)
+                goto fail;
+            *s = '/';
+        }
+    if (mkdir(p, 0777) == 0 || errno == EEXIST)
+        return DT_OK;
+fail:
+    dt_error("%s: cannot create the output directory: %s", p, strerror(errno));
+    return DT_ERR_SYS;
+}
+
+/* the manifest's entries other than split's, then (when add) add[0..n_add) */
+static int manifest_replace(const char *dir, const char *split, const dt_manifest_entry *add, int n_add)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", dir, DT_MANIFEST_NAME);
+    dt_manifest_entry *e = NULL;
+    int n = 0;
+    if (access(path, F_OK) == 0 && dt_manifest_read(dir, &e, &n) != DT_OK)
+        return DT_ERR_INPUT;
+    dt_manifest_entry *all = malloc((size_t)(n + n_add + 1) * sizeof *all);
+    if (!all) {
+        free(e);
+        return DT_ERR_NOMEM;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(e[i].split, split) != 0)
+            all[k++] = e[i];
+    for (int i = 0; i < n_add; i++)
+        all[k++] = add[i];
+    int rc = dt_manifest_write(dir, all, k);
+    free(all);
+    free(e);
+    return rc;
+}
+
+/* removes split's shards (and temporaries) left by an earlier pack */
+static void remove_old_shards(const char *dir, const char *split)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t n = strlen(split);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *s = de->d_name[0] == '.' ? de->d_name + 1 : de->d_name;
+        if (strncmp(s, split, n) == 0 && s[n] == '-' && strlen(s + n) >= 10 && strstr(s + n, ".h5")) {
+            char p[4400];
+            snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    }
+    closedir(d);
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct progress {
+    const char *what;
+    int64_t total, done;
+    double start, last;
+    int on;
+} progress;
+
+static void progress_show(progress *p, int final)
+{
+    double t = now();
+    if (!p->on || (!final && t - p->last < 0.5))
+        return;
+    p->last = t;
+    double rate = p->done / (t - p->start + 1e-9), eta = rate > 0 ? (double)(p->total - p->done) / rate : 0;
+    fprintf(stderr, "\r%s: %lld/%lld images, %.0f img/s, ETA %dm%02ds   ", p->what, (long long)p->done,
+            (long long)p->total, rate, (int)eta / 60, (int)eta % 60);
+    if (final)
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* a shard writer plus the split's manifest entries */
+typedef struct split_out {
+    dt_shard_writer w;
+    dt_manifest_entry *e;
+    int n, cap;
+    int64_t shard_bytes;
+} split_out;
+
+static int split_flush(split_out *so, dt_pack_stats *st)
+{
+    if (!so->w.count)
+        return DT_OK;
+    if (so->n == so->cap) {
+        so->cap = so->cap ? 2 * so->cap : 64;
+        dt_manifest_entry *q = realloc(so->e, (size_t)so->cap * sizeof *q);
+        if (!q)
+            return DT_ERR_NOMEM;
+        so->e = q;
+    }
+    dt_manifest_entry *m = &so->e[so->n];
+    memset(m, 0, sizeof *m);
+    snprintf(m->split, sizeof m->split, "%s", so->w.spec.split);
+    DT_TRY(dt_shard_writer_flush(&so->w, m->file, sizeof m->file, &m->count, &m->bytes, &m->crc));
+    so->n++;
+    st->shards++;
+    st->bytes += (int64_t)m->bytes;
+    return DT_OK;
+}
+
+static int split_add(split_out *so, const uint8_t *data, size_t n, int32_t label, const char *name, dt_pack_stats *st)
+{
+    DT_TRY(dt_shard_writer_add(&so->w, data, n, label, name));
+    st->images++;
+    if ((int64_t)so->w.bytes >= so->shard_bytes)
+        DT_TRY(split_flush(so, st));
+    return DT_OK;
+}
+
+static int split_begin(split_out *so, const dt_shard_spec *spec, const dt_pack_opts *o)
+{
+    memset(so, 0, sizeof *so);
+    so->shard_bytes = o->shard_bytes;
+    DT_TRY(manifest_replace(spec->dir, spec->split, NULL, 0)); /* interrupted: the split is not listed */
+    remove_old_shards(spec->dir, spec->split);
+    dt_shard_writer_init(&so->w, spec, 0);
+    return DT_OK;
+}
+
+static int split_end(split_out *so, dt_pack_stats *st, int ok)
+{
+    int rc = ok ? split_flush(so, st) : DT_ERR_INPUT;
+    if (rc == DT_OK)
+        rc = manifest_replace(so->w.spec.dir, so->w.spec.split, so->e, so->n);
+    dt_shard_writer_free(&so->w);
+    free(so->e);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* ImageNet-style trees                                                                           */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* sorted names of the entries of dir that are directories (want_dirs) or regular files */
+static int list_dir(const char *dir, int want_dirs, char ***out, int *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        dt_error("%s: cannot list: %s", dir, strerror(errno));
+        return DT_ERR_INPUT;
+    }
+    char **v = NULL;
+    int n = 0, cap = 0, rc = DT_OK;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char p[8192];
+        struct stat s;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (stat(p, &s) != 0 || (want_dirs ? !S_ISDIR(s.st_mode) : !S_ISREG(s.st_mode)))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            char **q = realloc(v, (size_t)cap * sizeof *q);
+            if (!q) {
+                rc = DT_ERR_NOMEM;
+                break;
+            }
+            v = q;
+        }
+        if (!(v[n] = strdup(de->d_name))) {
+            rc = DT_ERR_NOMEM;
+            break;
+        }
+        n++;
+    }
+    closedir(d);
+    if (rc == DT_OK)
+        qsort(v, (size_t)n, sizeof *v, cmp_str);
+    *out = v;
+    *n_out = n;
+    return rc;
+}
+
+static void free_list(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* one file's trip through a worker: the bytes to store, or why not */
+typedef struct item {
+    char *path;     /* full path */
+    char *name;     /* <class>/<file> */
+    int32_t label;
+    uint8_t *bytes; /* to store (owned, or the original buffer) */
+    size_t n;
+    int what;       /* 0 pass, 1 png, 2 gray, 3 cmyk (converted), 4 resized, -1 skipped */
+    char err[256];
+} item;
+
+static int read_file(const char *path, uint8_t **buf, size_t *n, char *err, size_t errlen)
+{
+    *buf = NULL;
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat s;
+    if (fstat(fileno(f), &s) != 0 || s.st_size < 0) {
+        snprintf(err, errlen, "cannot stat: %s", strerror(errno));
+        fclose(f);
+        return -1;
+    }
+    size_t size = (size_t)s.st_size;
+    uint8_t *b = malloc(size ? size : 1);
+    if (!b || fread(b, 1, size, f) != size) {
+        snprintf(err, errlen, "%s", b ? "short read" : "out of memory");
+        free(b);
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    *buf = b;
+    *n = size;
+    return 0;
+}
+
+static void process_item(item *it, const dt_pack_opts *o)
+{
+    uint8_t *buf, *rgb = NULL, *small = NULL;
+    size_t n;
+    enum dt_image_kind kind;
+    int w, h;
+    it->what = -1;
+    if (read_file(it->path, &buf, &n, it->err, sizeof it->err) != 0)
+        return;
+    if (n == 0) {
+        snprintf(it->err, sizeof it->err, "empty file");
+        free(buf);
+        return;
+    }
+    if (dt_image_probe(buf, n, &kind, &w, &h, it->err, sizeof it->err) != 0) {
+        free(buf);
+        return;
+    }
+    int shrink = o->resize_short > 0 && (w < h ? w : h) > o->resize_short;
+    if (kind == DT_IMAGE_JPEG_RGB && !shrink) {
+        it->bytes = buf;
+        it->n = n;
+        it->what = 0;
+        return;
+    }
+    if (dt_image_decode_rgb(buf, n, &rgb, &w, &h, it->err, sizeof it->err) != 0) {
+        free(buf);
+        return;
+    }
+    free(buf);
+    if (shrink) { /* the shorter side to resize_short, the longer in proportion (as PIL's resize) */
+        int sw = w < h ? o->resize_short : (int)((double)w * o->resize_short / h + 0.5);
+        int sh = w < h ? (int)((double)h * o->resize_short / w + 0.5) : o->resize_short;
+        dt_image_scratch scr = {0};
+        small = malloc((size_t)sw * sh * 3);
+        int bad = !small || dt_image_resize(rgb, w, h, small, sw, sh, &scr) != 0;
+        dt_image_scratch_free(&scr);
+        if (bad) {
+            snprintf(it->err, sizeof it->err, "resizing to %dx%d failed", sw, sh);
+            free(rgb);
+            free(small);
+            return;
+        }
+        free(rgb);
+        rgb = small;
+        w = sw;
+        h = sh;
+    }
+    if (dt_jpeg_encode(rgb, w, h, o->quality, &it->bytes, &it->n, it->err, sizeof it->err) == 0)
+        it->what = kind == DT_IMAGE_PNG ? 1 : kind == DT_IMAGE_JPEG_GRAY ? 2 : kind == DT_IMAGE_JPEG_CMYK ? 3 : 4;
+    free(rgb);
+}
+
+/* the (path, label) list of one split, in ImageFolder's order */
+static int list_split(const char *root, char **classes, int n_classes, item **out, int64_t *n_out)
+{
+    item *v = NULL;
+    int64_t n = 0, cap = 0;
+    int rc = DT_OK;
+    for (int c = 0; c < n_classes && rc == DT_OK; c++) {
+        char dir[8192];
+        snprintf(dir, sizeof dir, "%s/%s", root, classes[c]);
+        struct stat s;
+        if (stat(dir, &s) != 0)
+            continue; /* a class with no images in this split */
+        char **files;
+        int nf;
+        if ((rc = list_dir(dir, 0, &files, &nf)) != DT_OK)
+            break;
+        for (int i = 0; i < nf && rc == DT_OK; i++) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 4096;
+                item *q = realloc(v, (size_t)cap * sizeof *q);
+                if (!q) {
+                    rc = DT_ERR_NOMEM;
+                    break;
+                }
+                v = q;
+            }
+            item *it = &v[n];
+            memset(it, 0, sizeof *it);
+            size_t lp = strlen(dir) + strlen(files[i]) + 2, ln = strlen(classes[c]) + strlen(files[i]) + 2;
+            it->path = malloc(lp);
+            it->name = malloc(ln);
+            if (!it->path || !it->name) {
+                free(it->path);
+                free(it->name);
+                rc = DT_ERR_NOMEM;
+                break;
+            }
+            snprintf(it->path, lp, "%s/%s", dir, files[i]);
+            snprintf(it->name, ln, "%s/%s", classes[c], files[i]);
+            it->label = c;
+            n++;
+        }
+        free_list(files, nf);
+    }
+    *out = v;
+    *n_out = n;
+    return rc;
+}
+
+static int pack_tree_split(const char *src, const char *split, char **classes, int n_classes, const dt_pack_opts *o,
+                           dt_pack_stats *st)
+{
+    char root[4096];
+    snprintf(root, sizeof root, "%s/%s", src, split);
+    item *items;
+    int64_t n;
+    int rc = list_split(root, classes, n_classes, &items, &n);
+    if (rc == DT_OK && n == 0) {
+        dt_error("%s: no image files under its class folders", root);
+        rc = DT_ERR_INPUT;
+    }
+    dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_ENCODED, .num_classes = n_classes,
+                          .classes = (const char *const *)classes, .source = root};
+    split_out so;
+    if (rc == DT_OK)
+        rc = split_begin(&so, &spec, o);
+    if (rc != DT_OK) {
+        for (int64_t i = 0; i < n; i++) {
+            free(items[i].path);
+            free(items[i].name);
+        }
+        free(items);
+        return rc;
+    }
+    progress pg = {.what = split, .total = n, .start = now(), .on = o->progress};
+    int threads = o->threads;
+#ifdef _OPENMP
+    if (threads < 1)
+        threads = omp_get_max_threads();
+#else
+    threads = 1;
+#endif
+    const int64_t chunk = 64 * (int64_t)threads;
+    for (int64_t c0 = 0; c0 < n && rc == DT_OK; c0 += chunk) {
+        int64_t c1 = c0 + chunk < n ? c0 + chunk : n;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (int64_t i = c0; i < c1; i++)
+            process_item(&items[i], o);
+        for (int64_t i = c0; i < c1; i++) { /* in order: the same shards whatever the thread count */
+            item *it = &items[i];
+            if (rc == DT_OK && it->what < 0) {
+                st->skipped++;
+                if (pg.on)
+                    fputc('\n', stderr);
+                if (o->strict) {
+                    dt_error("%s: %s (--strict: stopping)", it->path, it->err);
+                    rc = DT_ERR_INPUT;
+                } else {
+                    dt_warn("%s: skipped: %s", it->path, it->err);
+                }
+            } else if (rc == DT_OK) {
+                int64_t *cnt[] = {&st->passed, &st->converted_png, &st->converted_gray, &st->converted_cmyk,
+                                  &st->resized};
+                (*cnt[it->what])++;
+                rc = split_add(&so, it->bytes, it->n, it->label, it->name, st);
+            }
+            free(it->bytes);
+            free(it->path);
+            free(it->name);
+            it->bytes = NULL;
+        }
+        pg.done = c1;
+        progress_show(&pg, 0);
+    }
+    progress_show(&pg, 1);
+    free(items);
+    return split_end(&so, st, rc == DT_OK) == DT_OK && rc == DT_OK ? DT_OK : (rc ? rc : DT_ERR_INPUT);
+}
+
+int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const dt_pack_opts *o, dt_pack_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    DT_TRY(make_dir(o->out));
+    char root[4096];
+    snprintf(root, sizeof root, "%s/%s", src, splits[0]);
+    char **classes;
+    int n_classes;
+    DT_TRY(list_dir(root, 1, &classes, &n_classes));
+    if (n_classes == 0) {
+        dt_error("%s: no class folders (expected %s/<class>/<image files>)", root, root);
+        free_list(classes, n_classes);
+        return DT_ERR_INPUT;
+    }
+    int rc = DT_OK;
+    for (int s = 1; s < n_splits && rc == DT_OK; s++) { /* later splits: only the first split's classes */
+        char r2[4096];
+        snprintf(r2, sizeof r2, "%s/%s", src, splits[s]);
+        char **c2;
+        int n2;
+        if ((rc = list_dir(r2, 1, &c2, &n2)) != DT_OK)
+            break;
+        for (int i = 0; i < n2 && rc == DT_OK; i++)
+            if (!bsearch(&c2[i], classes, (size_t)n_classes, sizeof *classes, cmp_str)) {
+                dt_error("%s/%s: class '%s' is not among the %d classes of %s", r2, c2[i], c2[i], n_classes, root);
+                rc = DT_ERR_INPUT;
+            }
+        free_list(c2, n2);
+    }
+    for (int s = 0; s < n_splits && rc == DT_OK; s++)
+        rc = pack_tree_split(src, splits[s], classes, n_classes, o, st);
+    free_list(classes, n_classes);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* IDX (MNIST, Fashion-MNIST)                                                                     */
+
+static gzFile open_gz(const char *dir, const char *base, char *path, size_t n)
+{
+    snprintf(path, n, "%s/%s.gz", dir, base);
+    if (access(path, R_OK) != 0)
+        snprintf(path, n, "%s/%s", dir, base);
+    return gzopen(path, "rb");
+}
+
+static int gz_read_all(gzFile f, const char *path, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n) {
+        unsigned want = n > (1u << 30) ? 1u << 30 : (unsigned)n;
+        int got = gzread(f, p, want);
+        if (got <= 0) {
+            int e;
+            const char *msg = gzerror(f, &e);
+            dt_error("%s: %s", path, got == 0 ? "truncated: the header promises more data" : msg);
+            return DT_ERR_INPUT;
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+    return DT_OK;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int pack_idx_split(const char *src, const char *prefix, const char *split, const char *const *classes,
+                          const dt_pack_opts *o, dt_pack_stats *st)
+{
+    char pi[4200], pl[4200], base[64];
+    snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
+    gzFile fi = open_gz(src, base, pi, sizeof pi);
+    snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
+    gzFile fl = open_gz(src, base, pl, sizeof pl);
+    int rc = DT_OK;
+    uint8_t hi[16], hl[8], *pix = NULL, *lab = NULL;
+    if (!fi || !fl) {
+        dt_error("%s: cannot open: %s", !fi ? pi : pl, strerror(errno));
+        rc = DT_ERR_INPUT;
+        goto out;
+    }
+    if ((rc = gz_read_all(fi, pi, hi, 16)) || (rc = gz_read_all(fl, pl, hl, 8)))
+        goto out;
+    uint32_t n = be32(hi + 4), rows = be32(hi + 8), cols = be32(hi + 12), nl = be32(hl + 4);
+    if (be32(hi) != 0x803 || be32(hl) != 0x801) {
+        dt_error("%s: not an IDX %s file (magic %08x, expected %08x)", be32(hi) != 0x803 ? pi : pl,
+                 be32(hi) != 0x803 ? "ubyte image" : "ubyte label", be32(hi) != 0x803 ? be32(hi) : be32(hl),
+                 be32(hi) != 0x803 ? 0x803u : 0x801u);
+        rc = DT_ERR_INPUT;
+        goto out;
+    }
+    if (n != nl || n == 0 || rows == 0 || cols == 0 || rows > 4096 || cols > 4096) {
+        dt_error("%s: %u images of %ux%u with %u labels in %s: counts must agree and sizes be 1..4096", pi, n, rows,
+                 cols, nl, pl);
+        rc = DT_ERR_INPUT;
+        goto out;
+    }
+    size_t img = (size_t)rows * cols;
+    pix = malloc(img * n);
+    lab = malloc(n);
+    if (!pix || !lab) {
+        rc = DT_ERR_NOMEM;
+        goto out;
+    }
+    if ((rc = gz_read_all(fi, pi, pix, img * n)) || (rc = gz_read_all(fl, pl, lab, n)))
+        goto out;
+    for (uint32_t i = 0; i < n; i++)
+        if (lab[i] > 9) {
+            dt_error("%s: label %u of image %u is outside 0..9", pl, lab[i], i);
+            rc = DT_ERR_INPUT;
+            goto out;
+        }
+    dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_RAW, .num_classes = 10, .classes = classes,
+                          .h = (int)rows, .w = (int)cols, .c = 1, .source = pi};
+    split_out so;
+    if ((rc = split_begin(&so, &spec, o)))
+        goto out;
+    for (uint32_t i = 0; i < n && rc == DT_OK; i++) {
+        rc = split_add(&so, pix + (size_t)i * img, img, lab[i], NULL, st);
+        st->passed++;
+    }
+    rc = split_end(&so, st, rc == DT_OK) ? (rc ? rc : DT_ERR_INPUT) : rc;
+out:
+    if (fi)
+        gzclose(fi);
+    if (fl)
+        gzclose(fl);
+    free(pix);
+    free(lab);
+    return rc;
+}
+
+int dt_pack_idx(const char *src, int fashion, const dt_pack_opts *o, dt_pack_stats *st)
+{
+    static const char *const fashion_names[] = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+    static const char *const digits[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
+    memset(st, 0, sizeof *st);
+    DT_TRY(make_dir(o->out));
+    const char *const *cls = fashion ? fashion_names : digits;
+    DT_TRY(pack_idx_split(src, "train", "train", cls, o, st));
+    return pack_idx_split(src, "t10k", "val", cls, o, st);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* CIFAR-10                                                                                       */
+
+static int pack_cifar_split(const char *src, const char *const *files, int n_files, const char *split,
+                            const char *const *classes, const dt_pack_opts *o, dt_pack_stats *st)
+{
+    enum { REC = 1 + 3 * 1024 };
+    dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_RAW, .num_classes = 10, .classes = classes,
+                          .h = 32, .w = 32, .c = 3, .source = src};
+    split_out so;
+    DT_TRY(split_begin(&so, &spec, o));
+    int rc = DT_OK;
+    uint8_t rec[REC], hwc[3 * 1024];
+    for (int f = 0; f < n_files && rc == DT_OK; f++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", src, files[f]);
+        FILE *fp = fopen(path, "rb");
+        if (!fp) {
+            dt_error("%s: cannot open: %s", path, strerror(errno));
+            rc = DT_ERR_INPUT;
+            break;
+        }
+        for (int64_t i = 0; rc == DT_OK; i++) {
+            size_t got = fread(rec, 1, REC, fp);
+            if (got == 0 && feof(fp))
+                break;
+            if (got != REC) {
+                dt_error("%s: record %lld is cut short (%zu of %d bytes)", path, (long long)i, got, (int)REC);
+                rc = DT_ERR_INPUT;
+            } else if (rec[0] > 9) {
+                dt_error("%s: record %lld has label %u, outside 0..9", path, (long long)i, rec[0]);
+                rc = DT_ERR_INPUT;
+            } else {
+                for (int p = 0; p < 1024; p++) /* planes R, G, B -> interleaved */
+                    for (int ch = 0; ch < 3; ch++)
+                        hwc[p * 3 + ch] = rec[1 + ch * 1024 + p];
+                rc = split_add(&so, hwc, sizeof hwc, rec[0], NULL, st);
+                st->passed++;
+            }
+        }
+        fclose(fp);
+    }
+    int rc2 = split_end(&so, st, rc == DT_OK);
+    return rc ? rc : rc2;
+}
+
+int dt_pack_cifar10(const char *src, const dt_pack_opts *o, dt_pack_stats *st)
+{
+    static const char *const train[] = {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin",
+                                        "data_batch_4.bin", "data_batch_5.bin"};
+    static const char *const test[] = {"test_batch.bin"};
+    const char *names[10] = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+    char buf[10][64];
+    memset(st, 0, sizeof *st);
+    DT_TRY(make_dir(o->out));
+    char meta[4200];
+    snprintf(meta, sizeof meta, "%s/batches.meta.txt", src);
+    FILE *m = fopen(meta, "r");
+    if (m) { /* the class names the batches come with, when present */
+        int k = 0;
+        char line[128];
+        while (k < 10 && fgets(line, sizeof line, m)) {
+            line[strcspn(line, "\r\n")] = 0;
+            if (*line)
+                snprintf(buf[k++], sizeof buf[0], "%.63s", line);
+        }
+        fclose(m);
+        for (int i = 0; k == 10 && i < 10; i++)
+            names[i] = buf[i];
+    }
+    DT_TRY(pack_cifar_split(src, train, 5, "train", names, o, st));
+    return pack_cifar_split(src, test, 1, "val", names, o, st);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+
+int dt_pack_verify(const char *dir)
+{
+    dt_manifest_entry *e;
+    int n;
+    DT_TRY(dt_manifest_read(dir, &e, &n));
+    int rc = DT_OK;
+    for (int i = 0; i < n && rc == DT_OK; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++)
+            seen = seen || !strcmp(e[j].split, e[i].split);
+        if (seen)
+            continue;
+        dt_dataset ds;
+        if ((rc = dt_dataset_open(&ds, dir, e[i].split, 1)) != DT_OK)
+            break;
+        printf("%s: split %s: %lld images of %d classes in %d shards, every CRC-32 matches\n", dir, e[i].split,
+               (long long)ds.count, ds.num_classes, ds.n_shards);
+        dt_dataset_close(&ds);
+    }
+    free(e);
+    return rc;
+}
