@@ -17,6 +17,8 @@
 #include <jerror.h>
 #include <png.h>
 
+#include "util/clones.h"
+
 /* Images with more pixels than this are refused before anything is allocated for them. */
 #define MAX_PIXELS ((uint64_t)1 << 28)
 
@@ -36,6 +38,9 @@ static int is_jpeg(const uint8_t *buf, size_t len)
     return len >= 2 && buf[0] == 0xFF && buf[1] == 0xD8;
 }
 
+/* 1 for JPEG bytes; else 0 with "empty input" or "not a JPEG" in err */
+static int jpeg_or_say(const uint8_t *buf, size_t len, char *err, size_t errlen);
+
 static int is_png(const uint8_t *buf, size_t len)
 {
     static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
@@ -43,6 +48,14 @@ static int is_png(const uint8_t *buf, size_t len)
 }
 
 /* the reason for input that is neither a JPEG nor a PNG */
+static int jpeg_or_say(const uint8_t *buf, size_t len, char *err, size_t errlen)
+{
+    if (is_jpeg(buf, len))
+        return 1;
+    set_err(err, errlen, "%s", len == 0 ? "empty input" : "not a JPEG");
+    return 0;
+}
+
 static void unknown_format(const uint8_t *buf, size_t len, char *err, size_t errlen)
 {
     if (len == 0)
@@ -178,8 +191,8 @@ static int rs_make_plan(int w, int h, const double box[4], int ow, int oh, rs_pl
     int ok = add_aligned(&t, (uint64_t)ow * p->ksx * sizeof(int32_t)) && add_aligned(&t, (uint64_t)ow * 2 * sizeof(int))
              && add_aligned(&t, (uint64_t)oh * p->ksy * sizeof(int32_t))
              && add_aligned(&t, (uint64_t)oh * 2 * sizeof(int)) && add_aligned(&t, (uint64_t)kmax * sizeof(double))
-             && add_aligned(&t, (uint64_t)ow * 3 * sizeof(int32_t)) /* vertical accumulators */
-             && add_aligned(&t, (uint64_t)ow * h * 3);              /* horizontal pass output */
+             && add_aligned(&t, (uint64_t)ow * h * 3)  /* horizontal pass output */
+             && add_aligned(&t, (uint64_t)ow * 3 * sizeof(int32_t)); /* vertical pass sums */
     if (!ok)
         return -1;
     p->need = t;
@@ -187,6 +200,7 @@ static int rs_make_plan(int w, int h, const double box[4], int ow, int oh, rs_pl
 }
 
 /* horizontal pass over rows [row0, row0 + nrows) of src (w wide) into dst (ow wide, nrows rows) */
+DT_CLONES
 static void rs_horizontal(const uint8_t *src, int w, int row0, int nrows, uint8_t *dst, int ow, const int *bounds,
                           const int32_t *kk, int ksize)
 {
@@ -210,27 +224,34 @@ static void rs_horizontal(const uint8_t *src, int w, int row0, int nrows, uint8_
     }
 }
 
-/* vertical pass: src rows are numbered from row0 (w wide); acc holds w * 3 int32 */
+/* vertical pass: src rows are numbered from row0 (w wide). Each output row sums whole input rows
+ * into acc (w * 3 int32), so the inner loop runs along a row and vectorises (widening multiply-add). */
+DT_CLONES
 static void rs_vertical(const uint8_t *src, int w, int row0, uint8_t *dst, int oh, const int *bounds,
-                        const int32_t *kk, int ksize, int32_t *acc)
+                        const int32_t *kk, int ksize, int32_t *restrict acc)
 {
     size_t n3 = (size_t)w * 3;
     for (int yy = 0; yy < oh; yy++) {
         const int32_t *k = kk + (size_t)yy * ksize;
-        int first = bounds[2 * yy] - row0, n = bounds[2 * yy + 1];
+        int n = bounds[2 * yy + 1];
+        const uint8_t *base = src + (size_t)(bounds[2 * yy] - row0) * n3;
+        uint8_t *restrict o = dst + (size_t)yy * n3;
+#pragma omp simd
         for (size_t c = 0; c < n3; c++)
             acc[c] = RS_HALF;
-        /* row by row so that the inner loop runs along memory (integer sums: same result as PIL's
-         * column-wise order) */
         for (int y = 0; y < n; y++) {
-            const uint8_t *row = src + (size_t)(first + y) * n3;
+            const uint8_t *restrict p = base + (size_t)y * n3;
             int32_t ky = k[y];
+#pragma omp simd
             for (size_t c = 0; c < n3; c++)
-                acc[c] += row[c] * ky;
+                acc[c] += p[c] * ky;
         }
-        uint8_t *o = dst + (size_t)yy * n3;
-        for (size_t c = 0; c < n3; c++)
-            o[c] = clip8(acc[c]);
+#pragma omp simd
+        for (size_t c = 0; c < n3; c++) { /* clip8, branch-free */
+            int32_t v = acc[c] >> RS_PREC;
+            v = v < 0 ? 0 : v;
+            o[c] = (uint8_t)(v > 255 ? 255 : v);
+        }
     }
 }
 
@@ -253,9 +274,9 @@ static void rs_run(const uint8_t *src, int w, int h, const double box[4], uint8_
     add_aligned(&off, (uint64_t)oh * 2 * sizeof(int));
     double *tmp = (double *)(void *)(work + off);
     add_aligned(&off, (uint64_t)(p->ksx > p->ksy ? p->ksx : p->ksy) * sizeof(double));
-    int32_t *acc = (int32_t *)(void *)(work + off);
-    add_aligned(&off, (uint64_t)ow * 3 * sizeof(int32_t));
     uint8_t *mid = work + off;
+    add_aligned(&off, (uint64_t)ow * h * 3);
+    int32_t *acc = (int32_t *)(void *)(work + off);
 
     if (p->need_h)
         rs_coeffs(w, box[0], box[2], ow, p->ksx, bx, kx, tmp);
@@ -329,6 +350,17 @@ static void jf_emit_message(j_common_ptr c, int level)
 {
     if (level >= 0) /* trace messages */
         return;
+    switch (c->err->msg_code) {
+    /* warnings about markers, not image data: the pixels are intact (ImageNet has files with
+     * bytes between markers, which PIL and torchvision read without a word) */
+    case JWRN_EXTRANEOUS_DATA:
+    case JWRN_JFIF_MAJOR:
+    case JWRN_ADOBE_XFORM:
+    case JWRN_BOGUS_ICC:
+        c->err->num_warnings++;
+        return;
+    default: break;
+    }
     jpeg_fail *f = (jpeg_fail *)(void *)c->err;
     f->corrupt = 1;
     (*c->err->format_message)(c, f->msg);
@@ -547,13 +579,8 @@ int dt_jpeg_size(const uint8_t *buf, size_t len, int *w, int *h, char *err, size
 {
     if (!buf)
         len = 0;
-    if (!is_jpeg(buf, len)) {
-        if (len == 0)
-            set_err(err, errlen, "empty input");
-        else
-            set_err(err, errlen, "not a JPEG");
+    if (!jpeg_or_say(buf, len, err, errlen))
         return -1;
-    }
     jdec d;
     jdec_init(&d);
     int rc = jdec_size(&d, buf, len, w, h);
@@ -633,9 +660,12 @@ static int jdec_box(jdec *d, const box_job *j)
     size_t in_row = (size_t)(sx0 - xoff); /* where the box starts in a decoded row */
     int comps = ci->output_components, cmyk = ci->out_color_space == JCS_CMYK;
 
-    /* scratch: the decoded box, one decoded row, the resampler's memory */
+    /* The box's exact edges in scaled pixels, relative to the decoded region, are resampled as PIL's
+     * resize(box=...) does: rounding them out to whole scaled pixels would shift and stretch the crop
+     * by up to denom - 1 source pixels. At scale 1 they are whole: the same as resizing the crop. */
     double rbox[4] = {(double)x0 / denom - (double)sx0, (double)y0 / denom - (double)sy0,
                       (double)x1 / denom - (double)sx0, (double)y1 / denom - (double)sy0};
+    /* scratch: the decoded box, one decoded row, the resampler's memory */
     rs_plan plan;
     if (rs_make_plan(sw, sh, rbox, j->out_w, j->out_h, &plan) != 0)
         return jdec_fail(d, "cannot resample a %dx%d box to %dx%d", sw, sh, j->out_w, j->out_h);
@@ -694,13 +724,8 @@ int dt_jpeg_decode_box(const uint8_t *buf, size_t len, dt_box box, int out_w, in
         set_err(err, errlen, "bad arguments: output %dx%d", out_w, out_h);
         return -1;
     }
-    if (!is_jpeg(buf, len)) {
-        if (len == 0)
-            set_err(err, errlen, "empty input");
-        else
-            set_err(err, errlen, "not a JPEG");
+    if (!jpeg_or_say(buf, len, err, errlen))
         return -1;
-    }
     if (box.w <= 0 || box.h <= 0) {
         set_err(err, errlen, "empty box %dx%d", box.w, box.h);
         return -1;
@@ -818,7 +843,10 @@ int dt_jpeg_encode(const uint8_t *rgb, int w, int h, int quality, uint8_t **out,
     e.dest.pub.init_destination = md_init;
     e.dest.pub.empty_output_buffer = md_empty;
     e.dest.pub.term_destination = md_term;
-    e.dest.cap = (size_t)w * h / 2 + 4096; /* most images fit: one growth at worst */
+    /* a quarter byte per pixel fits most photos at usual qualities; it doubles when not */
+    e.dest.cap = (size_t)w * h / 4 + 4096;
+    if (e.dest.cap > ((size_t)1 << 26))
+        e.dest.cap = (size_t)1 << 26;
     e.dest.buf = malloc(e.dest.cap);
     if (!e.dest.buf) {
         set_err(err, errlen, "out of memory");

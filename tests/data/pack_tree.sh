@@ -1,8 +1,9 @@
 #!/bin/sh
 # pack_tree.sh: dtpack on a small ImageNet-style tree made from a real photo (Debian's
-# python-matplotlib-data) with ImageNet's quirks: a PNG named .JPEG, CMYK, grayscale and
-# progressive JPEGs are stored as RGB JPEGs, the truncated and the empty file are reported by path
-# and skipped (fatal with --strict), and h5py reads back the classes, labels, names and pixels.
+# python-matplotlib-data) with ImageNet's quirks: a PNG named .JPEG, CMYK and grayscale JPEGs
+# become RGB JPEGs, progressive ones and one with stray bytes before its end marker are stored as
+# they are, the truncated and the empty file are reported by path and skipped (fatal with
+# --strict), and h5py reads back the classes, labels, names and pixels.
 . "$top_srcdir/tests/common.sh"
 photo=/usr/share/matplotlib/mpl-data/sample_data/grace_hopper.jpg
 [ -f "$photo" ] || skip "no sample photo at $photo (Debian: python-matplotlib-data)"
@@ -15,7 +16,7 @@ expect_status 0 "$DTPACK" imagenet "$DT_TMP/src" -o "$DT_TMP/sh" --threads 2
 cat "$DT_TMP/out" "$DT_TMP/err"
 grep -q "truncated.JPEG: skipped: Premature end of JPEG file" "$DT_TMP/err" || fail "the truncated file is not reported by path"
 grep -q "empty.JPEG: skipped: empty file" "$DT_TMP/err" || fail "the empty file is not reported by path"
-grep -q "dtpack imagenet: 22 images in 2 shards" "$DT_TMP/out" || fail "summary: expected 22 images (16 train, 6 val) in 2 shards"
+grep -q "dtpack imagenet: 23 images in 2 shards" "$DT_TMP/out" || fail "summary: expected 23 images (17 train, 6 val) in 2 shards"
 grep -q "1 PNG, 1 grayscale and 1 CMYK converted to RGB JPEG, 0 resized, 2 skipped" "$DT_TMP/out" ||
   fail "summary: the conversions and skips are not counted"
 pass "packed, quirks converted, bad files reported and counted"

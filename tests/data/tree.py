@@ -3,7 +3,8 @@
 
   tree.py make PHOTO SRC      SRC/{train,val}/<wnid>/<files> from crops of a real photo, plus the
                               quirks ImageNet has: a PNG named .JPEG, CMYK, grayscale and
-                              progressive JPEGs, a truncated one and an empty one
+                              progressive JPEGs, one with extraneous bytes before its end marker,
+                              a truncated one and an empty one
   tree.py check SRC OUT       reads dtpack's shards in OUT with h5py and checks them against SRC
 Exits non-zero with a message on the first mismatch.
 """
@@ -41,6 +42,8 @@ def make(photo, src):
     base.save(buf, format="JPEG", quality=90)
     open(os.path.join(q, "truncated.JPEG"), "wb").write(buf.getvalue()[: len(buf.getvalue()) // 2])
     open(os.path.join(q, "empty.JPEG"), "wb").close()
+    jpg = buf.getvalue()  # bytes between the data and the end marker: libjpeg warns, the pixels are intact
+    open(os.path.join(q, "extraneous.JPEG"), "wb").write(jpg[:-2] + b"\x00\x01\x02" + jpg[-2:])
     open(os.path.join(q, ".hidden.JPEG"), "wb").write(buf.getvalue())  # hidden: ignored
 
 

@@ -7,15 +7,7 @@
 #include <stdint.h>
 
 #include "nn/backend.h"
-
-/* DT_CLONES before a hot kernel's definition: copies for AVX-512 (x86-64-v4), AVX2 (v3) and the
- * baseline, one picked at load time (configure checks the compiler can). Loops vectorise for the
- * machine the program runs on, not the one it was built for. */
-#ifdef HAVE_TARGET_CLONES
-#define DT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define DT_CLONES
-#endif
+#include "util/clones.h"
 
 /* OpenMP thread count and id inside a parallel region (1 and 0 without OpenMP) */
 int dt_omp_threads(void);
