@@ -1,0 +1,171 @@
+/* comm.c: the communicator interface's common parts and the one-rank communicator (comm.h). */
+#include "config.h"
+
+#include "dist/comm.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/log.h"
+
+size_t dt_dtype_size(dt_dtype t)
+{
+    switch (t) {
+    case DT_FLOAT16:
+    case DT_BFLOAT16: return 2;
+    case DT_FLOAT64:
+    case DT_INT64: return 8;
+    case DT_UINT8: return 1;
+    default: return 4;
+    }
+}
+
+const char *dt_dtype_name(dt_dtype t)
+{
+    static const char *const n[] = {"float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8"};
+    return (unsigned)t < sizeof n / sizeof *n ? n[t] : "?";
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+uint16_t dt_f32_to_bf16(float f)
+{
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1); /* round to nearest even */
+    return (uint16_t)(u >> 16);
+}
+
+float dt_bf16_to_f32(uint16_t h)
+{
+    return bits_f32((uint32_t)h << 16);
+}
+
+uint16_t dt_f32_to_f16(float f)
+{
+    uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) /* NaN */
+        return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u) /* rounds to 65520 or more: infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) { /* below 2^-14: a subnormal half (or zero), rounded to nearest even */
+        float v = bits_f32(a) * 16777216.0f; /* scaled by 2^24: the half's integer mantissa */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(v));
+    }
+    uint32_t r = a + 0xfffu + ((a >> 13) & 1); /* round the 13 dropped bits to nearest even */
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+float dt_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
+    if (e == 0) /* zero or subnormal: m * 2^-24 */
+        return bits_f32(sign) + (sign ? -1.0f : 1.0f) * (float)m * 5.9604644775390625e-8f;
+    if (e == 31)
+        return bits_f32(sign | 0x7f800000u | (m << 13));
+    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
+}
+
+/* ---- one rank ---------------------------------------------------------------------------------- */
+
+static int self_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
+{
+    (void)op;
+    c->n_ops++;
+    if (send != recv)
+        memcpy(recv, send, count * dt_dtype_size(t));
+    return DT_OK;
+}
+
+static int self_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int root)
+{
+    (void)buf;
+    (void)count;
+    (void)t;
+    c->n_ops++;
+    if (root != 0) {
+        dt_error("broadcast from rank %d in a world of 1", root);
+        return DT_ERR_STATE;
+    }
+    return DT_OK;
+}
+
+static int self_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t)
+{
+    c->n_ops++;
+    if (send != recv)
+        memcpy(recv, send, count * dt_dtype_size(t));
+    return DT_OK;
+}
+
+static int self_barrier(dt_comm *c)
+{
+    c->n_ops++;
+    return DT_OK;
+}
+
+static void self_destroy(dt_comm *c)
+{
+    (void)c;
+}
+
+static const dt_comm_ops self_ops = {"self", self_allreduce, self_broadcast, self_allgather, self_barrier,
+                                     self_destroy};
+
+int dt_comm_self(dt_comm **out)
+{
+    dt_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return DT_ERR_NOMEM;
+    c->ops = &self_ops;
+    c->size = 1;
+    *out = c;
+    return DT_OK;
+}
+
+int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s)
+{
+    *c = NULL;
+    if (l->size == 1)
+        return dt_comm_self(c);
+    if (l->kind == DT_LAUNCH_MPI)
+        return dt_comm_mpi(c, timeout_s);
+    dt_error("%d ranks started by %s have no way to reduce host buffers: for CPU training start under MPI "
+             "(srun --mpi=pmix, or mpirun)",
+             l->size, dt_launch_kind_name(l->kind));
+    return DT_ERR_STATE;
+}
+
+void dt_comm_free(dt_comm *c)
+{
+    if (!c)
+        return;
+    c->ops->destroy(c);
+    free(c);
+}
+
+#ifndef HAVE_MPI
+int dt_comm_mpi(dt_comm **c, double timeout_s)
+{
+    (void)timeout_s;
+    *c = NULL;
+    dt_error("this dtrain was built without MPI (configure --with-mpi)");
+    return DT_ERR_STATE;
+}
+#endif

@@ -1,0 +1,65 @@
+/* comm.h: collective operations behind one small interface, with three implementations:
+ *   self  world size 1: every operation is a copy or nothing;
+ *   mpi   host buffers through MPI (non-blocking collectives polled against a deadline);
+ *   nccl  device buffers through NCCL (CUDA builds), on its own stream.
+ * Every operation either completes or fails within the communicator's timeout: a rank that died
+ * or stalls makes the others fail with one line naming the operation and the step, never hang.
+ * fp16 and bf16 are reduced in fp32 on hosts (MPI has no such types), with correct rounding. */
+#ifndef DT_DIST_COMM_H
+#define DT_DIST_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dist/dt.h"
+#include "dist/launch.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* dt_dtype and dt_redop come from the public dt.h */
+size_t dt_dtype_size(dt_dtype t);
+const char *dt_dtype_name(dt_dtype t);
+
+typedef struct dt_comm dt_comm;
+
+typedef struct dt_comm_ops {
+    const char *name;
+    /* recv = op over ranks of send (count elements); send == recv is allowed (in place) */
+    int (*allreduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op);
+    int (*broadcast)(dt_comm *c, void *buf, size_t count, dt_dtype t, int root);
+    /* recv[rank * count ...] = each rank's send */
+    int (*allgather)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t);
+    int (*barrier)(dt_comm *c);
+    void (*destroy)(dt_comm *c);
+} dt_comm_ops;
+
+struct dt_comm {
+    const dt_comm_ops *ops;
+    int rank, size;
+    double timeout_s;       /* every operation's deadline */
+    int64_t step;           /* the training step, for messages (set by the caller) */
+    uint64_t n_ops;         /* operations so far (the same sequence on every rank) */
+    void *impl;
+};
+
+/* World size 1. */
+int dt_comm_self(dt_comm **c);
+/* MPI_COMM_WORLD (the launch must be DT_LAUNCH_MPI). */
+int dt_comm_mpi(dt_comm **c, double timeout_s);
+/* The communicator a launch gives for host (CPU) buffers: self for one rank, MPI under MPI; other
+ * launches get DT_ERR_STATE with a line saying how to start (srun --mpi=pmix or mpirun). */
+int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s);
+void dt_comm_free(dt_comm *c);
+
+/* float <-> half and bfloat16, round to nearest even (NaN stays NaN) */
+uint16_t dt_f32_to_f16(float f);
+float dt_f16_to_f32(uint16_t h);
+uint16_t dt_f32_to_bf16(float f);
+float dt_bf16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

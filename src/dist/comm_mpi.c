@@ -1,0 +1,204 @@
+/* comm_mpi.c: the MPI communicator (comm.h). Collectives are MPI's non-blocking ones, tested in a
+ * loop against the communicator's deadline: a rank that died or stalls turns into a timeout with
+ * one line (the operation, its size, the step), never a hang. A timeout leaves a collective
+ * pending, which no MPI call can cancel, so the process must not call MPI_Finalize afterwards:
+ * dt_comm_mpi_abort ends the job instead. */
+#include "config.h"
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/comm.h"
+#include "util/check.h"
+#include "util/log.h"
+
+typedef struct mpi_impl {
+    float *tmp; /* fp16/bf16 reductions in fp32 */
+    size_t tmp_n;
+    int failed; /* a timeout left a collective pending */
+} mpi_impl;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static MPI_Datatype mpi_type(dt_dtype t)
+{
+    switch (t) {
+    case DT_FLOAT64: return MPI_DOUBLE;
+    case DT_INT32: return MPI_INT32_T;
+    case DT_INT64: return MPI_INT64_T;
+    case DT_UINT8: return MPI_UINT8_T;
+    default: return MPI_FLOAT;
+    }
+}
+
+static MPI_Op mpi_op(dt_redop op)
+{
+    return op == DT_MAX ? MPI_MAX : op == DT_MIN ? MPI_MIN : MPI_SUM;
+}
+
+/* Tests req until it completes or the deadline passes. Spins briefly (small collectives finish in
+ * microseconds), then sleeps between tests so that a waiting thread leaves the cores to compute. */
+static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t count, dt_dtype t)
+{
+    double start = now(), deadline = start + c->timeout_s;
+    char desc[96];
+    if (count)
+        snprintf(desc, sizeof desc, "%s of %zu %s", what, count, dt_dtype_name(t));
+    else
+        snprintf(desc, sizeof desc, "%s", what);
+    for (long i = 0;; i++) {
+        int done = 0;
+        int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) {
+            dt_error("%s (operation %llu, step %lld) failed: %s", desc, (unsigned long long)c->n_ops,
+                     (long long)c->step, dt_errstr_mpi(rc, 0));
+            ((mpi_impl *)c->impl)->failed = 1;
+            return DT_ERR_MPI;
+        }
+        if (done)
+            return DT_OK;
+        if (i > 200) {
+            double t_now = now();
+            if (t_now > deadline) {
+                dt_error("%s (operation %llu, step %lld) did not complete within %.0f s: another rank died or "
+                         "stalls (see its log; --comm-timeout sets the limit)",
+                         desc, (unsigned long long)c->n_ops, (long long)c->step, c->timeout_s);
+                ((mpi_impl *)c->impl)->failed = 1;
+                return DT_ERR_TIMEOUT;
+            }
+            struct timespec ts = {0, t_now - start < 0.01 ? 20000 : 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
+{
+    mpi_impl *m = c->impl;
+    c->n_ops++;
+    if (count > (size_t)INT32_MAX) {
+        dt_error("allreduce of %zu elements: MPI takes at most %d per call", count, INT32_MAX);
+        return DT_ERR_STATE;
+    }
+    if (op == DT_AVG && (t == DT_INT32 || t == DT_INT64 || t == DT_UINT8)) {
+        dt_error("allreduce: an average of %s is not defined", dt_dtype_name(t));
+        return DT_ERR_STATE;
+    }
+    int half = t == DT_FLOAT16 || t == DT_BFLOAT16;
+    const void *s = send == recv ? MPI_IN_PLACE : send;
+    void *r = recv;
+    if (half) { /* reduce in fp32 */
+        if (count > m->tmp_n) {
+            float *q = realloc(m->tmp, count * sizeof(float));
+            if (!q)
+                return DT_ERR_NOMEM;
+            m->tmp = q;
+            m->tmp_n = count;
+        }
+        const uint16_t *h = send;
+        for (size_t i = 0; i < count; i++)
+            m->tmp[i] = t == DT_FLOAT16 ? dt_f16_to_f32(h[i]) : dt_bf16_to_f32(h[i]);
+        s = MPI_IN_PLACE;
+        r = m->tmp;
+    }
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Iallreduce(s, r, (int)count, mpi_type(t), mpi_op(op), MPI_COMM_WORLD, &req));
+    DT_TRY(wait_deadline(c, &req, "allreduce", count, t));
+    if (op == DT_AVG && !half) {
+        if (t == DT_FLOAT64)
+            for (size_t i = 0; i < count; i++)
+                ((double *)recv)[i] /= c->size;
+        else
+            for (size_t i = 0; i < count; i++)
+                ((float *)recv)[i] /= (float)c->size;
+    }
+    if (half) {
+        uint16_t *h = recv;
+        float scale = op == DT_AVG ? 1.0f / (float)c->size : 1.0f;
+        for (size_t i = 0; i < count; i++)
+            h[i] = t == DT_FLOAT16 ? dt_f32_to_f16(m->tmp[i] * scale) : dt_f32_to_bf16(m->tmp[i] * scale);
+    }
+    return DT_OK;
+}
+
+static int mpi_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int root)
+{
+    c->n_ops++;
+    size_t bytes = count * dt_dtype_size(t);
+    if (bytes > (size_t)INT32_MAX || root < 0 || root >= c->size) {
+        dt_error("broadcast of %zu bytes from rank %d of %d: too large or no such rank", bytes, root, c->size);
+        return DT_ERR_STATE;
+    }
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    return wait_deadline(c, &req, "broadcast", count, t);
+}
+
+static int mpi_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t)
+{
+    c->n_ops++;
+    size_t bytes = count * dt_dtype_size(t);
+    if (bytes > (size_t)INT32_MAX) {
+        dt_error("allgather of %zu bytes per rank: too large for one MPI call", bytes);
+        return DT_ERR_STATE;
+    }
+    const void *s = send;
+    if ((const char *)send == (const char *)recv + (size_t)c->rank * bytes)
+        s = MPI_IN_PLACE;
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Iallgather(s, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req));
+    return wait_deadline(c, &req, "allgather", count, t);
+}
+
+static int mpi_barrier(dt_comm *c)
+{
+    c->n_ops++;
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    return wait_deadline(c, &req, "barrier", 0, DT_UINT8);
+}
+
+static void mpi_destroy(dt_comm *c)
+{
+    mpi_impl *m = c->impl;
+    int failed = m->failed;
+    free(m->tmp);
+    free(m);
+    if (failed) /* a collective is still pending: MPI_Finalize would wait for it forever */
+        MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+static const dt_comm_ops mpi_ops = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_barrier, mpi_destroy};
+
+int dt_comm_mpi(dt_comm **out, double timeout_s)
+{
+    *out = NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        dt_error("MPI communicator asked for before MPI was initialised (not started by mpirun or srun --mpi=pmix?)");
+        return DT_ERR_STATE;
+    }
+    dt_comm *c = calloc(1, sizeof *c);
+    mpi_impl *m = calloc(1, sizeof *m);
+    if (!c || !m) {
+        free(c);
+        free(m);
+        return DT_ERR_NOMEM;
+    }
+    c->ops = &mpi_ops;
+    c->impl = m;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 600;
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    *out = c;
+    return DT_OK;
+}

@@ -1,0 +1,267 @@
+/* launch.c: rank, size and local rank from PMI2, MPI, Slurm's environment or nothing (launch.h). */
+#include "config.h"
+
+#include "dist/launch.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef HAVE_PMI2
+#include <slurm/pmi2.h>
+#endif
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "util/check.h"
+#include "util/cli.h"
+#include "util/log.h"
+
+const char *dt_launch_kind_name(enum dt_launch_kind k)
+{
+    switch (k) {
+    case DT_LAUNCH_PMI2: return "Slurm PMI2";
+    case DT_LAUNCH_MPI: return "MPI";
+    case DT_LAUNCH_SLURM_ENV: return "Slurm environment (no PMI)";
+    case DT_LAUNCH_LOCAL: return "dtrain --nproc-per-node";
+    default: return "single process";
+    }
+}
+
+int dt_pmi_map_rank(const char *map, int size, int rank, int *node, int *local_rank, int *local_size)
+{
+    const char *v = map ? strstr(map, "vector,") : NULL;
+    if (!v || size < 1 || rank < 0 || rank >= size)
+        return -1;
+    v += 7;
+    int *node_of = malloc((size_t)size * sizeof(int));
+    if (!node_of)
+        return -1;
+    int r = 0, progress = 1;
+    while (r < size && progress) { /* the vector repeats until every rank has a node */
+        progress = 0;
+        for (const char *p = strchr(v, '('); p && r < size; p = strchr(p + 1, '(')) {
+            int start, nn, ppn;
+            if (sscanf(p, "(%d,%d,%d)", &start, &nn, &ppn) != 3 || start < 0 || nn < 1 || ppn < 1) {
+                free(node_of);
+                return -1;
+            }
+            for (int k = 0; k < nn * ppn && r < size; k++, r++)
+                node_of[r] = start + k / ppn;
+            progress = 1;
+        }
+    }
+    if (r < size) {
+        free(node_of);
+        return -1;
+    }
+    int lr = 0, ls = 0;
+    for (int i = 0; i < size; i++)
+        if (node_of[i] == node_of[rank]) {
+            lr += i < rank;
+            ls++;
+        }
+    *node = node_of[rank];
+    *local_rank = lr;
+    *local_size = ls;
+    free(node_of);
+    return 0;
+}
+
+/* an integer environment variable: 1 when set and valid, 0 when unset, -1 (logged) when bad */
+static int env_int(const char *name, long min, long max, int *out)
+{
+    const char *s = getenv(name);
+    if (!s)
+        return 0;
+    long v;
+    if (dt_parse_long(name, s, min, max, &v) != DT_OK)
+        return -1;
+    *out = (int)v;
+    return 1;
+}
+
+#ifdef HAVE_PMI2
+static int init_pmi2(dt_launch *l)
+{
+    int spawned = 0, appnum = 0, found = 0;
+    int rc = PMI2_Init(&spawned, &l->size, &l->rank, &appnum);
+    if (rc != PMI2_SUCCESS) {
+        dt_error("PMI2_Init failed (code %d) although PMI_FD is set: is srun's PMI2 plugin working?", rc);
+        return DT_ERR_PMI2;
+    }
+    if (PMI2_Job_GetId(l->jobid, sizeof l->jobid) != PMI2_SUCCESS) {
+        dt_error("PMI2_Job_GetId failed");
+        return DT_ERR_PMI2;
+    }
+    char map[PMI2_MAX_VALLEN] = "";
+    PMI2_Info_GetJobAttr("PMI_process_mapping", map, sizeof map, &found);
+    if (!found || dt_pmi_map_rank(map, l->size, l->rank, &l->node, &l->local_rank, &l->local_size) != 0) {
+        dt_error("PMI2: no usable PMI_process_mapping ('%s') for rank %d of %d", found ? map : "", l->rank, l->size);
+        return DT_ERR_PMI2;
+    }
+    return DT_OK;
+}
+
+int dt_pmi2_bcast_bytes(const dt_launch *l, const char *key, void *buf, int n, int root)
+{
+    static const char hex[] = "0123456789abcdef";
+    char val[PMI2_MAX_VALLEN];
+    if (l->kind != DT_LAUNCH_PMI2 || n < 1 || 2 * n + 1 > (int)sizeof val) {
+        dt_error("PMI2 broadcast of %d bytes under '%s': needs PMI2 and at most %d bytes", n, key,
+                 (int)(sizeof val - 1) / 2);
+        return DT_ERR_STATE;
+    }
+    uint8_t *b = buf;
+    if (l->rank == root) {
+        for (int i = 0; i < n; i++) {
+            val[2 * i] = hex[b[i] >> 4];
+            val[2 * i + 1] = hex[b[i] & 15];
+        }
+        val[2 * n] = 0;
+        if (PMI2_KVS_Put(key, val) != PMI2_SUCCESS) {
+            dt_error("PMI2_KVS_Put of '%s' failed", key);
+            return DT_ERR_PMI2;
+        }
+    }
+    if (PMI2_KVS_Fence() != PMI2_SUCCESS) {
+        dt_error("PMI2_KVS_Fence failed while exchanging '%s'", key);
+        return DT_ERR_PMI2;
+    }
+    int len = 0;
+    if (PMI2_KVS_Get(l->jobid, root, key, val, sizeof val, &len) != PMI2_SUCCESS || len != 2 * n) {
+        dt_error("PMI2_KVS_Get of '%s' from rank %d failed or gave %d characters, expected %d", key, root, len, 2 * n);
+        return DT_ERR_PMI2;
+    }
+    for (int i = 0; i < n; i++) {
+        unsigned v;
+        if (sscanf(val + 2 * i, "%2x", &v) != 1)
+            return DT_ERR_PMI2;
+        b[i] = (uint8_t)v;
+    }
+    return DT_OK;
+}
+#else
+int dt_pmi2_bcast_bytes(const dt_launch *l, const char *key, void *buf, int n, int root)
+{
+    (void)l;
+    (void)buf;
+    (void)n;
+    (void)root;
+    dt_error("PMI2 exchange of '%s': this dtrain was built without PMI2 (configure --with-pmi2)", key);
+    return DT_ERR_STATE;
+}
+#endif
+
+#ifdef HAVE_MPI
+static int init_mpi(dt_launch *l)
+{
+    int provided = 0, inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited)
+        DT_CHECK_MPI(MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided));
+    else
+        MPI_Query_thread(&provided);
+    if (provided < MPI_THREAD_SERIALIZED) {
+        dt_error("MPI gives thread level %d; dtrain's communication thread needs MPI_THREAD_SERIALIZED or more",
+                 provided);
+        return DT_ERR_MPI;
+    }
+    DT_CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &l->rank));
+    DT_CHECK_MPI(MPI_Comm_size(MPI_COMM_WORLD, &l->size));
+    MPI_Comm local; /* the ranks of this node; key = world rank, so local rank 0 is the lowest */
+    DT_CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, l->rank, MPI_INFO_NULL, &local));
+    MPI_Comm_rank(local, &l->local_rank);
+    MPI_Comm_size(local, &l->local_size);
+    /* node index: how many nodes have their lowest rank below this node's lowest rank */
+    int leader = l->local_rank == 0, node = 0;
+    MPI_Exscan(&leader, &node, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (l->rank == 0)
+        node = 0; /* MPI_Exscan leaves rank 0's result undefined */
+    MPI_Bcast(&node, 1, MPI_INT, 0, local);
+    MPI_Comm_free(&local);
+    l->node = node;
+    return DT_OK;
+}
+#endif
+
+int dt_launch_init(dt_launch *l)
+{
+    memset(l, 0, sizeof *l);
+    l->kind = DT_LAUNCH_SINGLE;
+    l->size = 1;
+    l->local_size = 1;
+    int ntasks = 0, r;
+    if (env_int("SLURM_NTASKS", 1, 1 << 24, &ntasks) < 0)
+        return DT_ERR_INPUT;
+    if (getenv("PMI_FD")) {
+#ifdef HAVE_PMI2
+        l->kind = DT_LAUNCH_PMI2;
+        DT_TRY(init_pmi2(l));
+#else
+        dt_error("started by srun with PMI2 (PMI_FD is set) but this dtrain was built without PMI2; "
+                 "rebuild with --with-pmi2 (Debian: libpmi2-0-dev)");
+        return DT_ERR_STATE;
+#endif
+    } else if (getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK")) {
+#ifdef HAVE_MPI
+        l->kind = DT_LAUNCH_MPI;
+        DT_TRY(init_mpi(l));
+#else
+        dt_error("started by mpirun or srun --mpi=pmix but this dtrain was built without MPI; rebuild with --with-mpi");
+        return DT_ERR_STATE;
+#endif
+    } else if ((r = env_int("DT_WORLD_SIZE", 1, 1 << 24, &l->size)) != 0) {
+        if (r < 0 || env_int("DT_RANK", 0, l->size - 1, &l->rank) <= 0 ||
+            env_int("DT_LOCAL_RANK", 0, l->size - 1, &l->local_rank) <= 0) {
+            dt_error("DT_WORLD_SIZE is set but DT_RANK or DT_LOCAL_RANK is missing or out of range");
+            return DT_ERR_INPUT;
+        }
+        l->kind = DT_LAUNCH_LOCAL;
+        l->local_size = l->size;
+    } else if (ntasks > 1) {
+        l->kind = DT_LAUNCH_SLURM_ENV;
+        l->size = ntasks;
+        int nodes = 1;
+        if (env_int("SLURM_PROCID", 0, ntasks - 1, &l->rank) <= 0 ||
+            env_int("SLURM_LOCALID", 0, ntasks - 1, &l->local_rank) <= 0 ||
+            env_int("SLURM_NODEID", 0, 1 << 20, &l->node) < 0 || env_int("SLURM_NNODES", 1, 1 << 20, &nodes) < 0) {
+            dt_error("SLURM_NTASKS=%d but SLURM_PROCID or SLURM_LOCALID is missing or out of range", ntasks);
+            return DT_ERR_INPUT;
+        }
+        const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
+        l->local_size = tpn ? atoi(tpn) : ntasks / nodes; /* "2(x2)" or "2,1": the first node's count */
+        if (l->local_size < l->local_rank + 1)
+            l->local_size = l->local_rank + 1;
+        const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+        snprintf(l->jobid, sizeof l->jobid, "%s.%s", job ? job : "0", step ? step : "0");
+        if (l->rank == 0)
+            dt_warn("srun started %d tasks without a PMI server: ranks come from SLURM_PROCID; run srun --mpi=pmi2 "
+                    "(GPU) or --mpi=pmix (CPU, MPI) for a proper launch",
+                    ntasks);
+    }
+    dt_log_set_rank(l->rank, l->size);
+    if (l->rank == 0)
+        dt_info("launch: %s, %d rank%s, %d on this node", dt_launch_kind_name(l->kind), l->size, l->size > 1 ? "s" : "",
+                l->local_size);
+    return DT_OK;
+}
+
+void dt_launch_finalize(dt_launch *l)
+{
+#ifdef HAVE_PMI2
+    if (l->kind == DT_LAUNCH_PMI2)
+        PMI2_Finalize();
+#endif
+#ifdef HAVE_MPI
+    int inited = 0, fin = 0;
+    if (l->kind == DT_LAUNCH_MPI) {
+        MPI_Initialized(&inited);
+        MPI_Finalized(&fin);
+        if (inited && !fin)
+            MPI_Finalize();
+    }
+#endif
+    l->kind = DT_LAUNCH_SINGLE;
+}

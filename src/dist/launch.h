@@ -1,0 +1,49 @@
+/* launch.h: where this process's rank, world size and local rank come from (doc/design.md, "Launch").
+ *
+ *   PMI_FD set                        srun with a PMI2 server: libpmi2, local rank from the job's
+ *                                     PMI_process_mapping
+ *   PMIX_RANK or OMPI_COMM_WORLD_RANK srun --mpi=pmix or mpirun: MPI (local rank from
+ *                                     MPI_Comm_split_type)
+ *   SLURM_NTASKS > 1, neither above   srun without a PMI server: SLURM_PROCID, SLURM_NTASKS,
+ *                                     SLURM_LOCALID, with a warning recommending --mpi=pmi2
+ *   DT_RANK/DT_WORLD_SIZE/...         a worker forked by dtrain --nproc-per-node
+ *   nothing                           a single process
+ * Never a silent singleton: a Slurm step of several tasks always gets its ranks. */
+#ifndef DT_DIST_LAUNCH_H
+#define DT_DIST_LAUNCH_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum dt_launch_kind { DT_LAUNCH_SINGLE, DT_LAUNCH_PMI2, DT_LAUNCH_MPI, DT_LAUNCH_SLURM_ENV, DT_LAUNCH_LOCAL };
+
+typedef struct dt_launch {
+    enum dt_launch_kind kind;
+    int rank, size;
+    int local_rank, local_size; /* among the ranks on this node */
+    int node;                   /* this node's index (0 for a single node) */
+    char jobid[64];             /* PMI2's job id, or Slurm's job.step, or "" */
+} dt_launch;
+
+/* Detects how this process was started and initialises PMI2 or MPI accordingly (MPI with thread
+ * support for a communication thread). DT_OK, or an error after one line (a PMI2 or MPI failure,
+ * inconsistent environment variables). */
+int dt_launch_init(dt_launch *l);
+/* Finalises what dt_launch_init started (PMI2_Finalize, MPI_Finalize). */
+void dt_launch_finalize(dt_launch *l);
+const char *dt_launch_kind_name(enum dt_launch_kind k);
+
+/* PMI_process_mapping, "(vector,(start,nodes,per_node),...)" (the list repeats when it covers
+ * fewer ranks than size): the node, local rank and local size of rank. 0, or -1 when the text
+ * does not parse or does not cover the rank. */
+int dt_pmi_map_rank(const char *map, int size, int rank, int *node, int *local_rank, int *local_size);
+
+/* PMI2 key-value exchange (only with DT_LAUNCH_PMI2): rank `root` publishes n bytes under key
+ * (hex-encoded, n <= 500), everyone fences and reads them. DT_OK or an error after one line. */
+int dt_pmi2_bcast_bytes(const dt_launch *l, const char *key, void *buf, int n, int root);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,44 @@
+#!/bin/sh
+# launch_slurm.sh: rank, size and local rank under a real Slurm cluster (2 nodes, started here):
+# srun with PMI2 (and a 128-byte id through its key-value store), srun without PMI (the Slurm
+# environment, with a warning), srun --mpi=pmix (MPI), and uneven and cyclic task layouts, each
+# checked against what Slurm itself says (SLURM_LOCALID).
+. "$top_srcdir/tests/common.sh"
+. "$top_srcdir/tests/slurm/cluster.sh"
+[ "${DT_HAVE_PMI2:-no}" = yes ] || skip "built without PMI2 (Debian: libpmi2-0-dev)"
+probe="$top_builddir/tests/unit/dist_probe"
+cluster_start
+pass "a 2-node Slurm cluster is up"
+
+# check_layout NAME WANT_KIND WANT_TASKS SRUN_ARGS...: every rank once, its local rank equal to
+# SLURM_LOCALID, local sizes adding up per node, the id received where there is one
+check_layout() {
+  name=$1; kind=$2; n=$3; shift 3
+  expect_status 0 timeout 60 srun "$@" "$probe"
+  sort -n -k2 "$DT_TMP/out" > "$DT_TMP/lines"
+  cat "$DT_TMP/lines"
+  [ "$(grep -c "kind $kind\$" "$DT_TMP/lines")" -eq "$n" ] || fail "$name: expected $n ranks started by '$kind'"
+  [ "$(awk '{print $2}' "$DT_TMP/lines" | sort -n | uniq | tr '\n' ' ')" = "$(seq 0 $((n - 1)) | tr '\n' ' ')" ] ||
+    fail "$name: ranks are not 0..$((n - 1)) once each"
+  awk -v n="$n" '{ split($6, a, "/"); if ($4 != n || a[1] != $10) bad = 1 }
+                 END { exit bad }' "$DT_TMP/lines" || fail "$name: a size or local rank differs from Slurm's"
+  awk '{ split($6, a, "/"); size[$8] = a[2]; cnt[$8]++ } END { for (k in cnt) if (cnt[k] != size[k]) exit 1 }' \
+    "$DT_TMP/lines" || fail "$name: local sizes do not match the ranks per node"
+  if grep -q " id BAD" "$DT_TMP/lines"; then fail "$name: the id did not arrive intact"; fi
+  pass "$name"
+}
+check_layout "srun --mpi=pmi2 -N2 --ntasks-per-node=2 (id through the PMI2 KVS)" "Slurm PMI2" 4 \
+  --mpi=pmi2 -N2 --ntasks-per-node=2
+[ "$(grep -c ' id OK' "$DT_TMP/lines")" -eq 4 ] || fail "PMI2: the 128-byte id did not reach every rank"
+check_layout "srun -N2 -n3 (uneven)" "Slurm PMI2" 3 --mpi=pmi2 -N2 -n3
+check_layout "srun -N2 -n4 -m cyclic" "Slurm PMI2" 4 --mpi=pmi2 -N2 -n4 -m cyclic
+check_layout "srun --mpi=none: the Slurm environment" "Slurm environment (no PMI)" 4 --mpi=none -N2 --ntasks-per-node=2
+grep -q "without a PMI server.*--mpi=pmi2" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "--mpi=none: no warning"; }
+[ "$(grep -c "without a PMI server" "$DT_TMP/err")" -eq 1 ] || fail "--mpi=none: the warning should come from rank 0 only"
+pass "--mpi=none warns once, recommending --mpi=pmi2"
+if [ "${DT_HAVE_MPI:-no}" = yes ]; then
+  check_layout "srun --mpi=pmix: MPI (id by MPI_Bcast)" "MPI" 4 --mpi=pmix -N2 --ntasks-per-node=2
+  [ "$(grep -c ' id OK' "$DT_TMP/lines")" -eq 4 ] || fail "MPI: the id did not reach every rank"
+else
+  echo "built without MPI: srun --mpi=pmix not tested"
+fi

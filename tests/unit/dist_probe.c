@@ -1,0 +1,57 @@
+/* dist_probe.c: run under srun or mpirun by the tests in tests/dist (not a TAP test). Each rank prints
+ *   rank R size S local L/LS node N slurm_localid X id OK|BAD|none kind K
+ * where the id is a 128-byte value (an NCCL unique id's size) that rank 0 makes and every rank
+ * receives: through the PMI2 key-value store under PMI2, through MPI under MPI. Exits non-zero
+ * when something fails. With an argument "hang R", rank R sleeps instead of joining a barrier
+ * (the others must time out: DT_TIMEOUT seconds, default 5). */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist/comm.h"
+#include "dist/launch.h"
+#include "util/check.h"
+#include "util/log.h"
+
+int main(int argc, char **argv)
+{
+    dt_log_init();
+    dt_launch l;
+    if (dt_launch_init(&l) != DT_OK)
+        return 1;
+    unsigned char id[128], want[128];
+    for (int i = 0; i < 128; i++)
+        want[i] = (unsigned char)(i * 37 + 11); /* covers 0x00 and 0xff-like bytes */
+    memcpy(id, want, sizeof id);
+    if (l.rank != 0)
+        memset(id, 0, sizeof id);
+    const char *status = "none";
+    dt_comm *c = NULL;
+    double timeout = getenv("DT_TIMEOUT") ? atof(getenv("DT_TIMEOUT")) : 5;
+    if (l.kind == DT_LAUNCH_PMI2) {
+        status = dt_pmi2_bcast_bytes(&l, "dt-test-id", id, 128, 0) == DT_OK && !memcmp(id, want, 128) ? "OK" : "BAD";
+    } else if (l.kind == DT_LAUNCH_MPI) {
+        if (dt_comm_mpi(&c, timeout) != DT_OK)
+            return 1;
+        status = c->ops->broadcast(c, id, 128, DT_UINT8, 0) == DT_OK && !memcmp(id, want, 128) ? "OK" : "BAD";
+    }
+    const char *lid = getenv("SLURM_LOCALID");
+    printf("rank %d size %d local %d/%d node %d slurm_localid %s id %s kind %s\n", l.rank, l.size, l.local_rank,
+           l.local_size, l.node, lid ? lid : "-", status, dt_launch_kind_name(l.kind));
+    fflush(stdout);
+    int rc = strcmp(status, "BAD") == 0;
+    if (argc == 3 && !strcmp(argv[1], "hang") && c) {
+        if (l.rank == atoi(argv[2])) {
+            sleep(60); /* never arrives; the launcher kills it when the others fail */
+        } else {
+            c->step = 17;
+            rc = c->ops->barrier(c) != DT_OK ? 3 : 0;
+        }
+    }
+    dt_comm_free(c); /* after a timeout: MPI_Abort */
+    dt_launch_finalize(&l);
+    return rc;
+}
