@@ -993,6 +993,8 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                 be->copy_grad(count, dy, gval(m, nd->in0), grad_acc(m, nd->in0));
             break;
         }
+        if (m->on_grads && nd->p[0] >= 0)
+            m->on_grads(m->on_grads_ctx, i);
     }
     if (m->profile)
         profile_tick(m, 1, m->nodes[0].op, t);

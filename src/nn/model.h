@@ -114,6 +114,10 @@ typedef struct dt_model {
     uint64_t step;
     double last_loss;
     int profile;            /* 1: time every node; totals per kind in prof (seconds) */
+    /* called by dt_model_backward after each node's backward, when set: that node's parameter
+     * gradients are final (DDP starts all-reduces from here) */
+    void (*on_grads)(void *ctx, int node);
+    void *on_grads_ctx;
     double prof[2][DT_OP_KINDS + 1]; /* [forward, backward][kind]; [1][DT_OP_KINDS]: conv backward-data */
 } dt_model;
 

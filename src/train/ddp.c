@@ -1,0 +1,256 @@
+/* ddp.c: buckets, the backward hook and the communication thread (contract in ddp.h). */
+#include "config.h"
+
+#include "train/ddp.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/log.h"
+
+typedef struct bucket {
+    int64_t lo, hi;     /* range of the flat gradient array (params and their alignment padding) */
+    int n_params;
+    int pending;        /* parameters whose gradient is not final yet this backward */
+} bucket;
+
+struct dt_ddp {
+    dt_model *m;
+    dt_comm *c;
+    dt_ddp_cfg cfg;
+    bucket *b;
+    int nb;
+    int *param_bucket;  /* per model parameter: its bucket, or -1 */
+    /* the communication thread */
+    pthread_t thread;
+    int have_thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int ready_upto;     /* buckets [0, ready_upto) may be sent (in order) */
+    int done_upto;      /* buckets [0, done_upto) are averaged */
+    int active;         /* a synchronised backward is under way */
+    int quit, err;
+};
+
+static int reduce_bucket(dt_ddp *d, int i)
+{
+    bucket *k = &d->b[i];
+    float *g = d->m->grads + k->lo;
+    size_t n = (size_t)(k->hi - k->lo);
+    DT_TRY(d->c->ops->allreduce(d->c, g, g, n, DT_FLOAT32, DT_AVG));
+    if (d->cfg.grad_scale != 1.0f)
+        for (size_t j = 0; j < n; j++)
+            g[j] *= d->cfg.grad_scale;
+    return DT_OK;
+}
+
+static void *comm_thread(void *arg)
+{
+    dt_ddp *d = arg;
+    pthread_mutex_lock(&d->mu);
+    for (;;) {
+        while (!d->quit && !(d->active && !d->err && d->done_upto < d->ready_upto))
+            pthread_cond_wait(&d->cv, &d->mu);
+        if (d->quit)
+            break;
+        int i = d->done_upto;
+        pthread_mutex_unlock(&d->mu);
+        int rc = reduce_bucket(d, i);
+        pthread_mutex_lock(&d->mu);
+        if (rc != DT_OK)
+            d->err = rc;
+        else
+            d->done_upto = i + 1;
+        pthread_cond_broadcast(&d->cv);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return NULL;
+}
+
+/* the model's hook: a node's gradients are final */
+static void on_grads(void *ctx, int node)
+{
+    dt_ddp *d = ctx;
+    const dt_node *nd = &d->m->nodes[node];
+    int moved = 0;
+    pthread_mutex_lock(&d->mu);
+    for (int j = 0; j < 5; j++) {
+        int p = nd->p[j];
+        if (p >= 0 && d->param_bucket[p] >= 0)
+            d->b[d->param_bucket[p]].pending--;
+    }
+    while (d->ready_upto < d->nb && d->b[d->ready_upto].pending == 0) { /* in order: the same on every rank */
+        d->ready_upto++;
+        moved = 1;
+    }
+    if (moved)
+        pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+static int make_buckets(dt_ddp *d)
+{
+    dt_model *m = d->m;
+    size_t cap0 = d->cfg.first_bucket_bytes, cap = d->cfg.bucket_bytes;
+    d->param_bucket = malloc((size_t)m->n_params * sizeof(int));
+    d->b = calloc((size_t)m->n_params + 1, sizeof *d->b);
+    if (!d->param_bucket || !d->b)
+        return DT_ERR_NOMEM;
+    size_t bytes = 0;
+    for (int p = m->n_params - 1; p >= 0; p--) { /* reverse creation order: the last layers first */
+        const dt_param *q = &m->params[p];
+        d->param_bucket[p] = -1;
+        if (!dt_param_trainable(q))
+            continue;
+        bucket *k = &d->b[d->nb];
+        if (!k->n_params) {
+            k->lo = q->off;
+            k->hi = q->off + q->numel;
+        }
+        k->lo = q->off < k->lo ? q->off : k->lo;
+        k->hi = q->off + q->numel > k->hi ? q->off + q->numel : k->hi;
+        k->n_params++;
+        d->param_bucket[p] = d->nb;
+        bytes += (size_t)q->numel * sizeof(float);
+        if (bytes >= (d->nb == 0 ? cap0 : cap)) { /* full: the next parameter opens a new bucket */
+            d->nb++;
+            bytes = 0;
+        }
+    }
+    if (d->b[d->nb].n_params)
+        d->nb++;
+    /* parameters are laid out in creation order, so each bucket's range is its own */
+    for (int i = 1; i < d->nb; i++)
+        if (d->b[i].hi > d->b[i - 1].lo) {
+            dt_error("ddp: buckets %d and %d overlap in the gradient array (parameters out of order)", i - 1, i);
+            return DT_ERR_STATE;
+        }
+    return DT_OK;
+}
+
+static int broadcast_floats(dt_comm *c, float *x, int64_t n)
+{
+    const int64_t chunk = 1 << 28; /* MPI counts bytes in an int */
+    for (int64_t o = 0; o < n; o += chunk)
+        DT_TRY(c->ops->broadcast(c, x + o, (size_t)(n - o < chunk ? n - o : chunk), DT_FLOAT32, 0));
+    return DT_OK;
+}
+
+int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
+{
+    *out = NULL;
+    dt_ddp *d = calloc(1, sizeof *d);
+    if (!d)
+        return DT_ERR_NOMEM;
+    d->m = m;
+    d->c = c;
+    d->cfg = cfg ? *cfg : (dt_ddp_cfg){0};
+    if (!d->cfg.bucket_bytes)
+        d->cfg.bucket_bytes = (size_t)25 << 20;
+    if (!d->cfg.first_bucket_bytes)
+        d->cfg.first_bucket_bytes = (size_t)1 << 20;
+    if (d->cfg.grad_scale == 0)
+        d->cfg.grad_scale = 1.0f;
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_cond_init(&d->cv, NULL);
+    int rc = make_buckets(d);
+    /* every replica starts from rank 0's weights and buffers */
+    if (rc == DT_OK && c->size > 1) {
+        rc = broadcast_floats(c, m->weights, m->n_weights);
+        if (rc == DT_OK && m->n_buffers)
+            rc = broadcast_floats(c, m->buffers, m->n_buffers);
+    }
+    if (rc == DT_OK && c->size > 1 && !d->cfg.no_overlap) {
+        int e = pthread_create(&d->thread, NULL, comm_thread, d);
+        if (e) {
+            dt_error("ddp: cannot start the communication thread: %s", strerror(e));
+            rc = DT_ERR_SYS;
+        } else {
+            d->have_thread = 1;
+        }
+    }
+    if (rc != DT_OK) {
+        dt_ddp_free(d);
+        return rc;
+    }
+    m->on_grads = on_grads;
+    m->on_grads_ctx = d;
+    if (c->rank == 0)
+        dt_debug("ddp: %d buckets (first %.1f MiB, then %.1f MiB), overlap %s", d->nb, d->cfg.first_bucket_bytes / 1048576.0,
+                 d->cfg.bucket_bytes / 1048576.0, d->cfg.no_overlap ? "off" : "on");
+    *out = d;
+    return DT_OK;
+}
+
+int dt_ddp_before_forward(dt_ddp *d)
+{
+    if (d->cfg.broadcast_buffers && d->c->size > 1 && d->m->n_buffers)
+        return broadcast_floats(d->c, d->m->buffers, d->m->n_buffers);
+    return DT_OK;
+}
+
+int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
+{
+    int comm = sync && d->c->size > 1;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->nb; i++)
+        d->b[i].pending = d->b[i].n_params;
+    d->ready_upto = d->done_upto = 0;
+    d->err = 0;
+    d->active = comm && d->have_thread;
+    pthread_mutex_unlock(&d->mu);
+    d->m->on_grads = d->active ? on_grads : NULL;
+    int rc = dt_model_backward(d->m, n, accumulate);
+    d->m->on_grads = on_grads;
+    if (!comm)
+        return rc;
+    if (!d->have_thread) { /* no overlap: every bucket now, in order */
+        for (int i = 0; rc == DT_OK && i < d->nb; i++)
+            rc = reduce_bucket(d, i);
+        return rc;
+    }
+    pthread_mutex_lock(&d->mu);
+    d->ready_upto = d->nb; /* buckets whose nodes were skipped (unused) go too */
+    pthread_cond_broadcast(&d->cv);
+    while (!d->err && d->done_upto < d->nb)
+        pthread_cond_wait(&d->cv, &d->mu);
+    d->active = 0;
+    if (rc == DT_OK)
+        rc = d->err;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+int dt_ddp_buckets(const dt_ddp *d)
+{
+    return d->nb;
+}
+
+size_t dt_ddp_bucket_bytes(const dt_ddp *d, int i)
+{
+    return (size_t)(d->b[i].hi - d->b[i].lo) * sizeof(float);
+}
+
+void dt_ddp_free(dt_ddp *d)
+{
+    if (!d)
+        return;
+    if (d->have_thread) {
+        pthread_mutex_lock(&d->mu);
+        d->quit = 1;
+        pthread_cond_broadcast(&d->cv);
+        pthread_mutex_unlock(&d->mu);
+        pthread_join(d->thread, NULL);
+    }
+    if (d->m && d->m->on_grads_ctx == d) {
+        d->m->on_grads = NULL;
+        d->m->on_grads_ctx = NULL;
+    }
+    pthread_mutex_destroy(&d->mu);
+    pthread_cond_destroy(&d->cv);
+    free(d->b);
+    free(d->param_bucket);
+    free(d);
+}

@@ -1,0 +1,50 @@
+/* ddp.h: data-parallel training of a model over a communicator, as PyTorch's
+ * DistributedDataParallel does it:
+ *   - at creation, rank 0's parameters and buffers go to every rank;
+ *   - gradients are grouped in buckets over the flat gradient array, in reverse layer order
+ *     (the first bucket holds about first_bucket_bytes, the others bucket_bytes);
+ *   - during backward, a bucket's all-reduce (average) starts the moment its last gradient is
+ *     final, on a communication thread, while backward goes on (overlap; off: all buckets after
+ *     backward, on the calling thread); buckets go out in the same order on every rank;
+ *   - sync 0 (gradient accumulation): backward adds into the gradients and nothing is sent;
+ *   - BN running statistics stay per replica (PyTorch's default re-sends rank 0's buffers before
+ *     every forward: broadcast_buffers does that).
+ * A failed or timed-out all-reduce makes dt_ddp_backward return the error (logged once). */
+#ifndef DT_TRAIN_DDP_H
+#define DT_TRAIN_DDP_H
+
+#include <stddef.h>
+
+#include "dist/comm.h"
+#include "nn/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_ddp_cfg {
+    size_t bucket_bytes;        /* 0: 25 MiB */
+    size_t first_bucket_bytes;  /* 0: 1 MiB */
+    int no_overlap;             /* 1: all-reduce after backward */
+    int broadcast_buffers;      /* 1: rank 0's BN buffers to all before each forward */
+    float grad_scale;           /* gradients are multiplied by this after averaging; 0: 1 (1/accum for accumulation) */
+} dt_ddp_cfg;
+
+typedef struct dt_ddp dt_ddp;
+
+/* Builds the buckets, starts the communication thread and broadcasts rank 0's parameters and
+ * buffers. The model must outlive it; its on_grads hook is taken. */
+int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg);
+/* Before a forward: the broadcast of buffers when configured. */
+int dt_ddp_before_forward(dt_ddp *d);
+/* dt_model_backward, plus (when sync) the averaged gradients on every rank at return. */
+int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync);
+int dt_ddp_buckets(const dt_ddp *d);
+/* the bytes of bucket i and its first parameter's name (reverse order: bucket 0 holds the last layers) */
+size_t dt_ddp_bucket_bytes(const dt_ddp *d, int i);
+void dt_ddp_free(dt_ddp *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

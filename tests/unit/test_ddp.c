@@ -1,0 +1,172 @@
+/* test_ddp.c: data-parallel equivalence, run by tests/dist/ddp_mpi.sh under mpirun (W ranks).
+ * Every rank trains a reference model alone on the whole batch (W x b images) and a DDP replica on
+ * its own b images; BN is in eval mode, so the two are the same computation up to fp32 rounding
+ * (the mean over W x b is the average of W means over b). Replicas start from different weights:
+ * DDP's broadcast must fix that. Run for several DDP settings (overlap on and off, tiny buckets,
+ * one bucket, gradient accumulation over two half batches); prints on rank 0
+ *   ddp <setting>: <buckets> buckets, weight updates vs single-process <error>, replicas identical yes|no, ...
+ * and exits non-zero when an error exceeds the tolerance or replicas differ. The error is that of
+ * the updates (weights after minus before), which a wrong gradient would change by far more. */
+#include "config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/comm.h"
+#include "dist/launch.h"
+#include "nn/model.h"
+#include "train/ddp.h"
+#include "train/sgd.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/rng.h"
+
+enum { HW = 16, STEPS = 3 };
+static const float LR = 0.05f, MOM = 0.9f, WD = 1e-4f;
+static const double TOL = 1e-5; /* norm-wise on the updates; fp32 sums in another order (measured: 1e-7) */
+
+static int train_ref(const char *arch, int n, const float *x, const int32_t *y, float *out, float *start, int64_t nw)
+{
+    dt_model m;
+    dt_sgd o;
+    if (dt_model_create(&m, arch, 3, 10, &dt_backend_cpu) || dt_model_plan(&m, n, HW, HW) ||
+        dt_sgd_init(&o, &m, LR, MOM, 0, WD, 0, 0))
+        return -1;
+    dt_model_init_weights(&m, 1, 0);
+    memcpy(start, m.weights, (size_t)nw * sizeof(float));
+    m.training = 0;
+    double loss;
+    for (int s = 0; s < STEPS; s++) {
+        if (dt_model_forward(&m, x, n) || dt_model_loss(&m, y, n, 0, &loss) || dt_model_backward(&m, n, 0))
+            return -1;
+        dt_sgd_step(&o, &m, LR);
+    }
+    memcpy(out, m.weights, (size_t)nw * sizeof(float));
+    dt_sgd_free(&o);
+    dt_model_free(&m);
+    return 0;
+}
+
+/* one DDP run; accum > 1 splits the rank's b images into accum micro-batches */
+static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b, int accum, const float *x,
+                     const int32_t *y, float *out, int *nbuckets)
+{
+    dt_model m;
+    dt_sgd o;
+    dt_ddp *d;
+    int mb = b / accum;
+    if (dt_model_create(&m, arch, 3, 10, &dt_backend_cpu) || dt_model_plan(&m, mb, HW, HW) ||
+        dt_sgd_init(&o, &m, LR, MOM, 0, WD, 0, 0))
+        return -1;
+    /* rank 0 starts as the reference does, the others elsewhere until DDP broadcasts rank 0s weights */
+    dt_model_init_weights(&m, c->rank == 0 ? 1 : 100 + (uint64_t)c->rank, 0);
+    m.training = 0;
+    if (dt_ddp_create(&d, &m, c, cfg))
+        return -1;
+    *nbuckets = dt_ddp_buckets(d);
+    double loss;
+    const size_t img = (size_t)HW * HW * 3;
+    for (int s = 0; s < STEPS; s++) {
+        for (int a = 0; a < accum; a++) {
+            const float *xa = x + (size_t)(c->rank * b + a * mb) * img;
+            const int32_t *ya = y + c->rank * b + a * mb;
+            if (dt_ddp_before_forward(d) || dt_model_forward(&m, xa, mb) || dt_model_loss(&m, ya, mb, 0, &loss) ||
+                dt_ddp_backward(d, mb, a > 0, a == accum - 1))
+                return -1;
+        }
+        dt_sgd_step(&o, &m, LR);
+    }
+    memcpy(out, m.weights, (size_t)m.n_weights * sizeof(float));
+    dt_ddp_free(d);
+    dt_sgd_free(&o);
+    dt_model_free(&m);
+    return 0;
+}
+
+/* ||(a - s) - (b - s)|| / ||b - s||: the error of what training changed, not of the weights */
+static double rel_err(const float *a, const float *b, const float *s, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double da = (double)a[i] - s[i], db = (double)b[i] - s[i];
+        num += (da - db) * (da - db);
+        den += db * db;
+    }
+    return sqrt(num / (den + 1e-30));
+}
+
+int main(int argc, char **argv)
+{
+    const char *arch = argc > 1 ? argv[1] : "resnet8";
+    int b = argc > 2 ? atoi(argv[2]) : 4;
+    dt_log_init();
+    dt_launch l;
+    dt_comm *c;
+    if (dt_launch_init(&l) || dt_comm_host(&c, &l, 120))
+        return 1;
+    int W = c->size, n = W * b;
+    const size_t img = (size_t)HW * HW * 3;
+    float *x = malloc((size_t)n * img * sizeof(float));
+    int32_t *y = malloc((size_t)n * sizeof(int32_t));
+    dt_rng r;
+    dt_rng_seed(&r, 7, 0);
+    for (size_t i = 0; i < (size_t)n * img; i++)
+        x[i] = (float)dt_rng_normal(&r);
+    for (int i = 0; i < n; i++)
+        y[i] = (int32_t)dt_rng_below(&r, 10);
+    dt_model probe;
+    dt_model_create(&probe, arch, 3, 10, &dt_backend_cpu);
+    int64_t nw = probe.n_weights;
+    dt_model_free(&probe);
+    float *ref = malloc((size_t)nw * sizeof(float)), *w = malloc((size_t)nw * sizeof(float)),
+          *first = malloc((size_t)nw * sizeof(float)), *start = malloc((size_t)nw * sizeof(float)),
+          *setting1 = malloc((size_t)nw * sizeof(float));
+    if (train_ref(arch, n, x, y, ref, start, nw))
+        return 1;
+    struct {
+        const char *name;
+        dt_ddp_cfg cfg;
+        int accum;
+    } runs[] = {
+        {"overlap, default buckets", {0}, 1},
+        {"no overlap", {.no_overlap = 1}, 1},
+        {"overlap, 4 KiB buckets", {.bucket_bytes = 4096, .first_bucket_bytes = 4096}, 1},
+        {"overlap, one bucket", {.bucket_bytes = (size_t)1 << 30, .first_bucket_bytes = (size_t)1 << 30}, 1},
+        {"2 accumulation steps", {.grad_scale = 0.5f}, 2},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        int nb = 0;
+        if (train_ddp(arch, c, &runs[k].cfg, b, runs[k].accum, x, y, w, &nb))
+            return 1;
+        double e = rel_err(w, ref, start, nw), emax = e;
+        if (k == 0)
+            memcpy(setting1, w, (size_t)nw * sizeof(float));
+        /* the replicas must hold the same weights: compare rank 0's copy on every rank */
+        memcpy(first, w, (size_t)nw * sizeof(float));
+        c->ops->broadcast(c, first, (size_t)nw, DT_FLOAT32, 0);
+        int differ = memcmp(first, w, (size_t)nw * sizeof(float)) != 0, any = differ;
+        c->ops->allreduce(c, &emax, &emax, 1, DT_FLOAT64, DT_MAX);
+        c->ops->allreduce(c, &any, &any, 1, DT_INT32, DT_MAX);
+        /* bucketing and overlap change when a sum happens, not its order: the same bits */
+        int same1 = memcmp(setting1, w, (size_t)nw * sizeof(float)) == 0;
+        bad += emax > TOL || any || (runs[k].accum == 1 && !same1);
+        if (c->rank == 0)
+            printf("ddp %s: %d buckets, weight updates vs single-process %.2e (tolerance %.0e), replicas identical %s, "
+                   "bitwise equal to the first setting %s\n",
+                   runs[k].name, nb, emax, TOL, any ? "no" : "yes",
+                   same1 ? "yes" : "no");
+    }
+    free(x);
+    free(y);
+    free(ref);
+    free(w);
+    free(first);
+    free(start);
+    free(setting1);
+    dt_comm_free(c);
+    dt_launch_finalize(&l);
+    return bad != 0;
+}
