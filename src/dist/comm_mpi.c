@@ -44,6 +44,65 @@ static MPI_Op mpi_op(dt_redop op)
     return op == DT_MAX ? MPI_MAX : op == DT_MIN ? MPI_MIN : MPI_SUM;
 }
 
+/* After a timeout: which ranks reached this operation? Every rank that timed out sends its
+ * operation number to all others (point to point, a tag of its own) and listens for a grace period;
+ * the ranks it hears nothing from died or stall elsewhere. Returns the description in buf. */
+static void who_is_missing(dt_comm *c, char *buf, size_t n)
+{
+    enum { TAG = 31337 };
+    const double grace = c->timeout_s < 10 ? c->timeout_s / 2 + 0.5 : 5;
+    unsigned long long me = c->n_ops, *seen = calloc((size_t)c->size, sizeof *seen);
+    char *heard = calloc((size_t)c->size, 1);
+    MPI_Request *sends = calloc((size_t)c->size, sizeof *sends);
+    if (!seen || !heard || !sends) {
+        snprintf(buf, n, "(no memory to ask the other ranks)");
+        goto out;
+    }
+    for (int r = 0; r < c->size; r++)
+        if (r != c->rank)
+            MPI_Isend(&me, 1, MPI_UNSIGNED_LONG_LONG, r, TAG, MPI_COMM_WORLD, &sends[r]);
+    heard[c->rank] = 1;
+    int got = 1;
+    double end = now() + grace;
+    while (got < c->size && now() < end) {
+        int flag = 0;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG, MPI_COMM_WORLD, &flag, &st);
+        if (!flag) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        unsigned long long op;
+        MPI_Recv(&op, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (!heard[st.MPI_SOURCE])
+            got++;
+        heard[st.MPI_SOURCE] = 1;
+        seen[st.MPI_SOURCE] = op;
+    }
+    size_t k = (size_t)snprintf(buf, n, "rank%s", c->size - got > 1 ? "s" : "");
+    int listed = 0;
+    for (int r = 0; r < c->size && k < n; r++)
+        if (!heard[r]) {
+            k += (size_t)snprintf(buf + k, n - k, "%s %d", listed ? "," : "", r);
+            listed++;
+        }
+    if (k < n)
+        snprintf(buf + k, n - k, "%s", listed ? " did not arrive" : " none missing: every rank waits here too");
+    for (int r = 0; r < c->size; r++) /* a rank at another operation is worth saying too */
+        if (heard[r] && r != c->rank && seen[r] != me && strlen(buf) + 48 < n) {
+            snprintf(buf + strlen(buf), n - strlen(buf), "; rank %d is at operation %llu", r, seen[r]);
+            break;
+        }
+    for (int r = 0; r < c->size; r++) /* the sends to dead ranks never complete: let MPI drop them */
+        if (r != c->rank)
+            MPI_Request_free(&sends[r]);
+out:
+    free(seen);
+    free(heard);
+    free(sends);
+}
+
 /* Tests req until it completes or the deadline passes. Spins briefly (small collectives finish in
  * microseconds), then sleeps between tests so that a waiting thread leaves the cores to compute. */
 static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t count, dt_dtype t)
@@ -68,9 +127,11 @@ static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t 
         if (i > 200) {
             double t_now = now();
             if (t_now > deadline) {
-                dt_error("%s (operation %llu, step %lld) did not complete within %.0f s: another rank died or "
-                         "stalls (see its log; --comm-timeout sets the limit)",
-                         desc, (unsigned long long)c->n_ops, (long long)c->step, c->timeout_s);
+                char missing[256];
+                who_is_missing(c, missing, sizeof missing);
+                dt_error("%s (operation %llu, step %lld) did not complete within %.0f s: %s (--comm-timeout sets "
+                         "the limit)",
+                         desc, (unsigned long long)c->n_ops, (long long)c->step, c->timeout_s, missing);
                 ((mpi_impl *)c->impl)->failed = 1;
                 return DT_ERR_TIMEOUT;
             }
@@ -196,6 +257,7 @@ int dt_comm_mpi(dt_comm **out, double timeout_s)
     }
     c->ops = &mpi_ops;
     c->impl = m;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* a dead peer is an error to report, not an abort */
     c->timeout_s = timeout_s > 0 ? timeout_s : 600;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);

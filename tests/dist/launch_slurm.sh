@@ -42,3 +42,26 @@ if [ "${DT_HAVE_MPI:-no}" = yes ]; then
 else
   echo "built without MPI: srun --mpi=pmix not tested"
 fi
+
+[ "${DT_HAVE_MPI:-no}" = yes ] || exit 0
+# kill -9 of one rank: the others stop at their timeout, naming it; the step fails
+start=$(date +%s)
+set +e; timeout 60 srun --mpi=pmix -N2 -n4 env DT_TIMEOUT=3 "$probe" die 3 >"$DT_TMP/out" 2>"$DT_TMP/err"; rc=$?; set -e
+took=$(( $(date +%s) - start ))
+grep "error" "$DT_TMP/err" | head -n 5
+[ "$rc" -ne 0 ] || fail "kill -9 of rank 3: the step exited 0"
+[ "$rc" -ne 124 ] || fail "kill -9 of rank 3: the step hung for 60 s"
+grep -q "did not complete within 3 s: rank 3 did not arrive" "$DT_TMP/err" || fail "kill -9 of rank 3: rank 3 not named"
+pass "kill -9 of rank 3: the others name it after the 3 s timeout, step exit $rc after $took s"
+
+# SIGTERM to the job: every task ends, none is left behind
+srun --mpi=pmix -N2 -n4 "$probe" sleep >/dev/null 2>&1 &
+spid=$!
+k=0; while [ "$(pgrep -c -x dist_probe || true)" -lt 4 ] && [ $k -lt 100 ]; do sleep 0.1; k=$((k + 1)); done
+[ "$(pgrep -c -x dist_probe || true)" -ge 4 ] || fail "the 4 sleeping tasks did not start"
+scancel --signal=TERM "$(squeue -h -o %i | head -n 1)"
+k=0; while [ "$(pgrep -c -x dist_probe || true)" -gt 0 ] && [ $k -lt 150 ]; do sleep 0.1; k=$((k + 1)); done
+left=$(pgrep -c -x dist_probe || true)
+wait $spid 2>/dev/null || true
+[ "$left" -eq 0 ] || fail "SIGTERM: $left tasks still running after 15 s"
+pass "SIGTERM to the job: all 4 tasks gone within $((k / 10)) s"

@@ -34,7 +34,7 @@ expect_status_nonzero() { set +e; "$@" >"$DT_TMP/out" 2>"$DT_TMP/err"; got=$?; s
 expect_status_nonzero timeout 60 $MPIRUN -np 3 -x DT_TIMEOUT=3 "$top_builddir/tests/unit/dist_probe" hang 2
 took=$(( $(date +%s) - start ))
 cat "$DT_TMP/err" | grep -v "^\[" | head -n 8
-grep -q "barrier (operation 2, step 17) did not complete within 3 s" "$DT_TMP/err" ||
-  fail "no line naming the operation, its step and the timeout"
+grep -q "barrier (operation 2, step 17) did not complete within 3 s: rank 2 did not arrive" "$DT_TMP/err" ||
+  fail "no line naming the operation, its step, the timeout and the missing rank"
 [ "$took" -lt 40 ] || fail "took $took s to end the job"
-pass "a missing rank: the others stop after the 3 s timeout (job ended in $took s), naming the barrier and step 17"
+pass "a missing rank: the others stop after the 3 s timeout (job ended in $took s), naming the barrier, step 17 and rank 2"

@@ -2,10 +2,14 @@
  *   rank R size S local L/LS node N slurm_localid X id OK|BAD|none kind K
  * where the id is a 128-byte value (an NCCL unique id's size) that rank 0 makes and every rank
  * receives: through the PMI2 key-value store under PMI2, through MPI under MPI. Exits non-zero
- * when something fails. With an argument "hang R", rank R sleeps instead of joining a barrier
- * (the others must time out: DT_TIMEOUT seconds, default 5). */
+ * when something fails. Fault modes (MPI), the others then join a barrier and must time out
+ * (DT_TIMEOUT seconds, default 5) naming rank R:
+ *   hang R   rank R sleeps instead of joining
+ *   die R    rank R kills itself (SIGKILL)
+ *   sleep    every rank sleeps 60 s (for signal tests) */
 #include "config.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +47,12 @@ int main(int argc, char **argv)
            l.local_size, l.node, lid ? lid : "-", status, dt_launch_kind_name(l.kind));
     fflush(stdout);
     int rc = strcmp(status, "BAD") == 0;
-    if (argc == 3 && !strcmp(argv[1], "hang") && c) {
+    if (argc == 2 && !strcmp(argv[1], "sleep"))
+        sleep(60);
+    if (argc == 3 && (!strcmp(argv[1], "hang") || !strcmp(argv[1], "die")) && c) {
         if (l.rank == atoi(argv[2])) {
+            if (argv[1][0] == 'd')
+                raise(SIGKILL);
             sleep(60); /* never arrives; the launcher kills it when the others fail */
         } else {
             c->step = 17;
