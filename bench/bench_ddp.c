@@ -15,16 +15,10 @@
 #include "train/ddp.h"
 #include "train/sgd.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/cli.h"
 #include "util/log.h"
 #include "util/rng.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -64,7 +58,7 @@ int main(int argc, char **argv)
     for (long s = 0; s < steps + 2; s++) {
         if (s == 2) {
             c->ops->barrier(c);
-            t0 = now();
+            t0 = dt_seconds();
         }
         if (dt_model_forward(&m, x, (int)batch) || dt_model_loss(&m, y, (int)batch, 0, &loss) ||
             dt_ddp_backward(d, (int)batch, 0, 1))
@@ -72,7 +66,7 @@ int main(int argc, char **argv)
         dt_sgd_step(&o, &m, 0.01f);
     }
     c->ops->barrier(c);
-    double ms = (now() - t0) / steps * 1e3;
+    double ms = (dt_seconds() - t0) / steps * 1e3;
     if (l.rank == 0)
         printf("dtrain ddp %s ranks %d overlap %s: %.1f ms/step (%d buckets)\n", argv[1], l.size, overlap ? "on" : "off",
                ms, dt_ddp_buckets(d));

@@ -12,15 +12,9 @@
 #include "data/loader.h"
 #include "data/shard.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/cli.h"
 #include "util/log.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -47,7 +41,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2 && dt_loader_next(L, &b) == 1; i++)
         sum += b->x[0];
     int64_t images = 0;
-    double t0 = now();
+    double t0 = dt_seconds();
     for (long e = 0; e < epochs; e++) {
         dt_loader_start(L, e, 0);
         int rc;
@@ -58,7 +52,7 @@ int main(int argc, char **argv)
         if (rc < 0)
             return 1;
     }
-    double dt = now() - t0;
+    double dt = dt_seconds() - t0;
     printf("dtrain loader: %lld images, %ld workers: %.1f img/s (%.1f img/s per worker) [%u]\n", (long long)images,
            workers, images / dt, images / dt / workers, sum & 1);
     dt_loader_free(L);

@@ -12,16 +12,10 @@
 #include "nn/model.h"
 #include "train/sgd.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/cli.h"
 #include "util/log.h"
 #include "util/rng.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -52,13 +46,13 @@ int main(int argc, char **argv)
     double t0 = 0, loss;
     for (long s = 0; s < steps + 2; s++) {
         if (s == 2)
-            t0 = now();
+            t0 = dt_seconds();
         if (dt_model_forward(&m, x, (int)batch) || dt_model_loss(&m, y, (int)batch, 0, &loss) ||
             dt_model_backward(&m, (int)batch, 0))
             return 1;
         dt_sgd_step(&opt, &m, 0.01f);
     }
-    double dt = now() - t0;
+    double dt = dt_seconds() - t0;
     if (m.profile) /* DT_PROFILE=1: where the time went, warm-up steps included */
         dt_model_profile_report(&m, stderr);
     struct rusage ru;

@@ -160,6 +160,18 @@ void dt_comm_free(dt_comm *c)
     free(c);
 }
 
+#ifndef HAVE_CUDA
+int dt_comm_nccl(dt_comm **c, const dt_launch *l, int device, double timeout_s)
+{
+    (void)l;
+    (void)device;
+    (void)timeout_s;
+    *c = NULL;
+    dt_error("NCCL communicator: this dtrain was built without CUDA (configure --with-cuda)");
+    return DT_ERR_STATE;
+}
+#endif
+
 #ifndef HAVE_MPI
 int dt_comm_mpi(dt_comm **c, double timeout_s)
 {

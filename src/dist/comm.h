@@ -48,6 +48,9 @@ struct dt_comm {
 int dt_comm_self(dt_comm **c);
 /* MPI_COMM_WORLD (the launch must be DT_LAUNCH_MPI). */
 int dt_comm_mpi(dt_comm **c, double timeout_s);
+/* NCCL over the launch's ranks on CUDA device `device` (the local rank's), for device buffers
+ * (CUDA builds; DT_ERR_STATE otherwise). */
+int dt_comm_nccl(dt_comm **c, const dt_launch *l, int device, double timeout_s);
 /* The communicator a launch gives for host (CPU) buffers: self for one rank, MPI under MPI; other
  * launches get DT_ERR_STATE with a line saying how to start (srun --mpi=pmix or mpirun). */
 int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s);

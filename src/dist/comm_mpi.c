@@ -13,6 +13,7 @@
 
 #include "dist/comm.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef struct mpi_impl {
@@ -20,13 +21,6 @@ typedef struct mpi_impl {
     size_t tmp_n;
     int failed; /* a timeout left a collective pending */
 } mpi_impl;
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static MPI_Datatype mpi_type(dt_dtype t)
 {
@@ -63,8 +57,8 @@ static void who_is_missing(dt_comm *c, char *buf, size_t n)
             MPI_Isend(&me, 1, MPI_UNSIGNED_LONG_LONG, r, TAG, MPI_COMM_WORLD, &sends[r]);
     heard[c->rank] = 1;
     int got = 1;
-    double end = now() + grace;
-    while (got < c->size && now() < end) {
+    double end = dt_seconds() + grace;
+    while (got < c->size && dt_seconds() < end) {
         int flag = 0;
         MPI_Status st;
         MPI_Iprobe(MPI_ANY_SOURCE, TAG, MPI_COMM_WORLD, &flag, &st);
@@ -107,7 +101,7 @@ out:
  * microseconds), then sleeps between tests so that a waiting thread leaves the cores to compute. */
 static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t count, dt_dtype t)
 {
-    double start = now(), deadline = start + c->timeout_s;
+    double start = dt_seconds(), deadline = start + c->timeout_s;
     char desc[96];
     if (count)
         snprintf(desc, sizeof desc, "%s of %zu %s", what, count, dt_dtype_name(t));
@@ -125,7 +119,7 @@ static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t 
         if (done)
             return DT_OK;
         if (i > 200) {
-            double t_now = now();
+            double t_now = dt_seconds();
             if (t_now > deadline) {
                 char missing[256];
                 who_is_missing(c, missing, sizeof missing);
@@ -135,8 +129,7 @@ static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t 
                 ((mpi_impl *)c->impl)->failed = 1;
                 return DT_ERR_TIMEOUT;
             }
-            struct timespec ts = {0, t_now - start < 0.01 ? 20000 : 200000};
-            nanosleep(&ts, NULL);
+            dt_poll_pause(start);
         }
     }
 }

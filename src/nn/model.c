@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -800,17 +801,10 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
         d->dx_accumulate = m->nodes[j].in0 == nd->in0 || m->nodes[j].in1 == nd->in0;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* adds the time since t to slot kind (none when kind < 0) of pass; returns the time now */
 static double profile_tick(dt_model *m, int pass, int kind, double t)
 {
-    double n = now();
+    double n = dt_seconds();
     if (kind >= 0)
         m->prof[pass][kind] += n - t;
     return n;
@@ -829,7 +823,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
     }
     const dt_backend *be = m->be;
     m->x = x;
-    double t = m->profile ? now() : 0;
+    double t = m->profile ? dt_seconds() : 0;
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
         if (m->profile)
@@ -920,7 +914,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
     for (int v = 0; v < m->n_values; v++)
         m->values[v].grad_ready = 0;
     m->values[m->output].grad_ready = 1;
-    double t = m->profile ? now() : 0;
+    double t = m->profile ? dt_seconds() : 0;
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         dt_node *nd = &m->nodes[i];
         if (m->profile)

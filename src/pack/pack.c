@@ -19,6 +19,7 @@
 #include "data/image.h"
 #include "data/shard.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -87,13 +88,6 @@ static void remove_old_shards(const char *dir, const char *split)
     closedir(d);
 }
 
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 typedef struct progress {
     const char *what;
     int64_t total, done;
@@ -103,7 +97,7 @@ typedef struct progress {
 
 static void progress_show(progress *p, int final)
 {
-    double t = now();
+    double t = dt_seconds();
     if (!p->on || (!final && t - p->last < 0.5))
         return;
     p->last = t;
@@ -399,7 +393,7 @@ static int pack_tree_split(const char *src, const char *split, char **classes, i
         free(items);
         return rc;
     }
-    progress pg = {.what = split, .total = n, .start = now(), .on = o->progress};
+    progress pg = {.what = split, .total = n, .start = dt_seconds(), .on = o->progress};
     int threads = o->threads;
 #ifdef _OPENMP
     if (threads < 1)
