@@ -65,3 +65,14 @@ left=$(pgrep -c -x dist_probe || true)
 wait $spid 2>/dev/null || true
 [ "$left" -eq 0 ] || fail "SIGTERM: $left tasks still running after 15 s"
 pass "SIGTERM to the job: all 4 tasks gone within $((k / 10)) s"
+
+# libdt's host collectives under PMI2 (no MPI): dt_init refuses in one line, saying how to start
+${CC:-cc} -I"$top_srcdir/src/dist" "$top_srcdir/doc/examples/dt_example.c" -o "$DT_TMP/dt_example" \
+  -L"$top_builddir/src/.libs" -ldt -Wl,-rpath,"$top_builddir/src/.libs" || fail "the example does not build"
+set +e; timeout 60 srun --mpi=pmi2 -N2 -n2 "$DT_TMP/dt_example" >"$DT_TMP/out" 2>"$DT_TMP/err"; rc=$?; set -e
+[ "$rc" -ne 0 ] || fail "host collectives under PMI2 should be refused"
+grep -q "for CPU training start under MPI (srun --mpi=pmix, or mpirun)" "$DT_TMP/err" ||
+  { cat "$DT_TMP/err"; fail "the refusal does not say how to start"; }
+expect_status 0 timeout 60 srun --mpi=pmix -N2 -n2 "$DT_TMP/dt_example"
+[ "$(grep -c "all collectives correct" "$DT_TMP/out")" -eq 2 ] || fail "libdt example under srun --mpi=pmix"
+pass "libdt under srun: --mpi=pmi2 refused for host buffers (saying to use --mpi=pmix), --mpi=pmix correct"
