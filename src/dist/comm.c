@@ -125,8 +125,14 @@ static void self_destroy(dt_comm *c)
     (void)c;
 }
 
+static int self_dup(dt_comm *c, dt_comm **out)
+{
+    (void)c;
+    return dt_comm_self(out);
+}
+
 static const dt_comm_ops self_ops = {"self", self_allreduce, self_broadcast, self_allgather, self_barrier,
-                                     self_destroy};
+                                     self_dup, self_destroy};
 
 int dt_comm_self(dt_comm **out)
 {

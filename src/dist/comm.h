@@ -32,6 +32,9 @@ typedef struct dt_comm_ops {
     /* recv[rank * count ...] = each rank's send */
     int (*allgather)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t);
     int (*barrier)(dt_comm *c);
+    /* a second communicator over the same ranks whose collectives never mix with this one's (two
+     * threads may then each run their own sequence: DDP's buckets and SyncBN's statistics) */
+    int (*dup)(dt_comm *c, dt_comm **out);
     void (*destroy)(dt_comm *c);
 } dt_comm_ops;
 

@@ -17,6 +17,7 @@
 #include "util/log.h"
 
 typedef struct mpi_impl {
+    MPI_Comm comm; /* a duplicate of MPI_COMM_WORLD: its own sequence of collectives */
     float *tmp; /* fp16/bf16 reductions in fp32 */
     size_t tmp_n;
     int failed; /* a timeout left a collective pending */
@@ -54,21 +55,21 @@ static void who_is_missing(dt_comm *c, char *buf, size_t n)
     }
     for (int r = 0; r < c->size; r++)
         if (r != c->rank)
-            MPI_Isend(&me, 1, MPI_UNSIGNED_LONG_LONG, r, TAG, MPI_COMM_WORLD, &sends[r]);
+            MPI_Isend(&me, 1, MPI_UNSIGNED_LONG_LONG, r, TAG, ((mpi_impl *)c->impl)->comm, &sends[r]);
     heard[c->rank] = 1;
     int got = 1;
     double end = dt_seconds() + grace;
     while (got < c->size && dt_seconds() < end) {
         int flag = 0;
         MPI_Status st;
-        MPI_Iprobe(MPI_ANY_SOURCE, TAG, MPI_COMM_WORLD, &flag, &st);
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG, ((mpi_impl *)c->impl)->comm, &flag, &st);
         if (!flag) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
             continue;
         }
         unsigned long long op;
-        MPI_Recv(&op, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&op, 1, MPI_UNSIGNED_LONG_LONG, st.MPI_SOURCE, TAG, ((mpi_impl *)c->impl)->comm, MPI_STATUS_IGNORE);
         if (!heard[st.MPI_SOURCE])
             got++;
         heard[st.MPI_SOURCE] = 1;
@@ -164,7 +165,7 @@ static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count,
         r = m->tmp;
     }
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallreduce(s, r, (int)count, mpi_type(t), mpi_op(op), MPI_COMM_WORLD, &req));
+    DT_CHECK_MPI(MPI_Iallreduce(s, r, (int)count, mpi_type(t), mpi_op(op), m->comm, &req));
     DT_TRY(wait_deadline(c, &req, "allreduce", count, t));
     if (op == DT_AVG && !half) {
         if (t == DT_FLOAT64)
@@ -185,6 +186,7 @@ static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count,
 
 static int mpi_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int root)
 {
+    mpi_impl *m = c->impl;
     c->n_ops++;
     size_t bytes = count * dt_dtype_size(t);
     if (bytes > (size_t)INT32_MAX || root < 0 || root >= c->size) {
@@ -192,12 +194,13 @@ static int mpi_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int ro
         return DT_ERR_STATE;
     }
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    DT_CHECK_MPI(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, m->comm, &req));
     return wait_deadline(c, &req, "broadcast", count, t);
 }
 
 static int mpi_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t)
 {
+    mpi_impl *m = c->impl;
     c->n_ops++;
     size_t bytes = count * dt_dtype_size(t);
     if (bytes > (size_t)INT32_MAX) {
@@ -208,15 +211,16 @@ static int mpi_allgather(dt_comm *c, const void *send, void *recv, size_t count,
     if ((const char *)send == (const char *)recv + (size_t)c->rank * bytes)
         s = MPI_IN_PLACE;
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallgather(s, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, MPI_COMM_WORLD, &req));
+    DT_CHECK_MPI(MPI_Iallgather(s, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, m->comm, &req));
     return wait_deadline(c, &req, "allgather", count, t);
 }
 
 static int mpi_barrier(dt_comm *c)
 {
+    mpi_impl *m = c->impl;
     c->n_ops++;
     MPI_Request req;
-    DT_CHECK_MPI(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    DT_CHECK_MPI(MPI_Ibarrier(m->comm, &req));
     return wait_deadline(c, &req, "barrier", 0, DT_UINT8);
 }
 
@@ -224,13 +228,21 @@ static void mpi_destroy(dt_comm *c)
 {
     mpi_impl *m = c->impl;
     int failed = m->failed;
-    free(m->tmp);
-    free(m);
     if (failed) /* a collective is still pending: MPI_Finalize would wait for it forever */
         MPI_Abort(MPI_COMM_WORLD, 3);
+    if (m->comm != MPI_COMM_NULL)
+        MPI_Comm_free(&m->comm);
+    free(m->tmp);
+    free(m);
 }
 
-static const dt_comm_ops mpi_ops = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_barrier, mpi_destroy};
+static int mpi_dup(dt_comm *c, dt_comm **out)
+{
+    return dt_comm_mpi(out, c->timeout_s);
+}
+
+static const dt_comm_ops mpi_ops = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_barrier, mpi_dup,
+                                    mpi_destroy};
 
 int dt_comm_mpi(dt_comm **out, double timeout_s)
 {
@@ -251,6 +263,13 @@ int dt_comm_mpi(dt_comm **out, double timeout_s)
     c->ops = &mpi_ops;
     c->impl = m;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* a dead peer is an error to report, not an abort */
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
+        dt_error("MPI_Comm_dup failed");
+        free(c);
+        free(m);
+        return DT_ERR_MPI;
+    }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     c->timeout_s = timeout_s > 0 ? timeout_s : 600;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);

@@ -140,7 +140,15 @@ static void nccl_destroy(dt_comm *c)
     free(m);
 }
 
-static const dt_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_barrier,
+static int nccl_dup(dt_comm *c, dt_comm **out)
+{
+    (void)c;
+    *out = NULL;
+    dt_error("a second NCCL communicator (for SyncBN) comes with the CUDA backend");
+    return DT_ERR_STATE;
+}
+
+static const dt_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_barrier, nccl_dup,
                                      nccl_destroy};
 
 /* the id through a file: rank 0 writes dir/.dtrain-nccl-<job> atomically, the others wait for it */

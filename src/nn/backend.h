@@ -47,11 +47,16 @@ typedef struct dt_pool_desc {
 int dt_pool_desc_set_max(dt_pool_desc *d, int n, int h, int w, int c, int k, int s, int p);
 int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int oh, int ow);
 
-/* Batch norm over rows = n*h*w of c channels. */
+/* Batch norm over rows = n*h*w of c channels. sync (SyncBN, may be NULL): sums n doubles in place
+ * over the replicas, returning 0 or an error; training then normalises with the statistics of
+ * all replicas' rows, and backward sums its two per-channel reductions the same way (dgamma and
+ * dbeta stay local, as PyTorch's SyncBatchNorm leaves them to DDP's averaging). */
 typedef struct dt_bn_desc {
     int64_t rows;
     int c;
     float eps, momentum;
+    int (*sync)(void *ctx, double *buf, int n);
+    void *sync_ctx;
 } dt_bn_desc;
 
 /* floats a training forward saves for backward: per channel, the mean, 1/sqrt(var+eps), and the

@@ -839,7 +839,8 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             break;
         }
         case DT_OP_BN: {
-            dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
+            dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum,
+                            .sync = m->bn_sync, .sync_ctx = m->bn_sync_ctx};
             float *s = saved(m, nd);
             int relu = nd->a.relu_node >= 0;
             if (m->training) {
@@ -946,7 +947,8 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         }
         case DT_OP_BN: {
-            dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum};
+            dt_bn_desc d = {.rows = (int64_t)n * xv->h * xv->w, .c = xv->c, .eps = nd->a.eps, .momentum = nd->a.momentum,
+                            .sync = m->training ? m->bn_sync : NULL, .sync_ctx = m->bn_sync_ctx};
             float *s = saved(m, nd);
             be->bn_bwd(&d, xin, dy, nd->a.relu_node >= 0, pdata(m, nd->p[0]), s, gval(m, nd->in0), pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), grad_acc(m, nd->in0), accumulate);
             break;

@@ -118,6 +118,9 @@ typedef struct dt_model {
      * gradients are final (DDP starts all-reduces from here) */
     void (*on_grads)(void *ctx, int node);
     void *on_grads_ctx;
+    /* SyncBN, when set: every training BN sums its statistics over the replicas (backend.h) */
+    int (*bn_sync)(void *ctx, double *buf, int n);
+    void *bn_sync_ctx;
     double prof[2][DT_OP_KINDS + 1]; /* [forward, backward][kind]; [1][DT_OP_KINDS]: conv backward-data */
 } dt_model;
 

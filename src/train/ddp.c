@@ -32,7 +32,21 @@ struct dt_ddp {
     int done_upto;      /* buckets [0, done_upto) are averaged */
     int active;         /* a synchronised backward is under way */
     int quit, err;
+    dt_comm *bn_comm;   /* SyncBN's own communicator */
+    int bn_err;         /* a SyncBN reduction failed: later ones are skipped, the step fails */
 };
+
+/* the model's SyncBN hook: sums n doubles over the replicas */
+static int bn_sync(void *ctx, double *buf, int n)
+{
+    dt_ddp *d = ctx;
+    if (d->bn_err)
+        return d->bn_err;
+    int rc = d->bn_comm->ops->allreduce(d->bn_comm, buf, buf, (size_t)n, DT_FLOAT64, DT_SUM);
+    if (rc != DT_OK)
+        d->bn_err = rc;
+    return rc;
+}
 
 static int reduce_bucket(dt_ddp *d, int i)
 {
@@ -162,6 +176,8 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
         if (rc == DT_OK && m->n_buffers)
             rc = broadcast_floats(c, m->buffers, m->n_buffers);
     }
+    if (rc == DT_OK && d->cfg.sync_bn && c->size > 1)
+        rc = c->ops->dup(c, &d->bn_comm);
     if (rc == DT_OK && c->size > 1 && !d->cfg.no_overlap) {
         int e = pthread_create(&d->thread, NULL, comm_thread, d);
         if (e) {
@@ -177,6 +193,10 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
     }
     m->on_grads = on_grads;
     m->on_grads_ctx = d;
+    if (d->bn_comm) {
+        m->bn_sync = bn_sync;
+        m->bn_sync_ctx = d;
+    }
     if (c->rank == 0)
         dt_debug("ddp: %d buckets (first %.1f MiB, then %.1f MiB), overlap %s", d->nb, d->cfg.first_bucket_bytes / 1048576.0,
                  d->cfg.bucket_bytes / 1048576.0, d->cfg.no_overlap ? "off" : "on");
@@ -204,6 +224,8 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
     d->m->on_grads = d->active ? on_grads : NULL;
     int rc = dt_model_backward(d->m, n, accumulate);
     d->m->on_grads = on_grads;
+    if (rc == DT_OK && d->bn_err) /* a SyncBN reduction of this forward or backward failed */
+        rc = d->bn_err;
     if (!comm)
         return rc;
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
@@ -248,6 +270,11 @@ void dt_ddp_free(dt_ddp *d)
         d->m->on_grads = NULL;
         d->m->on_grads_ctx = NULL;
     }
+    if (d->m && d->m->bn_sync_ctx == d) {
+        d->m->bn_sync = NULL;
+        d->m->bn_sync_ctx = NULL;
+    }
+    dt_comm_free(d->bn_comm);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     free(d->b);

@@ -8,7 +8,9 @@
  *     backward, on the calling thread); buckets go out in the same order on every rank;
  *   - sync 0 (gradient accumulation): backward adds into the gradients and nothing is sent;
  *   - BN running statistics stay per replica (PyTorch's default re-sends rank 0's buffers before
- *     every forward: broadcast_buffers does that).
+ *     every forward: broadcast_buffers does that); sync_bn normalises with every replica's batch
+ *     statistics instead (PyTorch's SyncBatchNorm), over a communicator of its own so that its
+ *     reductions never interleave with the buckets' on the communication thread.
  * A failed or timed-out all-reduce makes dt_ddp_backward return the error (logged once). */
 #ifndef DT_TRAIN_DDP_H
 #define DT_TRAIN_DDP_H
@@ -28,6 +30,7 @@ typedef struct dt_ddp_cfg {
     int no_overlap;             /* 1: all-reduce after backward */
     int broadcast_buffers;      /* 1: rank 0's BN buffers to all before each forward */
     float grad_scale;           /* gradients are multiplied by this after averaging; 0: 1 (1/accum for accumulation) */
+    int sync_bn;                /* 1: SyncBN, batch statistics over all replicas (on a second communicator) */
 } dt_ddp_cfg;
 
 typedef struct dt_ddp dt_ddp;

@@ -3,7 +3,8 @@
  * its own b images; BN is in eval mode, so the two are the same computation up to fp32 rounding
  * (the mean over W x b is the average of W means over b). Replicas start from different weights:
  * DDP's broadcast must fix that. Run for several DDP settings (overlap on and off, tiny buckets,
- * one bucket, gradient accumulation over two half batches); prints on rank 0
+ * one bucket, gradient accumulation over two half batches), and SyncBN with BN in training mode
+ * against the reference in training mode (weights and running statistics); prints on rank 0
  *   ddp <setting>: <buckets> buckets, weight updates vs single-process <error>, replicas identical yes|no, ...
  * and exits non-zero when an error exceeds the tolerance or replicas differ. The error is that of
  * the updates (weights after minus before), which a wrong gradient would change by far more. */
@@ -27,7 +28,8 @@ enum { HW = 16, STEPS = 3 };
 static const float LR = 0.05f, MOM = 0.9f, WD = 1e-4f;
 static const double TOL = 1e-5; /* norm-wise on the updates; fp32 sums in another order (measured: 1e-7) */
 
-static int train_ref(const char *arch, int n, const float *x, const int32_t *y, float *out, float *start, int64_t nw)
+static int train_ref(const char *arch, int n, const float *x, const int32_t *y, int training, float *out, float *start,
+                     float *buffers, int64_t nw)
 {
     dt_model m;
     dt_sgd o;
@@ -36,7 +38,7 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
         return -1;
     dt_model_init_weights(&m, 1, 0);
     memcpy(start, m.weights, (size_t)nw * sizeof(float));
-    m.training = 0;
+    m.training = training;
     double loss;
     for (int s = 0; s < STEPS; s++) {
         if (dt_model_forward(&m, x, n) || dt_model_loss(&m, y, n, 0, &loss) || dt_model_backward(&m, n, 0))
@@ -44,14 +46,15 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
         dt_sgd_step(&o, &m, LR);
     }
     memcpy(out, m.weights, (size_t)nw * sizeof(float));
+    memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
     dt_sgd_free(&o);
     dt_model_free(&m);
     return 0;
 }
 
 /* one DDP run; accum > 1 splits the rank's b images into accum micro-batches */
-static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b, int accum, const float *x,
-                     const int32_t *y, float *out, int *nbuckets)
+static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b, int accum, int training,
+                     const float *x, const int32_t *y, float *out, float *buffers, int *nbuckets)
 {
     dt_model m;
     dt_sgd o;
@@ -62,7 +65,7 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
         return -1;
     /* rank 0 starts as the reference does, the others elsewhere until DDP broadcasts rank 0s weights */
     dt_model_init_weights(&m, c->rank == 0 ? 1 : 100 + (uint64_t)c->rank, 0);
-    m.training = 0;
+    m.training = training;
     if (dt_ddp_create(&d, &m, c, cfg))
         return -1;
     *nbuckets = dt_ddp_buckets(d);
@@ -79,6 +82,7 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
         dt_sgd_step(&o, &m, LR);
     }
     memcpy(out, m.weights, (size_t)m.n_weights * sizeof(float));
+    memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
     dt_ddp_free(d);
     dt_sgd_free(&o);
     dt_model_free(&m);
@@ -118,30 +122,41 @@ int main(int argc, char **argv)
         y[i] = (int32_t)dt_rng_below(&r, 10);
     dt_model probe;
     dt_model_create(&probe, arch, 3, 10, &dt_backend_cpu);
-    int64_t nw = probe.n_weights;
+    int64_t nw = probe.n_weights, nbuf = probe.n_buffers;
     dt_model_free(&probe);
+    float *rbuf[2] = {malloc((size_t)nbuf * sizeof(float)), malloc((size_t)nbuf * sizeof(float))},
+          *buf = malloc((size_t)nbuf * sizeof(float)), *ref_train = malloc((size_t)nw * sizeof(float));
     float *ref = malloc((size_t)nw * sizeof(float)), *w = malloc((size_t)nw * sizeof(float)),
           *first = malloc((size_t)nw * sizeof(float)), *start = malloc((size_t)nw * sizeof(float)),
           *setting1 = malloc((size_t)nw * sizeof(float));
-    if (train_ref(arch, n, x, y, ref, start, nw))
+    /* references: BN in eval mode, and in training mode (for SyncBN) */
+    if (train_ref(arch, n, x, y, 0, ref, start, rbuf[0], nw) || train_ref(arch, n, x, y, 1, ref_train, start, rbuf[1], nw))
         return 1;
     struct {
         const char *name;
         dt_ddp_cfg cfg;
-        int accum;
+        int accum, training;
     } runs[] = {
-        {"overlap, default buckets", {0}, 1},
-        {"no overlap", {.no_overlap = 1}, 1},
-        {"overlap, 4 KiB buckets", {.bucket_bytes = 4096, .first_bucket_bytes = 4096}, 1},
-        {"overlap, one bucket", {.bucket_bytes = (size_t)1 << 30, .first_bucket_bytes = (size_t)1 << 30}, 1},
-        {"2 accumulation steps", {.grad_scale = 0.5f}, 2},
+        {"overlap, default buckets", {0}, 1, 0},
+        {"no overlap", {.no_overlap = 1}, 1, 0},
+        {"overlap, 4 KiB buckets", {.bucket_bytes = 4096, .first_bucket_bytes = 4096}, 1, 0},
+        {"overlap, one bucket", {.bucket_bytes = (size_t)1 << 30, .first_bucket_bytes = (size_t)1 << 30}, 1, 0},
+        {"2 accumulation steps", {.grad_scale = 0.5f}, 2, 0},
+        {"SyncBN, BN in training mode", {.sync_bn = 1}, 1, 1},
+        {"SyncBN, 4 KiB buckets", {.sync_bn = 1, .bucket_bytes = 4096, .first_bucket_bytes = 4096}, 1, 1},
     };
     int bad = 0;
     for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
         int nb = 0;
-        if (train_ddp(arch, c, &runs[k].cfg, b, runs[k].accum, x, y, w, &nb))
+        if (train_ddp(arch, c, &runs[k].cfg, b, runs[k].accum, runs[k].training, x, y, w, buf, &nb))
             return 1;
-        double e = rel_err(w, ref, start, nw), emax = e;
+        double e = rel_err(w, runs[k].training ? ref_train : ref, start, nw), emax = e;
+        /* BN running statistics: SyncBN's are the whole batch's, as the reference's */
+        double ebuf = 0;
+        for (int64_t i = 0; i < nbuf; i++)
+            ebuf = fmax(ebuf, fabs((double)buf[i] - rbuf[runs[k].training][i]) / (fabs(rbuf[runs[k].training][i]) + 1e-3));
+        c->ops->allreduce(c, &ebuf, &ebuf, 1, DT_FLOAT64, DT_MAX);
+        bad += ebuf > 1e-4;
         if (k == 0)
             memcpy(setting1, w, (size_t)nw * sizeof(float));
         /* the replicas must hold the same weights: compare rank 0's copy on every rank */
@@ -152,12 +167,11 @@ int main(int argc, char **argv)
         c->ops->allreduce(c, &any, &any, 1, DT_INT32, DT_MAX);
         /* bucketing and overlap change when a sum happens, not its order: the same bits */
         int same1 = memcmp(setting1, w, (size_t)nw * sizeof(float)) == 0;
-        bad += emax > TOL || any || (runs[k].accum == 1 && !same1);
+        bad += emax > TOL || any || (runs[k].accum == 1 && !runs[k].training && !same1);
         if (c->rank == 0)
-            printf("ddp %s: %d buckets, weight updates vs single-process %.2e (tolerance %.0e), replicas identical %s, "
-                   "bitwise equal to the first setting %s\n",
-                   runs[k].name, nb, emax, TOL, any ? "no" : "yes",
-                   same1 ? "yes" : "no");
+            printf("ddp %s: %d buckets, weight updates vs single-process %.2e (tolerance %.0e), BN buffers %.1e, "
+                   "replicas identical %s, bitwise equal to the first setting %s\n",
+                   runs[k].name, nb, emax, TOL, ebuf, any ? "no" : "yes", same1 ? "yes" : "no");
     }
     free(x);
     free(y);
@@ -166,6 +180,10 @@ int main(int argc, char **argv)
     free(first);
     free(start);
     free(setting1);
+    free(rbuf[0]);
+    free(rbuf[1]);
+    free(buf);
+    free(ref_train);
     dt_comm_free(c);
     dt_launch_finalize(&l);
     return bad != 0;

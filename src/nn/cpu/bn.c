@@ -74,7 +74,7 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
                 sq[j] += fq[j];
             }
         }
-        double mean[CB];
+        double mean[CB], n_all = (double)rows;
         for (int j = 0; j < cb; j++) {
             double ms = sum[j] / (double)rows;
             mean[j] = k[j] + ms;
@@ -82,15 +82,32 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
             if (sq[j] < 0)
                 sq[j] = 0;
         }
+        if (d->sync) { /* SyncBN: count, sums and squared sums of every replica's rows */
+            double buf[2 * CB + 1];
+            buf[0] = (double)rows;
+            for (int j = 0; j < cb; j++) {
+                buf[1 + j] = (double)rows * mean[j];
+                buf[1 + cb + j] = sq[j] + (double)rows * mean[j] * mean[j];
+            }
+            if (d->sync(d->sync_ctx, buf, 2 * cb + 1) == 0) { /* on failure the batch's own statistics serve */
+                n_all = buf[0];
+                for (int j = 0; j < cb; j++) {
+                    mean[j] = buf[1 + j] / n_all;
+                    sq[j] = buf[1 + cb + j] - n_all * mean[j] * mean[j];
+                    if (sq[j] < 0)
+                        sq[j] = 0;
+                }
+            }
+        }
         float *scale = save_scale + c0, *shift = save_shift + c0;
         for (int j = 0; j < cb; j++) {
-            double var = sq[j] / (double)rows;
+            double var = sq[j] / n_all;
             double invstd = 1.0 / sqrt(var + d->eps);
             save_mean[c0 + j] = (float)mean[j];
             save_invstd[c0 + j] = (float)invstd;
             scale[j] = (float)(gamma[c0 + j] * invstd);
             shift[j] = (float)(beta[c0 + j] - mean[j] * gamma[c0 + j] * invstd);
-            double unbiased = rows > 1 ? sq[j] / (double)(rows - 1) : var;
+            double unbiased = n_all > 1 ? sq[j] / (n_all - 1) : var;
             running_mean[c0 + j] = (float)((1.0 - d->momentum) * running_mean[c0 + j] + d->momentum * mean[j]);
             running_var[c0 + j] = (float)((1.0 - d->momentum) * running_var[c0 + j] + d->momentum * unbiased);
         }
@@ -165,7 +182,28 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int rel
                 sdyx[j] += fx[j];
             }
         }
-        /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd */
+        /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd; with SyncBN
+         * the two means run over every replica's rows, dgamma and dbeta stay this replica's */
+        double gdy[CB], gdyx[CB], n_all = (double)rows;
+        for (int j = 0; j < cb; j++) {
+            gdy[j] = sdy[j];
+            gdyx[j] = sdyx[j];
+        }
+        if (d->sync) {
+            double buf[2 * CB + 1];
+            buf[0] = (double)rows;
+            for (int j = 0; j < cb; j++) {
+                buf[1 + j] = sdy[j];
+                buf[1 + cb + j] = sdyx[j];
+            }
+            if (d->sync(d->sync_ctx, buf, 2 * cb + 1) == 0) {
+                n_all = buf[0];
+                for (int j = 0; j < cb; j++) {
+                    gdy[j] = buf[1 + j];
+                    gdyx[j] = buf[1 + cb + j];
+                }
+            }
+        }
         float a[CB], b[CB], k[CB];
         for (int j = 0; j < cb; j++) {
             double invstd = save_invstd[c0 + j];
@@ -177,9 +215,9 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int rel
                 dgamma[c0 + j] = (float)dg;
                 dbeta[c0 + j] = (float)db;
             }
-            a[j] = (float)(gamma[c0 + j] * invstd);                            /* times dy */
-            k[j] = (float)(gamma[c0 + j] * invstd * invstd * invstd * sdyx[j] / (double)rows); /* times (x-mean) */
-            b[j] = (float)(gamma[c0 + j] * invstd * db / (double)rows);       /* constant */
+            a[j] = (float)(gamma[c0 + j] * invstd);                               /* times dy */
+            k[j] = (float)(gamma[c0 + j] * invstd * invstd * invstd * gdyx[j] / n_all); /* times (x-mean) */
+            b[j] = (float)(gamma[c0 + j] * invstd * gdy[j] / n_all);              /* constant */
         }
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
