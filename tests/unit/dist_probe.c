@@ -6,7 +6,10 @@
  * (DT_TIMEOUT seconds, default 5) naming rank R:
  *   hang R   rank R sleeps instead of joining
  *   die R    rank R kills itself (SIGKILL)
- *   sleep    every rank sleeps 60 s (for signal tests) */
+ *   sleep    every rank sleeps 60 s (for signal tests)
+ * Spawning (dist/spawn.h, as dtrain --nproc-per-node; run with DT_SPAWN_CPU=1 on a CPU):
+ *   spawn N [ARGS...]  fork N workers running this program with ARGS, and wait for them
+ *   exit R             (a worker) rank R exits with status 3 at once, the others sleep 30 s */
 #include "config.h"
 
 #include <signal.h>
@@ -17,12 +20,19 @@
 
 #include "dist/comm.h"
 #include "dist/launch.h"
+#include "dist/spawn.h"
 #include "util/check.h"
 #include "util/log.h"
 
 int main(int argc, char **argv)
 {
     dt_log_init();
+    if (argc >= 3 && !strcmp(argv[1], "spawn")) {
+        char *child[8] = {"/proc/self/exe"};
+        for (int i = 3; i < argc && i < 9; i++)
+            child[i - 2] = argv[i];
+        return dt_spawn_local(atoi(argv[2]), child, 0, 3.0);
+    }
     dt_launch l;
     if (dt_launch_init(&l) != DT_OK)
         return 1;
@@ -49,6 +59,11 @@ int main(int argc, char **argv)
     int rc = strcmp(status, "BAD") == 0;
     if (argc == 2 && !strcmp(argv[1], "sleep"))
         sleep(60);
+    if (argc == 3 && !strcmp(argv[1], "exit")) {
+        if (l.rank == atoi(argv[2]))
+            return 3;
+        sleep(30);
+    }
     if (argc == 3 && (!strcmp(argv[1], "hang") || !strcmp(argv[1], "die")) && c) {
         if (l.rank == atoi(argv[2])) {
             if (argv[1][0] == 'd')

@@ -1,0 +1,25 @@
+/* spawn.h: dtrain --nproc-per-node N without Slurm: the parent forks N workers of the same program
+ * on this machine, one per GPU, as torch.distributed.launch does, and watches them.
+ *   - each worker gets DT_RANK, DT_LOCAL_RANK (0..N-1) and DT_WORLD_SIZE=N (launch.h reads them),
+ *     and DT_NCCL_ID: the parent makes the NCCL unique id, so no address or port is needed;
+ *   - SIGINT and SIGTERM to the parent go to every worker;
+ *   - when a worker fails (non-zero exit, or a signal), the others get SIGTERM, then SIGKILL after
+ *     grace seconds, and the parent exits with the failure: no worker is left behind.
+ * CPU training has no NCCL: there the parent refuses with one line saying to use mpirun. */
+#ifndef DT_DIST_SPAWN_H
+#define DT_DIST_SPAWN_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Runs argv (argv[0] a path, NULL-terminated) as n workers and waits for them. Returns the exit
+ * status for the parent: 0 when all succeeded, else the first failure's (128 + signal for a
+ * signal), or 1 after one line when spawning is not possible. gpu: 1 when the workers will use
+ * NCCL (a CUDA build with a device); a CPU build refuses unless DT_SPAWN_CPU=1 is set (tests). */
+int dt_spawn_local(int n, char *const *argv, int gpu, double grace);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
