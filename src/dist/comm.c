@@ -167,6 +167,11 @@ void dt_comm_free(dt_comm *c)
 }
 
 #ifndef HAVE_CUDA
+int dt_gpu_count(void)
+{
+    return 0;
+}
+
 int dt_comm_nccl(dt_comm **c, const dt_launch *l, int device, double timeout_s)
 {
     (void)l;

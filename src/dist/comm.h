@@ -54,6 +54,8 @@ int dt_comm_mpi(dt_comm **c, double timeout_s);
 /* NCCL over the launch's ranks on CUDA device `device` (the local rank's), for device buffers
  * (CUDA builds; DT_ERR_STATE otherwise). */
 int dt_comm_nccl(dt_comm **c, const dt_launch *l, int device, double timeout_s);
+/* CUDA devices this process can use (0 without CUDA or a driver). */
+int dt_gpu_count(void);
 /* The communicator a launch gives for host (CPU) buffers: self for one rank, MPI under MPI; other
  * launches get DT_ERR_STATE with a line saying how to start (srun --mpi=pmix or mpirun). */
 int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s);

@@ -33,6 +33,12 @@ typedef struct nccl_impl {
     int aborted;
 } nccl_impl;
 
+int dt_gpu_count(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
 static ncclDataType_t nccl_type(dt_dtype t)
 {
     switch (t) {

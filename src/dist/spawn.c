@@ -59,7 +59,7 @@ int dt_spawn_local(int n, char *const *argv, int gpu, double grace)
     if (!gpu && !(cpu && !strcmp(cpu, "1"))) {
         dt_error("--nproc-per-node starts one worker per GPU and this run has no GPU: for CPU training start "
                  "the ranks with mpirun -np %d %s ... (or srun --mpi=pmix)",
-                 n, argv[0]);
+                 n, program_invocation_short_name);
         return 1;
     }
     if (n < 1 || n > 1024) {

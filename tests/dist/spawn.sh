@@ -8,7 +8,11 @@ probe="$top_builddir/tests/unit/dist_probe"
 
 expect_status 1 "$probe" spawn 2
 grep -q "no GPU: for CPU training start the ranks with mpirun -np 2" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no refusal"; }
-pass "without a GPU: refused, pointing to mpirun"
+expect_status 1 "$top_builddir/dtrain" --nproc-per-node 4
+grep -q "no GPU: for CPU training start the ranks with mpirun -np 4" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "dtrain: no refusal"; }
+expect_status 2 "$top_builddir/dtrain" --nproc-per-node 0
+grep -q -- "--nproc-per-node" "$DT_TMP/err" || fail "dtrain --nproc-per-node 0: not named"
+pass "without a GPU: refused, pointing to mpirun (the launcher and dtrain --nproc-per-node)"
 
 export DT_SPAWN_CPU=1
 expect_status 0 timeout 60 "$probe" spawn 3
