@@ -3,7 +3,6 @@
 
 #include "dist/comm.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,60 +25,6 @@ const char *dt_dtype_name(dt_dtype t)
 {
     static const char *const n[] = {"float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8"};
     return (unsigned)t < sizeof n / sizeof *n ? n[t] : "?";
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-uint16_t dt_f32_to_bf16(float f)
-{
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1); /* round to nearest even */
-    return (uint16_t)(u >> 16);
-}
-
-float dt_bf16_to_f32(uint16_t h)
-{
-    return bits_f32((uint32_t)h << 16);
-}
-
-uint16_t dt_f32_to_f16(float f)
-{
-    uint32_t u = f32_bits(f), sign = (u >> 16) & 0x8000u;
-    uint32_t a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) /* NaN */
-        return (uint16_t)(sign | 0x7e00u);
-    if (a >= 0x477ff000u) /* rounds to 65520 or more: infinity */
-        return (uint16_t)(sign | 0x7c00u);
-    if (a < 0x38800000u) { /* below 2^-14: a subnormal half (or zero), rounded to nearest even */
-        float v = bits_f32(a) * 16777216.0f; /* scaled by 2^24: the half's integer mantissa */
-        return (uint16_t)(sign | (uint32_t)nearbyintf(v));
-    }
-    uint32_t r = a + 0xfffu + ((a >> 13) & 1); /* round the 13 dropped bits to nearest even */
-    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
-float dt_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
-    if (e == 0) /* zero or subnormal: m * 2^-24 */
-        return bits_f32(sign) + (sign ? -1.0f : 1.0f) * (float)m * 5.9604644775390625e-8f;
-    if (e == 31)
-        return bits_f32(sign | 0x7f800000u | (m << 13));
-    return bits_f32(sign | ((e + 112) << 23) | (m << 13));
 }
 
 /* ---- one rank ---------------------------------------------------------------------------------- */

@@ -61,11 +61,6 @@ int dt_gpu_count(void);
 int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s);
 void dt_comm_free(dt_comm *c);
 
-/* float <-> half and bfloat16, round to nearest even (NaN stays NaN) */
-uint16_t dt_f32_to_f16(float f);
-float dt_f16_to_f32(uint16_t h);
-uint16_t dt_f32_to_bf16(float f);
-float dt_bf16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
 #include "dist/comm.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/half.h"
 #include "util/log.h"
 
 typedef struct mpi_impl {
