@@ -13,3 +13,7 @@ expect_status 0 timeout 300 $MPIRUN -np 4 "$top_builddir/tests/unit/test_ddp" re
 cat "$DT_TMP/out"
 [ "$(grep -c "replicas identical yes" "$DT_TMP/out")" -eq 7 ] || fail "not every setting gave identical replicas"
 pass "4 ranks x 4 images = 1 process x 16 images within fp32 rounding, in every DDP setting, SyncBN included"
+grep -q "amp: an inf on rank 3 skipped the step on every rank, weights and momentum untouched, scale halved: yes" \
+  "$DT_TMP/out" || fail "AMP overflow on one rank"
+[ "$(grep -c "Gradient overflow" "$DT_TMP/err")" -eq 1 ] || { cat "$DT_TMP/err"; fail "the overflow should be logged once, by rank 0"; }
+pass "an inf gradient on rank 3 skips the step on all 4 ranks; rank 0 logs it once"

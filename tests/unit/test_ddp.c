@@ -18,6 +18,7 @@
 #include "dist/comm.h"
 #include "dist/launch.h"
 #include "nn/model.h"
+#include "train/amp.h"
 #include "train/ddp.h"
 #include "train/sgd.h"
 #include "util/check.h"
@@ -172,6 +173,49 @@ int main(int argc, char **argv)
             printf("ddp %s: %d buckets, weight updates vs single-process %.2e (tolerance %.0e), BN buffers %.1e, "
                    "replicas identical %s, bitwise equal to the first setting %s\n",
                    runs[k].name, nb, emax, TOL, ebuf, any ? "no" : "yes", same1 ? "yes" : "no");
+    }
+    /* AMP: an inf in the last rank's gradients skips the step on every rank */
+    {
+        dt_model m;
+        dt_sgd o;
+        dt_ddp *d;
+        dt_amp_props ap;
+        dt_scaler sc;
+        dt_amp_resolve(2, NULL, &ap);
+        dt_scaler_init(&sc, &ap);
+        int ok = dt_model_create(&m, arch, 3, 10, &dt_backend_cpu) == DT_OK && dt_model_plan(&m, b, HW, HW) == DT_OK &&
+                 dt_sgd_init(&o, &m, LR, MOM, 0, WD, 0, 0) == DT_OK;
+        dt_model_init_weights(&m, 1, 0);
+        m.training = 0;
+        ok = ok && dt_ddp_create(&d, &m, c, NULL) == DT_OK;
+        double loss;
+        const float *xr = x + (size_t)c->rank * b * img;
+        const int32_t *yr = y + c->rank * b;
+        int sk1 = -1, sk2 = -1;
+        ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1) &&
+             !dt_amp_step(&sc, c, &o, &m, LR, 1, &sk1);
+        size_t wb = (size_t)m.n_weights * sizeof(float);
+        float *w0 = malloc(wb), *mo0 = malloc(wb);
+        memcpy(w0, m.weights, wb);
+        memcpy(mo0, o.momentum_buf, wb);
+        ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1);
+        if (c->rank == W - 1)
+            m.grads[m.n_weights / 3] = INFINITY; /* after the all-reduce: only this rank sees it */
+        ok = ok && !dt_amp_step(&sc, c, &o, &m, LR, 2, &sk2);
+        int same = ok && !sk1 && sk2 && !memcmp(w0, m.weights, wb) && !memcmp(mo0, o.momentum_buf, wb) &&
+                   sc.scale == 32768.0,
+            all = same;
+        c->ops->allreduce(c, &all, &all, 1, DT_INT32, DT_MIN);
+        bad += !all;
+        if (c->rank == 0)
+            printf("amp: an inf on rank %d skipped the step on every rank, weights and momentum untouched, scale "
+                   "halved: %s\n",
+                   W - 1, all ? "yes" : "no");
+        free(w0);
+        free(mo0);
+        dt_ddp_free(d);
+        dt_sgd_free(&o);
+        dt_model_free(&m);
     }
     free(x);
     free(y);

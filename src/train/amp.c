@@ -1,0 +1,223 @@
+/* amp.c: opt-level properties and the dynamic loss scaler (contract in amp.h). */
+#include "config.h"
+
+#include "train/amp.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/clones.h"
+#include "util/cli.h"
+#include "util/h5.h"
+#include "util/log.h"
+
+static int bad_combo(const char *flag, const char *why)
+{
+    dt_error("%s: %s", flag, why);
+    return DT_ERR_INPUT;
+}
+
+int dt_amp_resolve(int level, const dt_amp_overrides *o, dt_amp_props *p)
+{
+    static const dt_amp_overrides none = {.keep_batchnorm_fp32 = -1, .master_weights = -1};
+    if (!o)
+        o = &none;
+    if (level < 0 || level > 3)
+        return bad_combo("--opt-level", "must be O0, O1, O2 or O3");
+    dt_dtype red = o->bf16 ? DT_BFLOAT16 : DT_FLOAT16;
+    memset(p, 0, sizeof *p);
+    p->opt_level = level;
+    p->reduced = red;
+    p->model_type = level >= 2 ? red : DT_FLOAT32;
+    p->cast_ops = level == 1;
+    p->keep_batchnorm_fp32 = level != 3;
+    p->master_weights = level == 2;
+    /* fp16 needs loss scaling under O1/O2; bf16 has fp32's exponent range and does not */
+    p->dynamic_loss_scale = (level == 1 || level == 2) && !o->bf16;
+    p->loss_scale = p->dynamic_loss_scale ? 65536.0 : 1.0;
+    p->allreduce_type = level >= 2 ? red : DT_FLOAT32;
+    if (o->keep_batchnorm_fp32 >= 0) {
+        if (level < 2)
+            return bad_combo("--keep-batchnorm-fp32", "only for O2 and O3 (O0 and O1 keep every weight in fp32)");
+        p->keep_batchnorm_fp32 = o->keep_batchnorm_fp32;
+    }
+    if (o->master_weights >= 0) {
+        if (level < 2 && o->master_weights)
+            return bad_combo("--master-weights", "only for O2 and O3: under O0 and O1 the weights are fp32 already");
+        if (level == 2 && !o->master_weights)
+            return bad_combo("--master-weights", "O2 keeps fp32 master weights (use O3 for none)");
+        p->master_weights = o->master_weights;
+    }
+    if (o->loss_scale) {
+        if (!strcmp(o->loss_scale, "dynamic")) {
+            p->dynamic_loss_scale = 1;
+            p->loss_scale = 65536.0;
+        } else {
+            double v;
+            if (dt_parse_double("--loss-scale", o->loss_scale, 1e-30, 1e30, &v) != DT_OK)
+                return DT_ERR_INPUT;
+            p->dynamic_loss_scale = 0;
+            p->loss_scale = v;
+        }
+    }
+    if (o->allreduce_fp32)
+        p->allreduce_type = DT_FLOAT32;
+    return DT_OK;
+}
+
+static const char *type_name(dt_dtype t)
+{
+    return t == DT_FLOAT16 ? "fp16" : t == DT_BFLOAT16 ? "bf16" : "fp32";
+}
+
+static void print_props(const dt_amp_props *p, FILE *f)
+{
+    char scale[64];
+    if (p->dynamic_loss_scale)
+        snprintf(scale, sizeof scale, "dynamic (start %g)", p->loss_scale);
+    else
+        snprintf(scale, sizeof scale, "%g", p->loss_scale);
+    fprintf(f,
+            "opt_level              : O%d\n"
+            "model weights          : %s\n"
+            "casts per op           : %s\n"
+            "keep_batchnorm_fp32    : %s\n"
+            "master_weights         : %s\n"
+            "loss_scale             : %s\n"
+            "allreduce              : %s\n",
+            p->opt_level, type_name(p->model_type), p->cast_ops ? "conv/linear in the reduced type" : "no",
+            p->keep_batchnorm_fp32 ? "True" : "False", p->master_weights ? "True" : "False", scale,
+            type_name(p->allreduce_type));
+}
+
+void dt_amp_print(const dt_amp_props *defaults, const dt_amp_props *p, FILE *f)
+{
+    static const char *const what[] = {"FP32 training.", "Insert automatic casts around conv and linear.",
+                                       " training with FP32 batchnorm and FP32 master weights.", " training."};
+    const char *red = p->reduced == DT_BFLOAT16 ? "BF16" : "FP16";
+    fprintf(f, "Selected optimization level O%d:  %s%s%s\n\nDefaults for this optimization level are:\n",
+            p->opt_level, p->opt_level == 3 ? "Pure " : "", p->opt_level >= 2 ? red : "", what[p->opt_level]);
+    print_props(defaults, f);
+    if (memcmp(defaults, p, sizeof *p) != 0) {
+        fprintf(f, "Processing user overrides...\nAfter processing overrides, optimization options are:\n");
+        print_props(p, f);
+    }
+}
+
+void dt_scaler_init(dt_scaler *s, const dt_amp_props *p)
+{
+    memset(s, 0, sizeof *s);
+    s->dynamic = p ? p->dynamic_loss_scale : 0;
+    s->scale = p ? p->loss_scale : 1.0;
+    s->growth_interval = 2000;
+    s->growth = 2.0;
+    s->backoff = 0.5;
+    s->max_scale = 16777216.0; /* 2^24 */
+}
+
+DT_CLONES
+int dt_unscale_check(float *g, int64_t n, float inv_scale)
+{
+    int bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : bad)
+    for (int64_t i = 0; i < n; i++) {
+        float v = g[i] * inv_scale;
+        g[i] = v;
+        bad |= !(v - v == 0.0f); /* inf - inf and NaN - NaN are NaN; branch-free, so it vectorises */
+    }
+    return bad;
+}
+
+int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow)
+{
+    int32_t v = local_overflow != 0;
+    DT_TRY(c->ops->allreduce(c, &v, &v, 1, DT_INT32, DT_MAX));
+    *overflow = v;
+    return DT_OK;
+}
+
+int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
+{
+    if (!s->dynamic)
+        return overflow; /* a static scale still skips a step with inf/NaN gradients */
+    if (overflow) {
+        double next = s->scale * s->backoff;
+        if (s->min_scale > 0 && next < s->min_scale)
+            next = s->min_scale;
+        s->scale = next;
+        s->clean_steps = 0;
+        s->overflows++;
+        if (rank == 0)
+            dt_warn("step %lld: Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to %.1f",
+                    (long long)step, s->scale);
+        return 1;
+    }
+    if (++s->clean_steps >= s->growth_interval) {
+        s->scale = s->scale * s->growth > s->max_scale ? s->max_scale : s->scale * s->growth;
+        s->clean_steps = 0;
+    }
+    return 0;
+}
+
+int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float lr, int64_t step, int *skipped)
+{
+    int overflow = dt_unscale_check(m->grads, m->n_weights, (float)(1.0 / s->scale));
+    if (c)
+        DT_TRY(dt_overflow_agree(c, overflow, &overflow));
+    *skipped = dt_scaler_update(s, overflow, step, c ? c->rank : 0);
+    if (!*skipped)
+        dt_sgd_step(opt, m, lr);
+    return DT_OK;
+}
+
+int dt_scaler_save(const dt_scaler *s, hid_t g)
+{
+    DT_TRY(dt_h5_attr_write_i64(g, "dynamic", s->dynamic));
+    DT_TRY(dt_h5_attr_write_i64(g, "clean_steps", s->clean_steps));
+    DT_TRY(dt_h5_attr_write_i64(g, "growth_interval", s->growth_interval));
+    DT_TRY(dt_h5_attr_write_i64(g, "overflows", s->overflows));
+    /* doubles as their exact bit patterns: no text round trip */
+    int64_t bits[5];
+    double v[5] = {s->scale, s->growth, s->backoff, s->max_scale, s->min_scale};
+    static const char *const names[5] = {"scale_bits", "growth_bits", "backoff_bits", "max_scale_bits",
+                                         "min_scale_bits"};
+    for (int i = 0; i < 5; i++) {
+        memcpy(&bits[i], &v[i], 8);
+        DT_TRY(dt_h5_attr_write_i64(g, names[i], bits[i]));
+    }
+    return DT_OK;
+}
+
+int dt_scaler_load(dt_scaler *s, hid_t g, const char *source)
+{
+    int64_t dyn, clean, interval, overflows, bits[5];
+    static const char *const names[5] = {"scale_bits", "growth_bits", "backoff_bits", "max_scale_bits",
+                                         "min_scale_bits"};
+    if (dt_h5_attr_read_i64(g, source, "dynamic", &dyn) || dt_h5_attr_read_i64(g, source, "clean_steps", &clean) ||
+        dt_h5_attr_read_i64(g, source, "growth_interval", &interval) ||
+        dt_h5_attr_read_i64(g, source, "overflows", &overflows))
+        return DT_ERR_INPUT;
+    for (int i = 0; i < 5; i++)
+        if (dt_h5_attr_read_i64(g, source, names[i], &bits[i]))
+            return DT_ERR_INPUT;
+    double v[5];
+    for (int i = 0; i < 5; i++)
+        memcpy(&v[i], &bits[i], 8);
+    if (!(v[0] > 0) || !isfinite(v[0]) || interval < 1 || clean < 0) {
+        dt_error("%s: loss scaler state makes no sense (scale %g, interval %lld, clean steps %lld)", source, v[0],
+                 (long long)interval, (long long)clean);
+        return DT_ERR_INPUT;
+    }
+    s->dynamic = (int)dyn;
+    s->clean_steps = clean;
+    s->growth_interval = interval;
+    s->overflows = overflows;
+    s->scale = v[0];
+    s->growth = v[1];
+    s->backoff = v[2];
+    s->max_scale = v[3];
+    s->min_scale = v[4];
+    return DT_OK;
+}

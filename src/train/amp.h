@@ -1,0 +1,91 @@
+/* amp.h: mixed precision as Apex's opt levels defined it, and the loss scaler.
+ *
+ *   level  weights   per-op casts            BatchNorm   fp32 master weights  loss scale
+ *   O0     fp32      no                      fp32        no                   1.0 (static)
+ *   O1     fp32      conv/linear reduced,    fp32        no (weights fp32)    dynamic
+ *                    softmax/loss/norms fp32
+ *   O2     reduced   no                      fp32        yes                  dynamic
+ *   O3     reduced   no                      reduced     no                   1.0 (static)
+ * "Reduced" is fp16, or bf16 with --precision bf16 (which needs no loss scaling: its default is a
+ * static 1.0). Overrides (keep_batchnorm_fp32, master_weights, loss_scale) apply as Apex applied
+ * them. Gradients are all-reduced in the reduced type under O2/O3 (as Apex DDP did), in fp32
+ * under O0/O1, or always in fp32 when asked.
+ *
+ * The dynamic scaler: start 2^16; a step whose gradients hold an inf or NaN on any rank is
+ * skipped on every rank (weights and momentum untouched) and the scale halves (not below the
+ * floor); after growth_interval clean steps in a row it doubles (not above 2^24). Rank 0 logs
+ * each overflow as Apex did, with the step. Its state is saved with checkpoints. */
+#ifndef DT_TRAIN_AMP_H
+#define DT_TRAIN_AMP_H
+
+#include <hdf5.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "dist/comm.h"
+#include "nn/model.h"
+#include "train/sgd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_amp_props {
+    int opt_level;               /* 0..3 */
+    dt_dtype reduced;            /* DT_FLOAT16 or DT_BFLOAT16 */
+    dt_dtype model_type;         /* the weights' storage: DT_FLOAT32, or reduced under O2/O3 */
+    int cast_ops;                /* O1: conv and linear compute in the reduced type */
+    int keep_batchnorm_fp32;
+    int master_weights;
+    int dynamic_loss_scale;
+    double loss_scale;           /* the static scale, or the dynamic one's start */
+    dt_dtype allreduce_type;     /* gradients on the wire */
+} dt_amp_props;
+
+/* What the user said; -1 (or NULL text) for "not given". */
+typedef struct dt_amp_overrides {
+    int keep_batchnorm_fp32;     /* -1, 0, 1 */
+    int master_weights;          /* -1, 0, 1 */
+    const char *loss_scale;      /* NULL, "dynamic" or a number > 0 */
+    int bf16;                    /* 0 fp16, 1 bf16 */
+    int allreduce_fp32;          /* 1: gradients all-reduced in fp32 whatever the level */
+} dt_amp_overrides;
+
+/* Apex's defaults for the level, then the overrides; one line (naming the flag) for a combination
+ * Apex refused: keep_batchnorm_fp32 under O0/O1, master_weights false under O2 or true under O0/O1,
+ * a loss scale that is not "dynamic" or a positive number. */
+int dt_amp_resolve(int opt_level, const dt_amp_overrides *o, dt_amp_props *p);
+/* The resolved properties, as Apex printed them at start (rank 0). */
+void dt_amp_print(const dt_amp_props *defaults, const dt_amp_props *p, FILE *f);
+
+typedef struct dt_scaler {
+    int dynamic;
+    double scale;
+    int64_t clean_steps;         /* since the last overflow or growth */
+    int64_t growth_interval;     /* 2000 */
+    double growth, backoff;      /* 2, 0.5 */
+    double max_scale, min_scale; /* 2^24; the floor (0: none) */
+    int64_t overflows;           /* steps skipped so far */
+} dt_scaler;
+
+void dt_scaler_init(dt_scaler *s, const dt_amp_props *p);
+/* Multiplies n gradients by 1/scale and reports whether any is inf or NaN (1) or not (0). */
+int dt_unscale_check(float *g, int64_t n, float inv_scale);
+/* The overflow flag agreed over the ranks (a max over one int): every rank skips together. */
+int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow);
+/* After a step's gradients were checked: returns 1 when the step must be skipped (overflow). The
+ * scale moves as described above; rank 0 (rank == 0) logs an overflow with the step. */
+int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank);
+/* The end of a training step under a scaler: the gradients (of the loss times the scale) are
+ * unscaled and checked, the ranks agree on overflow, and then either the optimiser steps or, on
+ * overflow, nothing is touched (weights, momentum, step count). *skipped says which. c may be NULL
+ * (one process). */
+int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float lr, int64_t step, int *skipped);
+/* Checkpoint state: attributes of group g. Load names the file in its one-line errors. */
+int dt_scaler_save(const dt_scaler *s, hid_t g);
+int dt_scaler_load(dt_scaler *s, hid_t g, const char *source);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
