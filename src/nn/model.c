@@ -12,6 +12,7 @@
 
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/half.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -715,6 +716,89 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
     return DT_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------- */
+/* mixed precision                                                                                */
+
+int dt_param_reduced(const dt_model *m, const dt_param *p)
+{
+    if (m->amp_level < 2 || p->kind == DT_P_BN_COUNT)
+        return 0;
+    int bn = p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS || p->kind == DT_P_BN_MEAN || p->kind == DT_P_BN_VAR;
+    return !(bn && m->amp_keep_bn_fp32);
+}
+
+void dt_model_round_params(dt_model *m)
+{
+    for (int i = 0; i < m->n_params; i++) {
+        const dt_param *p = &m->params[i];
+        if (dt_param_reduced(m, p))
+            dt_round_half(dt_param_data(m, p), p->numel, m->amp_bf16);
+    }
+}
+
+void dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32)
+{
+    m->amp_level = level;
+    m->amp_bf16 = bf16;
+    m->amp_keep_bn_fp32 = keep_bn_fp32;
+    dt_model_round_params(m);
+}
+
+static void amp_round(const dt_model *m, float *x, int64_t n)
+{
+    dt_round_half(x, n, m->amp_bf16);
+}
+
+/* is the node's output stored in the reduced type? O1: what conv and linear make; O2/O3: all */
+static int amp_out(const dt_model *m, const dt_node *nd)
+{
+    return m->amp_level >= 2 || (m->amp_level == 1 && (nd->op == DT_OP_CONV || nd->op == DT_OP_LINEAR));
+}
+
+/* scratch for conv/linear under mixed precision: a rounded copy of the input (or of dx), of the
+ * weights and bias, and room for the weight gradient: the largest of each */
+static size_t amp_bytes(const dt_model *m, int n)
+{
+    int64_t mx = 0, mw = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const dt_node *nd = &m->nodes[i];
+        if (nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR)
+            continue;
+        int64_t x = value_numel(m, &m->values[nd->in0], n), w = m->params[nd->p[0]].numel;
+        if (nd->p[1] >= 0)
+            w += m->params[nd->p[1]].numel;
+        mx = x > mx ? x : mx;
+        mw = w > mw ? w : mw;
+    }
+    return (size_t)(2 * mx + 2 * mw + 64) * sizeof(float); /* x copy, w copy, dw, a dx apart */
+}
+
+/* the operands a conv/linear node computes with under mixed precision: its input rounded (a copy
+ * unless stored rounded already) and its weights and bias rounded (a copy under O1) */
+static void amp_operands(dt_model *m, const dt_node *nd, int n, const float **x, const float **w, const float **b)
+{
+    float *ws = dt_arena_at(&m->amp_ws, 0);
+    int64_t nx = value_numel(m, &m->values[nd->in0], n);
+    if (m->amp_level == 1 || nd->in0 == m->input) {
+        memcpy(ws, *x, (size_t)nx * sizeof(float));
+        amp_round(m, ws, nx);
+        *x = ws;
+    }
+    if (m->amp_level == 1) {
+        const dt_param *pw = &m->params[nd->p[0]];
+        float *wc = ws + nx;
+        memcpy(wc, *w, (size_t)pw->numel * sizeof(float));
+        amp_round(m, wc, pw->numel);
+        *w = wc;
+        if (*b) {
+            int64_t nb = m->params[nd->p[1]].numel;
+            memcpy(wc + pw->numel, *b, (size_t)nb * sizeof(float));
+            amp_round(m, wc + pw->numel, nb);
+            *b = wc + pw->numel;
+        }
+    }
+}
+
 int dt_model_plan(dt_model *m, int n, int h, int w)
 {
     if (n < 1 || h < 1 || w < 1) {
@@ -748,6 +832,9 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
         rc = carve(m, n, &m->act, abytes, aoff, goff, &ws);
     free(goff);
     free(aoff);
+    dt_arena_free(&m->amp_ws);
+    if (rc == DT_OK && m->amp_level > 0)
+        rc = dt_arena_init(&m->amp_ws, "mixed precision", amp_bytes(m, n));
     DT_TRY(rc);
     m->plan_n = n;
     m->plan_h = h;
@@ -835,7 +922,10 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         case DT_OP_CONV: {
             dt_conv_desc d;
             conv_desc(m, nd, n, &d);
-            be->conv_fwd(&d, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y, dt_arena_at(&m->ws, 0));
+            const float *cx = xin, *cw = pdata(m, nd->p[0]), *cb = pdata(m, nd->p[1]);
+            if (m->amp_level)
+                amp_operands(m, nd, n, &cx, &cw, &cb);
+            be->conv_fwd(&d, cx, cw, cb, y, dt_arena_at(&m->ws, 0));
             break;
         }
         case DT_OP_BN: {
@@ -871,9 +961,13 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             break;
         }
         case DT_OP_FLATTEN: be->flatten_fwd(n, xv->h, xv->w, xv->c, xin, y); break;
-        case DT_OP_LINEAR:
-            be->linear_fwd(n, xv->c * xv->h * xv->w, yv->c, xin, pdata(m, nd->p[0]), pdata(m, nd->p[1]), y);
+        case DT_OP_LINEAR: {
+            const float *lx = xin, *lw = pdata(m, nd->p[0]), *lb = pdata(m, nd->p[1]);
+            if (m->amp_level)
+                amp_operands(m, nd, n, &lx, &lw, &lb);
+            be->linear_fwd(n, xv->c * xv->h * xv->w, yv->c, lx, lw, lb, y);
             break;
+        }
         case DT_OP_DROPOUT:
             if (m->training && nd->a.drop > 0)
                 be->dropout_fwd(count, nd->a.drop, dt_hash64(m->dropout_seed, m->step * 1024 + (uint64_t)i), xin, y,
@@ -881,6 +975,12 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             else
                 memcpy(y, xin, (size_t)count * sizeof(float));
             break;
+        }
+        if (amp_out(m, nd) && !(nd->op == DT_OP_RELU && nd->a.fused))
+            amp_round(m, y, count);
+        if (nd->op == DT_OP_BN && m->training && m->amp_level >= 2 && !m->amp_keep_bn_fp32) {
+            amp_round(m, pdata(m, nd->p[2]), xv->c); /* running statistics of an fp16 BN are fp16 */
+            amp_round(m, pdata(m, nd->p[3]), xv->c);
         }
     }
     if (m->profile)
@@ -897,6 +997,13 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
             return DT_ERR_INPUT;
         }
     *loss = m->be->xent(n, m->num_classes, val(m, m->output), labels, eps, gval(m, m->output));
+    if (m->loss_scale != 0 && m->loss_scale != 1) { /* the scaler's factor, before any rounding */
+        float *g = gval(m, m->output);
+        for (int64_t i = 0; i < (int64_t)n * m->num_classes; i++)
+            g[i] *= m->loss_scale;
+    }
+    if (m->amp_level) /* the logits were reduced: so is their gradient */
+        amp_round(m, gval(m, m->output), (int64_t)n * m->num_classes);
     m->last_loss = *loss;
     return DT_OK;
 }
@@ -907,6 +1014,97 @@ static int grad_acc(dt_model *m, int v)
     int acc = m->values[v].grad_ready;
     m->values[v].grad_ready = 1;
     return acc;
+}
+
+/* out (+)= src rounded: the reduced-type result of a cast op joining an fp32 sum (O1), or written */
+static void amp_join(dt_model *m, float *src, int64_t count, float *out, int acc)
+{
+    amp_round(m, src, count);
+    m->be->copy_grad(count, src, out, acc);
+}
+
+/* A conv's backward under mixed precision: dy is the gradient of a reduced output (rounded here,
+ * where an fp32 consumer made it); the operands are those of the forward; dw and dx are reduced:
+ * under O1 computed apart, rounded, then added to the fp32 sums; under O2/O3 rounded in place. */
+static void amp_conv_bwd(dt_model *m, const dt_node *nd, int n, const dt_conv_desc *d, const float *xin, float *dy,
+                         int need_dx, int accumulate, void *ws)
+{
+    const dt_backend *be = m->be;
+    int64_t ny = value_numel(m, &m->values[nd->out], n), nx = value_numel(m, &m->values[nd->in0], n);
+    if (m->amp_level == 1)
+        amp_round(m, dy, ny);
+    const float *cx = xin, *cw = pdata(m, nd->p[0]), *cb = pdata(m, nd->p[1]);
+    amp_operands(m, nd, n, &cx, &cw, &cb);
+    const dt_param *pw = &m->params[nd->p[0]];
+    int64_t nb = nd->p[1] >= 0 ? m->params[nd->p[1]].numel : 0;
+    float *scratch = dt_arena_at(&m->amp_ws, 0), *dw = scratch + nx + pw->numel + nb;
+    if (m->amp_level == 1) {
+        be->conv_bwd_filter(d, cx, dy, dw, nb ? dw + pw->numel : NULL, 0, ws);
+        amp_join(m, dw, pw->numel, pgrad(m, nd->p[0]), accumulate);
+        if (nb)
+            amp_join(m, dw + pw->numel, nb, pgrad(m, nd->p[1]), accumulate);
+    } else {
+        be->conv_bwd_filter(d, cx, dy, pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), accumulate, ws);
+        amp_round(m, pgrad(m, nd->p[0]), pw->numel);
+        if (nb)
+            amp_round(m, pgrad(m, nd->p[1]), nb);
+    }
+    if (!need_dx)
+        return;
+    int acc = grad_acc(m, nd->in0);
+    if (m->amp_level == 1) { /* the input copy is done with: dx goes there first */
+        be->conv_bwd_data(d, dy, cw, scratch, 0, ws);
+        amp_join(m, scratch, nx, gval(m, nd->in0), acc);
+    } else {
+        be->conv_bwd_data(d, dy, cw, gval(m, nd->in0), acc, ws);
+        amp_round(m, gval(m, nd->in0), nx);
+    }
+}
+
+static void amp_linear_bwd(dt_model *m, const dt_node *nd, int n, const float *xin, float *dy, int need_dx,
+                           int accumulate)
+{
+    const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
+    int in = xv->c * xv->h * xv->w, out = yv->c;
+    int64_t nx = (int64_t)n * in;
+    if (m->amp_level == 1)
+        amp_round(m, dy, (int64_t)n * out);
+    const float *lx = xin, *lw = pdata(m, nd->p[0]), *lb = pdata(m, nd->p[1]);
+    amp_operands(m, nd, n, &lx, &lw, &lb);
+    const dt_param *pw = &m->params[nd->p[0]];
+    int64_t nb = m->params[nd->p[1]].numel;
+    float *scratch = dt_arena_at(&m->amp_ws, 0), *dw = scratch + nx + pw->numel + nb;
+    int acc = need_dx ? grad_acc(m, nd->in0) : 0;
+    if (m->amp_level == 1) {
+        float *dx = need_dx ? gval(m, nd->in0) : NULL;
+        /* dx is written apart only when it must be added: the rounded copy of x is in scratch */
+        float *dx_tmp = need_dx && acc ? dw + pw->numel + nb : dx;
+        m->be->linear_bwd(n, in, out, lx, lw, dy, dx_tmp, dw, dw + pw->numel, 0, 0);
+        amp_join(m, dw, pw->numel, pgrad(m, nd->p[0]), accumulate);
+        amp_join(m, dw + pw->numel, nb, pgrad(m, nd->p[1]), accumulate);
+        if (need_dx)
+            amp_join(m, dx_tmp, nx, dx, acc && dx_tmp != dx);
+    } else {
+        m->be->linear_bwd(n, in, out, lx, lw, dy, need_dx ? gval(m, nd->in0) : NULL, pgrad(m, nd->p[0]),
+                          pgrad(m, nd->p[1]), acc, accumulate);
+        amp_round(m, pgrad(m, nd->p[0]), pw->numel);
+        amp_round(m, pgrad(m, nd->p[1]), nb);
+        if (need_dx)
+            amp_round(m, gval(m, nd->in0), nx);
+    }
+}
+
+/* O2/O3, after any other node's backward: its input gradients and (reduced) parameter gradients
+ * are stored in the reduced type */
+static void amp_round_grads(dt_model *m, const dt_node *nd, int n)
+{
+    int ins[2] = {nd->in0, nd->in1};
+    for (int k = 0; k < 2; k++)
+        if (ins[k] >= 0 && ins[k] != m->input && m->values[ins[k]].grad_ready)
+            amp_round(m, gval(m, ins[k]), value_numel(m, &m->values[ins[k]], n));
+    for (int j = 0; j < 2; j++)
+        if (nd->p[j] >= 0 && dt_param_reduced(m, &m->params[nd->p[j]]))
+            amp_round(m, pgrad(m, nd->p[j]), m->params[nd->p[j]].numel);
 }
 
 int dt_model_backward(dt_model *m, int n, int accumulate)
@@ -937,6 +1135,10 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             dt_conv_desc d;
             conv_desc(m, nd, n, &d);
             void *ws = dt_arena_at(&m->ws, 0);
+            if (m->amp_level) {
+                amp_conv_bwd(m, nd, n, &d, xin, dy, need_dx, accumulate, ws);
+                break;
+            }
             be->conv_bwd_filter(&d, xin, dy, pgrad(m, nd->p[0]), pgrad(m, nd->p[1]), accumulate, ws);
             if (m->profile)
                 t = profile_tick(m, 1, DT_OP_CONV, t);
@@ -978,6 +1180,10 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         }
         case DT_OP_FLATTEN: be->flatten_bwd(n, xv->h, xv->w, xv->c, dy, gval(m, nd->in0), grad_acc(m, nd->in0)); break;
         case DT_OP_LINEAR:
+            if (m->amp_level) {
+                amp_linear_bwd(m, nd, n, xin, dy, need_dx, accumulate);
+                break;
+            }
             be->linear_bwd(n, xv->c * xv->h * xv->w, yv->c, xin, pdata(m, nd->p[0]), dy,
                            need_dx ? gval(m, nd->in0) : NULL, pgrad(m, nd->p[0]), pgrad(m, nd->p[1]),
                            need_dx ? grad_acc(m, nd->in0) : 0, accumulate);
@@ -989,6 +1195,8 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                 be->copy_grad(count, dy, gval(m, nd->in0), grad_acc(m, nd->in0));
             break;
         }
+        if (m->amp_level >= 2 && nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR)
+            amp_round_grads(m, nd, n);
         if (m->on_grads && nd->p[0] >= 0)
             m->on_grads(m->on_grads_ctx, i);
     }
@@ -1032,5 +1240,6 @@ void dt_model_free(dt_model *m)
     dt_arena_free(&m->act);
     dt_arena_free(&m->grad);
     dt_arena_free(&m->ws);
+    dt_arena_free(&m->amp_ws);
     memset(m, 0, sizeof *m);
 }

@@ -108,6 +108,13 @@ typedef struct dt_model {
 
     int plan_n, plan_h, plan_w;
     int plan_rule;          /* 0: the smallest memory packing; k = 1..3 forces the k-th (tests check they agree) */
+    /* mixed precision (dt_model_set_amp), emulated on the CPU: every value the reduced type would
+     * store is rounded to it, so the numbers are those of fp16/bf16 storage with fp32 compute */
+    int amp_level;          /* 0 (fp32), 1 (conv/linear cast), 2, 3 (reduced model) */
+    int amp_bf16;           /* the reduced type: 0 fp16, 1 bf16 */
+    int amp_keep_bn_fp32;   /* BN parameters, statistics and compute in fp32 */
+    dt_arena amp_ws;        /* rounded copies of conv/linear operands */
+    float loss_scale;       /* dt_model_loss seeds backward with the loss times this (0 or 1: unscaled) */
     dt_arena act, grad, ws;
     int training;           /* 1: BN uses batch statistics, dropout is active */
     uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
@@ -148,6 +155,14 @@ float *dt_model_logits(const dt_model *m);
 int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss);
 /* Backward of the last forward: parameter gradients into grads (added when accumulate). */
 int dt_model_backward(dt_model *m, int n, int accumulate);
+
+/* Mixed precision at Apex's opt level (0..3) in fp16 or bf16; call before dt_model_plan. Under
+ * O2/O3 the weights are rounded to the reduced type now (BN's too unless keep_bn_fp32). */
+void dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32);
+/* 1 when parameter p is stored in the reduced type at the model's level */
+int dt_param_reduced(const dt_model *m, const dt_param *p);
+/* Rounds every reduced-type parameter to its type (after an optimiser changed them in fp32). */
+void dt_model_round_params(dt_model *m);
 
 /* Sets the probability of every dropout layer (torchvision's default is 0.5). */
 void dt_model_set_dropout(dt_model *m, float p);

@@ -161,14 +161,49 @@ int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
     return 0;
 }
 
-int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float lr, int64_t step, int *skipped)
+int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
+{
+    memset(a, 0, sizeof *a);
+    a->props = *p;
+    dt_scaler_init(&a->scaler, p);
+    dt_model_set_amp(m, p->opt_level, p->reduced == DT_BFLOAT16,
+                     p->keep_batchnorm_fp32);
+    if (p->opt_level >= 2 && p->master_weights) { /* Apex: fp32 copies of the (already rounded) model weights */
+        a->master = malloc((size_t)m->n_weights * sizeof(float));
+        if (!a->master)
+            return DT_ERR_NOMEM;
+        memcpy(a->master, m->weights, (size_t)m->n_weights * sizeof(float));
+    }
+    m->loss_scale = (float)a->scaler.scale;
+    return DT_OK;
+}
+
+void dt_amp_free(dt_amp *a)
+{
+    free(a->master);
+    a->master = NULL;
+}
+
+int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
+                int *skipped)
 {
     int overflow = dt_unscale_check(m->grads, m->n_weights, (float)(1.0 / s->scale));
     if (c)
         DT_TRY(dt_overflow_agree(c, overflow, &overflow));
     *skipped = dt_scaler_update(s, overflow, step, c ? c->rank : 0);
-    if (!*skipped)
-        dt_sgd_step(opt, m, lr);
+    if (!*skipped) {
+        if (master) { /* the update happens on the fp32 masters; the model gets them rounded */
+            float *w = m->weights;
+            m->weights = master;
+            dt_sgd_step(opt, m, lr);
+            m->weights = w;
+            memcpy(m->weights, master, (size_t)m->n_weights * sizeof(float));
+        } else {
+            dt_sgd_step(opt, m, lr);
+        }
+        dt_model_round_params(m);
+    }
+    m->loss_scale = (float)s->scale;
     return DT_OK;
 }
 

@@ -76,11 +76,25 @@ int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow);
 /* After a step's gradients were checked: returns 1 when the step must be skipped (overflow). The
  * scale moves as described above; rank 0 (rank == 0) logs an overflow with the step. */
 int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank);
+/* Mixed precision on a model: its storage types (dt_model_set_amp), fp32 master weights under O2
+ * (a copy of the rounded weights), the scaler, and the loss scale the model seeds backward with. */
+typedef struct dt_amp {
+    dt_amp_props props;
+    dt_scaler scaler;
+    float *master;               /* O2: n_weights fp32 master weights, else NULL */
+} dt_amp;
+/* Call before dt_model_plan. DT_OK or DT_ERR_NOMEM. */
+int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p);
+void dt_amp_free(dt_amp *a);
+
 /* The end of a training step under a scaler: the gradients (of the loss times the scale) are
- * unscaled and checked, the ranks agree on overflow, and then either the optimiser steps or, on
- * overflow, nothing is touched (weights, momentum, step count). *skipped says which. c may be NULL
- * (one process). */
-int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float lr, int64_t step, int *skipped);
+ * unscaled and checked, the ranks agree on overflow, and then either the optimiser steps (on the
+ * master weights when there are any, then rounded into the model) or, on overflow, nothing is
+ * touched (weights, momentum, step count). *skipped says which. c may be NULL (one process);
+ * master NULL when the model's weights are the ones to update. The model's loss scale follows the
+ * scaler. */
+int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
+                int *skipped);
 /* Checkpoint state: attributes of group g. Load names the file in its one-line errors. */
 int dt_scaler_save(const dt_scaler *s, hid_t g);
 int dt_scaler_load(dt_scaler *s, hid_t g, const char *source);

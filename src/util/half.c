@@ -129,3 +129,30 @@ void dt_f16_to_f32_n(size_t n, const uint16_t *src, float *dst)
     for (size_t i = 0; i < n; i++)
         dst[i] = dt_f16_to_f32(src[i]);
 }
+
+void dt_round_half(float *x, int64_t n, int bf16)
+{
+    enum { CHUNK = 1024 };
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += CHUNK) {
+        uint16_t h[CHUNK];
+        size_t k = (size_t)(n - i < CHUNK ? n - i : CHUNK);
+        if (bf16) {
+            dt_f32_to_bf16_n(k, x + i, h);
+            dt_bf16_to_f32_n(k, h, x + i);
+        } else {
+            dt_f32_to_f16_n(k, x + i, h);
+            dt_f16_to_f32_n(k, h, x + i);
+        }
+    }
+}
+
+int dt_is_half(const float *x, int64_t n, int bf16)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float r = bf16 ? dt_bf16_to_f32(dt_f32_to_bf16(x[i])) : dt_f16_to_f32(dt_f32_to_f16(x[i]));
+        if (r != x[i] && !(r != r && x[i] != x[i]))
+            return 0;
+    }
+    return 1;
+}

@@ -21,6 +21,11 @@ void dt_f32_to_f16_n(size_t n, const float *src, uint16_t *dst);
 void dt_f16_to_f32_n(size_t n, const uint16_t *src, float *dst);
 void dt_f32_to_bf16_n(size_t n, const float *src, uint16_t *dst);
 void dt_bf16_to_f32_n(size_t n, const uint16_t *src, float *dst);
+/* x[i] = the nearest value of the reduced type (t: 1 fp16, 2 bf16), in place: what storing x in
+ * that type and reading it back gives (the CPU's mixed precision stores fp32 arrays so rounded) */
+void dt_round_half(float *x, int64_t n, int bf16);
+/* 1 when every x[i] is a value of the reduced type (tests) */
+int dt_is_half(const float *x, int64_t n, int bf16);
 /* 1 when the bulk fp16 conversions run on F16C (for the test's report) */
 int dt_half_uses_f16c(void);
 

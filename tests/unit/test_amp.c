@@ -17,6 +17,7 @@
 #include "train/amp.h"
 #include "train/sgd.h"
 #include "util/check.h"
+#include "util/half.h"
 #include "util/log.h"
 
 static const dt_amp_overrides none = {.keep_batchnorm_fp32 = -1, .master_weights = -1};
@@ -162,7 +163,7 @@ int main(void)
     dt_scaler_init(&s, &p[2]);
     int skipped1 = -1, skipped2 = -1;
     ok = ok && dt_model_forward(&m, x, 4) == DT_OK && dt_model_loss(&m, y, 4, 0, &loss) == DT_OK &&
-         dt_model_backward(&m, 4, 0) == DT_OK && dt_amp_step(&s, NULL, &opt, &m, 0.1f, 1, &skipped1) == DT_OK;
+         dt_model_backward(&m, 4, 0) == DT_OK && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 1, &skipped1) == DT_OK;
     size_t wb = (size_t)m.n_weights * sizeof(float);
     float *w0 = malloc(wb), *mo0 = malloc(wb);
     memcpy(w0, m.weights, wb);
@@ -172,7 +173,7 @@ int main(void)
          dt_model_backward(&m, 4, 0) == DT_OK;
     m.grads[m.n_weights / 2] = INFINITY;
     tap_log_begin();
-    ok = ok && dt_amp_step(&s, NULL, &opt, &m, 0.1f, 2, &skipped2) == DT_OK;
+    ok = ok && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 2, &skipped2) == DT_OK;
     free(tap_log_take());
     tap_log_end();
     TAP_OK(ok && !skipped1 && skipped2 && !memcmp(w0, m.weights, wb) && !memcmp(mo0, opt.momentum_buf, wb) &&
@@ -182,6 +183,80 @@ int main(void)
     free(mo0);
     dt_sgd_free(&opt);
     dt_model_free(&m);
+
+    /* storage per level: after a forward and backward of resnet8, which values are of the reduced type */
+    struct {
+        int level, bf16, keep;
+        const char *name;
+    } lv[] = {{0, 0, -1, "O0"}, {1, 0, -1, "O1"}, {2, 0, -1, "O2"}, {3, 0, -1, "O3"}, {3, 0, 1, "O3 keep BN fp32"},
+              {2, 1, -1, "O2 bf16"}};
+    for (size_t k = 0; k < sizeof lv / sizeof *lv; k++) {
+        dt_amp_overrides ov = none;
+        ov.bf16 = lv[k].bf16;
+        ov.keep_batchnorm_fp32 = lv[k].keep;
+        dt_amp_props ap;
+        dt_amp a;
+        dt_model mm;
+        ok = dt_amp_resolve(lv[k].level, &ov, &ap) == DT_OK && dt_model_create(&mm, "resnet8", 1, 10, &dt_backend_cpu) == DT_OK;
+        dt_model_init_weights(&mm, 5, 0);
+        /* BN weights away from 1 so that their type shows */
+        int pbn = dt_model_find_param(&mm, "bn1.weight"), pconv = dt_model_find_param(&mm, "layer1.0.conv1.weight");
+        float *bnw = dt_param_data(&mm, &mm.params[pbn]);
+        for (int j = 0; j < mm.params[pbn].numel; j++)
+            bnw[j] = 1.0f + (float)j * 1e-5f;
+        ok = ok && dt_amp_attach(&a, &mm, &ap) == DT_OK && dt_model_plan(&mm, 4, 12, 12) == DT_OK &&
+             dt_model_forward(&mm, x, 4) == DT_OK && dt_model_loss(&mm, y, 4, 0, &loss) == DT_OK;
+        const dt_node *c1 = &mm.nodes[0]; /* conv1 */
+        int bf = lv[k].bf16;
+        float *conv_out = dt_arena_at(&mm.act, mm.values[c1->out].off);
+        int64_t nout = 4LL * 12 * 12 * mm.values[c1->out].c;
+        int conv_red = dt_is_half(conv_out, nout, bf), logits_red = dt_is_half(dt_model_logits(&mm), 40, bf);
+        ok = ok && dt_model_backward(&mm, 4, 0) == DT_OK;
+        const dt_param *pc = &mm.params[pconv], *pb = &mm.params[pbn];
+        int w_red = dt_is_half(dt_param_data(&mm, pc), pc->numel, bf), bn_red = dt_is_half(bnw, pb->numel, bf);
+        int g_red = dt_is_half(dt_param_grad(&mm, pc), pc->numel, bf);
+        int want_conv = lv[k].level >= 1, want_w = lv[k].level >= 2, want_bn = lv[k].level == 3 && lv[k].keep != 1;
+        TAP_OK(ok && conv_red == want_conv && logits_red == want_conv && w_red == want_w && bn_red == want_bn &&
+                   g_red == want_conv && (a.master != NULL) == (lv[k].level == 2),
+               "%s: conv outputs and logits %s, conv weights %s, BN weights %s, conv weight gradients %s, master "
+               "weights %s",
+               lv[k].name, conv_red ? "reduced" : "fp32", w_red ? "reduced" : "fp32", bn_red ? "reduced" : "fp32",
+               g_red ? "reduced" : "fp32", a.master ? "yes" : "no");
+        dt_amp_free(&a);
+        dt_model_free(&mm);
+    }
+
+    /* O2's fp32 master weights keep updates smaller than half an fp16 step; O3 loses them */
+    float wgt[2];
+    for (int level = 2; level <= 3; level++) {
+        dt_amp_props ap;
+        dt_amp a;
+        dt_model mm;
+        dt_sgd so;
+        dt_amp_resolve(level, NULL, &ap);
+        dt_model_create(&mm, "resnet8", 1, 10, &dt_backend_cpu);
+        int pconv = dt_model_find_param(&mm, "layer1.0.conv1.weight");
+        const dt_param *pc = &mm.params[pconv];
+        float *w = dt_param_data(&mm, pc);
+        for (int j = 0; j < pc->numel; j++)
+            w[j] = 1.5f; /* fp16 spacing around 1.5 is 2^-10 */
+        dt_amp_attach(&a, &mm, &ap);
+        dt_sgd_init(&so, &mm, 0.01f, 0, 0, 0, 0, 0);
+        int sk;
+        for (int it = 0; it < 10; it++) {
+            memset(mm.grads, 0, (size_t)mm.n_weights * sizeof(float));
+            float *gr = dt_param_grad(&mm, pc);
+            for (int j = 0; j < pc->numel; j++) /* lr * g = 0.3 of the spacing, times the loss scale */
+                gr[j] = (float)(0.3 * 0.0009765625 / 0.01 * a.scaler.scale);
+            dt_amp_step(&a.scaler, NULL, &so, &mm, a.master, 0.01f, it, &sk);
+        }
+        wgt[level - 2] = dt_param_data(&mm, pc)[0];
+        dt_sgd_free(&so);
+        dt_amp_free(&a);
+        dt_model_free(&mm);
+    }
+    TAP_OK(wgt[0] == 1.5f - 3 * 0.0009765625f && wgt[1] == 1.5f,
+           "10 updates of 0.3 fp16 steps: O2 (master weights) moved 1.5 to %.7f, O3 kept %.7f", wgt[0], wgt[1]);
 
     /* checkpoint round trip */
     char path[] = "tmp-test-amp-XXXXXX";
