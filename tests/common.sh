@@ -17,3 +17,12 @@ expect_status() {
   set +e; "$@" >"$DT_TMP/out" 2>"$DT_TMP/err"; got=$?; set -e
   [ "$got" -eq "$want" ] || { cat "$DT_TMP/out" "$DT_TMP/err"; fail "'$*' exited $got, expected $want"; }
 }
+
+# fmnist_idx: Debian's Fashion-MNIST (dataset-fashion-mnist) decompressed into $DT_TMP, or skip
+fmnist_idx() {
+  fm_src=/usr/share/datasets/fashion-mnist
+  [ -f "$fm_src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm_src (Debian: dataset-fashion-mnist)"
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    gzip -dc "$fm_src/$f.gz" > "$DT_TMP/$f"
+  done
+}

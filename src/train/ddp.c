@@ -8,10 +8,12 @@
 #include <string.h>
 
 #include "util/check.h"
+#include "util/half.h"
 #include "util/log.h"
 
 typedef struct bucket {
     int64_t lo, hi;     /* range of the flat gradient array (params and their alignment padding) */
+    int first_param;    /* its parameters are first_param, first_param - 1, ... (n_params of them) */
     int n_params;
     int pending;        /* parameters whose gradient is not final yet this backward */
 } bucket;
@@ -33,6 +35,8 @@ struct dt_ddp {
     int active;         /* a synchronised backward is under way */
     int quit, err;
     dt_comm *bn_comm;   /* SyncBN's own communicator */
+    uint16_t *wire;     /* the largest bucket in the wire's reduced type */
+    float *wire32;      /* and its fp32 parameters (AMP keeps BN in fp32): they go as fp32 */
     int bn_err;         /* a SyncBN reduction failed: later ones are skipped, the step fails */
 };
 
@@ -48,12 +52,51 @@ static int bn_sync(void *ctx, double *buf, int n)
     return rc;
 }
 
+/* Packs a bucket's gradients for the wire (to_wire) or unpacks them: the reduced-type ones into
+ * d->wire as fp16/bf16, the fp32 ones (BN under keep_batchnorm_fp32) into d->wire32; *nh and *nf
+ * count the elements of each. */
+static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_t *nf)
+{
+    int bf = d->cfg.wire == DT_BFLOAT16;
+    *nh = *nf = 0;
+    for (int j = 0, p = k->first_param; j < k->n_params; p--) {
+        const dt_param *q = &d->m->params[p];
+        if (!dt_param_trainable(q))
+            continue;
+        j++;
+        float *g = d->m->grads + q->off;
+        size_t n = (size_t)q->numel;
+        if (dt_param_reduced(d->m, q)) {
+            uint16_t *w = d->wire + *nh;
+            if (to_wire)
+                bf ? dt_f32_to_bf16_n(n, g, w) : dt_f32_to_f16_n(n, g, w);
+            else
+                bf ? dt_bf16_to_f32_n(n, w, g) : dt_f16_to_f32_n(n, w, g);
+            *nh += n;
+        } else {
+            float *w = d->wire32 + *nf;
+            memcpy(to_wire ? w : g, to_wire ? g : w, n * sizeof(float));
+            *nf += n;
+        }
+    }
+}
+
 static int reduce_bucket(dt_ddp *d, int i)
 {
     bucket *k = &d->b[i];
     float *g = d->m->grads + k->lo;
     size_t n = (size_t)(k->hi - k->lo);
-    DT_TRY(d->c->ops->allreduce(d->c, g, g, n, DT_FLOAT32, DT_AVG));
+    if (d->wire) { /* half the bytes for the reduced-type gradients (AMP O2/O3); fp32 ones as fp32 */
+        size_t nh, nf;
+        wire_move(d, k, 1, &nh, &nf);
+        if (nh)
+            DT_TRY(d->c->ops->allreduce(d->c, d->wire, d->wire, nh, d->cfg.wire, DT_AVG));
+        if (nf)
+            DT_TRY(d->c->ops->allreduce(d->c, d->wire32, d->wire32, nf, DT_FLOAT32, DT_AVG));
+        wire_move(d, k, 0, &nh, &nf);
+    } else {
+        DT_TRY(d->c->ops->allreduce(d->c, g, g, n, DT_FLOAT32, DT_AVG));
+    }
     if (d->cfg.grad_scale != 1.0f)
         for (size_t j = 0; j < n; j++)
             g[j] *= d->cfg.grad_scale;
@@ -122,6 +165,7 @@ static int make_buckets(dt_ddp *d)
         if (!k->n_params) {
             k->lo = q->off;
             k->hi = q->off + q->numel;
+            k->first_param = p;
         }
         k->lo = q->off < k->lo ? q->off : k->lo;
         k->hi = q->off + q->numel > k->hi ? q->off + q->numel : k->hi;
@@ -175,6 +219,15 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
         rc = broadcast_floats(c, m->weights, m->n_weights);
         if (rc == DT_OK && m->n_buffers)
             rc = broadcast_floats(c, m->buffers, m->n_buffers);
+    }
+    if (rc == DT_OK && (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
+        size_t most = 0;
+        for (int i = 0; i < d->nb; i++)
+            most = (size_t)(d->b[i].hi - d->b[i].lo) > most ? (size_t)(d->b[i].hi - d->b[i].lo) : most;
+        d->wire = malloc((most ? most : 1) * sizeof(uint16_t));
+        d->wire32 = malloc((most ? most : 1) * sizeof(float));
+        if (!d->wire || !d->wire32)
+            rc = DT_ERR_NOMEM;
     }
     if (rc == DT_OK && d->cfg.sync_bn && c->size > 1)
         rc = c->ops->dup(c, &d->bn_comm);
@@ -275,6 +328,8 @@ void dt_ddp_free(dt_ddp *d)
         d->m->bn_sync_ctx = NULL;
     }
     dt_comm_free(d->bn_comm);
+    free(d->wire);
+    free(d->wire32);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     free(d->b);

@@ -31,6 +31,7 @@ typedef struct dt_ddp_cfg {
     int broadcast_buffers;      /* 1: rank 0's BN buffers to all before each forward */
     float grad_scale;           /* gradients are multiplied by this after averaging; 0: 1 (1/accum for accumulation) */
     int sync_bn;                /* 1: SyncBN, batch statistics over all replicas (on a second communicator) */
+    dt_dtype wire;              /* the gradients' type on the wire: DT_FLOAT32 (0), DT_FLOAT16 or DT_BFLOAT16 (AMP O2/O3) */
 } dt_ddp_cfg;
 
 typedef struct dt_ddp dt_ddp;

@@ -17,3 +17,6 @@ grep -q "amp: an inf on rank 3 skipped the step on every rank, weights and momen
   "$DT_TMP/out" || fail "AMP overflow on one rank"
 [ "$(grep -c "Gradient overflow" "$DT_TMP/err")" -eq 1 ] || { cat "$DT_TMP/err"; fail "the overflow should be logged once, by rank 0"; }
 pass "an inf gradient on rank 3 skips the step on all 4 ranks; rank 0 logs it once"
+grep -q "amp O2: fp16 gradients on the wire (BN.s in fp32) equal the fp32 average rounded to fp16: yes" "$DT_TMP/out" ||
+  fail "fp16 all-reduce"
+pass "AMP O2: gradients all-reduced in fp16 (half the bytes) equal the fp32 average rounded"

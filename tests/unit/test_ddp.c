@@ -22,6 +22,7 @@
 #include "train/ddp.h"
 #include "train/sgd.h"
 #include "util/check.h"
+#include "util/half.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -216,6 +217,50 @@ int main(int argc, char **argv)
         dt_ddp_free(d);
         dt_sgd_free(&o);
         dt_model_free(&m);
+    }
+    /* AMP O2: gradients travel as fp16; that must equal the fp32 average rounded to fp16 */
+    {
+        float *gw[2] = {NULL, NULL};
+        for (int wire = 0; wire < 2; wire++) {
+            dt_model m;
+            dt_ddp *d;
+            dt_amp_props ap;
+            dt_amp a;
+            dt_amp_resolve(2, NULL, &ap);
+            dt_model_create(&m, arch, 3, 10, &dt_backend_cpu);
+            dt_model_init_weights(&m, 1, 0);
+            m.training = 0;
+            dt_ddp_cfg dc = {.wire = wire ? DT_FLOAT16 : DT_FLOAT32};
+            double loss;
+            int ok = dt_amp_attach(&a, &m, &ap) == DT_OK && dt_model_plan(&m, b, HW, HW) == DT_OK &&
+                     dt_ddp_create(&d, &m, c, &dc) == DT_OK;
+            ok = ok && !dt_model_forward(&m, x + (size_t)c->rank * b * img, b) &&
+                 !dt_model_loss(&m, y + c->rank * b, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1);
+            gw[wire] = malloc((size_t)m.n_weights * sizeof(float));
+            memcpy(gw[wire], m.grads, (size_t)m.n_weights * sizeof(float));
+            if (!wire) /* the fp32 average, rounded where the gradient is of the reduced type (not BN's) */
+                for (int p = 0; p < m.n_params; p++)
+                    if (dt_param_trainable(&m.params[p]) && dt_param_reduced(&m, &m.params[p]))
+                        dt_round_half(gw[0] + m.params[p].off, m.params[p].numel, 0);
+            bad += !ok;
+            dt_ddp_free(d);
+            dt_amp_free(&a);
+            dt_model_free(&m);
+        }
+        int same = !memcmp(gw[0], gw[1], (size_t)nw * sizeof(float)), all = same;
+        if (!same)
+            for (int64_t i = 0, shown = 0; i < nw && shown < 3; i++)
+                if (memcmp(&gw[0][i], &gw[1][i], 4)) {
+                    printf("  rank %d gradient %lld: fp32 average rounded %.9g, fp16 wire %.9g\n", c->rank, (long long)i, gw[0][i], gw[1][i]);
+                    shown++;
+                }
+        c->ops->allreduce(c, &all, &all, 1, DT_INT32, DT_MIN);
+        bad += !all;
+        if (c->rank == 0)
+            printf("amp O2: fp16 gradients on the wire (BN's in fp32) equal the fp32 average rounded to fp16: %s\n",
+                   all ? "yes" : "no");
+        free(gw[0]);
+        free(gw[1]);
     }
     free(x);
     free(y);

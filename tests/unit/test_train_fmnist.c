@@ -1,8 +1,10 @@
-/* test_train_fmnist.c IMAGES LABELS TEST_IMAGES TEST_LABELS: training a resnet20 on real Fashion-MNIST
+/* test_train_fmnist.c IMAGES LABELS TEST_IMAGES TEST_LABELS [LEVEL]: training a resnet20 on real Fashion-MNIST
  * (IDX files, uncompressed) for 300 steps of 64 images must clearly drive the loss down and reach a
  * useful accuracy on 1000 held-out test images. Margins, not timings:
  *   mean loss of the last 20 steps < 0.55 x mean loss of the first 20 steps, test top-1 > 70%
- * (measured here: about 2.3 -> 0.5, and 80-85% top-1). */
+ * (measured here: about 2.3 -> 0.5, and 80-85% top-1). LEVEL (O0, O1, O2, O3, O2-bf16, O3-bf16) trains
+ * under that mixed-precision level with its loss scaler; the same margins must hold, and the
+ * last line reports the accuracy for tests/train_fmnist_amp.sh to compare with O0's. */
 #include "config.h"
 
 #include <math.h>
@@ -12,6 +14,7 @@
 
 #include "nn/model.h"
 #include "tap.h"
+#include "train/amp.h"
 #include "train/sgd.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -61,10 +64,16 @@ static void make_batch(const unsigned char *img, const uint32_t *idx, int n, flo
 
 int main(int argc, char **argv)
 {
-    if (argc != 5) {
-        fprintf(stderr, "usage: test_train_fmnist IMAGES LABELS TEST_IMAGES TEST_LABELS\n");
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: test_train_fmnist IMAGES LABELS TEST_IMAGES TEST_LABELS [O0|O1|O2|O3[-bf16]]\n");
         return 2;
     }
+    const char *level = argc == 6 ? argv[5] : "O0";
+    int lvl = level[0] == 'O' && level[1] >= '0' && level[1] <= '3' ? level[1] - '0' : -1;
+    dt_amp_overrides ov = {.keep_batchnorm_fp32 = -1, .master_weights = -1, .bf16 = strstr(level, "bf16") != NULL};
+    dt_amp_props ap;
+    if (dt_amp_resolve(lvl, &ov, &ap) != DT_OK)
+        return 2;
     dt_log_init();
     dt_cpu_set_threads(0);
     uint32_t n = 0, nl = 0, nt = 0, ntl = 0;
@@ -76,10 +85,13 @@ int main(int argc, char **argv)
 
     dt_model m;
     dt_sgd opt;
-    TAP_OK(dt_model_create(&m, "resnet20", 1, 10, &dt_backend_cpu) == DT_OK && dt_model_plan(&m, BATCH, 28, 28) == DT_OK &&
+    dt_amp amp;
+    int created = dt_model_create(&m, "resnet20", 1, 10, &dt_backend_cpu) == DT_OK;
+    if (created)
+        dt_model_init_weights(&m, 7, 0);
+    TAP_OK(created && dt_amp_attach(&amp, &m, &ap) == DT_OK && dt_model_plan(&m, BATCH, 28, 28) == DT_OK &&
                dt_sgd_init(&opt, &m, 0.1f, 0.9f, 0.0f, 5e-4f, 0, 0) == DT_OK,
-           "resnet20, batch %d, SGD lr 0.1 momentum 0.9 wd 5e-4", BATCH);
-    dt_model_init_weights(&m, 7, 0);
+           "resnet20, batch %d, SGD lr 0.1 momentum 0.9 wd 5e-4, mixed precision %s", BATCH, level);
 
     /* a seeded shuffle of the training set: 300 steps see 19200 different images */
     uint32_t *perm = malloc((size_t)n * sizeof(uint32_t));
@@ -104,9 +116,10 @@ int main(int argc, char **argv)
         double loss = 0;
         /* cosine from 0.1 to 0 over the steps, as the reference recipe */
         float lr = (float)(0.05 * (1 + cos(M_PI * s / STEPS)));
+        int skipped = 0;
         ok = dt_model_forward(&m, x, BATCH) == DT_OK && dt_model_loss(&m, y, BATCH, 0.0f, &loss) == DT_OK &&
-             dt_model_backward(&m, BATCH, 0) == DT_OK && isfinite(loss);
-        dt_sgd_step(&opt, &m, lr);
+             dt_model_backward(&m, BATCH, 0) == DT_OK && isfinite(loss) &&
+             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, lr, s, &skipped) == DT_OK;
         if (s < 20)
             first += loss / 20;
         if (s >= STEPS - 20)
@@ -132,7 +145,10 @@ int main(int argc, char **argv)
             correct += best == tlab[tidx[i]];
         }
     }
-    TAP_OK(correct > 700, "held-out top-1 %.1f%% on 1000 test images", correct / 10.0);
+    TAP_OK(correct > 700, "held-out top-1 %.1f%% on 1000 test images (%s, %lld steps skipped, final loss scale %g)",
+           correct / 10.0, level, (long long)amp.scaler.overflows, amp.scaler.scale);
+    printf("# accuracy %s %.1f\n", level, correct / 10.0);
+    dt_amp_free(&amp);
     free(perm);
     free(x);
     free(img);
