@@ -1,4 +1,5 @@
-# dt_required.m4: dtrain's checks for its required libraries (HDF5, libjpeg-turbo, libpng, a CBLAS).
+# dt_required.m4: dtrain's checks for its required libraries (HDF5, libjpeg-turbo, libpng, zlib, jansson,
+# a CBLAS).
 # Each macro fills <NAME>_CFLAGS / <NAME>_LIBS (overridable by the user, as pkg-config's macro allows)
 # and stops configure with one clear message when the library is missing.
 
@@ -79,6 +80,14 @@ AC_DEFUN([DT_CHECK_ZLIB], [
     [AC_MSG_NOTICE([no pkg-config file for zlib; trying -lz])
      ZLIB_CFLAGS=; ZLIB_LIBS=-lz])
   DT_VERIFY_LIB([ZLIB], [zlib.h], [gzopen], [zlib], [zlib1g-dev])
+])
+
+# DT_CHECK_JANSSON: jansson, for run.json and metrics.jsonl.
+AC_DEFUN([DT_CHECK_JANSSON], [
+  PKG_CHECK_MODULES([JANSSON], [jansson >= 2.10], [],
+    [AC_MSG_NOTICE([no pkg-config file for jansson; trying -ljansson])
+     JANSSON_CFLAGS=; JANSSON_LIBS=-ljansson])
+  DT_VERIFY_LIB([JANSSON], [jansson.h], [json_dumpf], [jansson], [libjansson-dev])
 ])
 
 # DT_CHECK_BLAS: a CBLAS, OpenBLAS by default (BLAS_CFLAGS/BLAS_LIBS select another). With OpenMP,

@@ -1,8 +1,6 @@
-/* dtrain.c: the training program's main (thin: the work lives in libdtcore).
- *
- * This build answers --version (with the optional parts built in) and --help; the training loop
- * itself comes with the trainer (doc/design.md, "Status"). Exit codes: 0 success, 1 failure at run
- * time, 2 bad command line. */
+/* dtrain.c: the training program's command line (the work is in src/train/trainer.c).
+ * Flags follow the seed tutorial's ImageNet script where it has them. Exit codes: 0 success, 1 a
+ * failure at run time, 2 a bad command line or bad input found at start (nothing written). */
 #include "config.h"
 
 #include <getopt.h>
@@ -12,29 +10,76 @@
 
 #include "dist/comm.h"
 #include "dist/spawn.h"
+#include "train/trainer.h"
 #include "util/buildinfo.h"
 #include "util/check.h"
 #include "util/cli.h"
 #include "util/log.h"
 
 enum { EXIT_USAGE = 2 };
-enum { OPT_LOG_LEVEL = 256, OPT_NPROC };
+enum {
+    OPT_LOG_LEVEL = 256, OPT_NPROC, OPT_EPOCHS, OPT_LR, OPT_NO_LR_SCALING, OPT_WARMUP, OPT_SCHEDULE, OPT_LR_STEPS,
+    OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_SMOOTH, OPT_DESIRED, OPT_SEED, OPT_SYNTHETIC, OPT_MAX_STEPS, OPT_THREADS,
+    OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
+    OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
+    OPT_PADDING
+};
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "Usage: dtrain [OPTIONS]\n"
-            "Distributed, mixed-precision training of ImageNet-class CNNs (one task per GPU under srun).\n"
+            "Usage: dtrain [OPTIONS] DATA\n"
+            "Data-parallel, mixed-precision training of torchvision's CNNs. DATA is a directory packed by\n"
+            "dtpack (splits train and val). One process per rank: srun --mpi=pmix or mpirun for CPU ranks.\n"
             "\n"
-            "Options:\n"
-            "  -h, --help             show this help and exit\n"
-            "  -V, --version          show the version and the optional parts built in (CUDA, cuDNN, NCCL,\n"
-            "                         PMI2, MPI) and exit\n"
-            "      --log-level LEVEL  error, warn, info or debug (default: info, or $DT_LOG_LEVEL)\n"
-            "      --nproc-per-node N without Slurm: run N workers here, one per GPU (CPU runs use mpirun)\n"
-            "\n"
-            "This is dtrain %s: the training options arrive with the trainer; see README.md.\n",
-            PACKAGE_VERSION);
+            "Model and data:\n"
+            "  -a, --arch NAME           resnet18/34/50/101/152, resnet8/20/56, resnet18_small, alexnet,\n"
+            "                            vgg11, vgg11_bn, vgg16, vgg16_bn (default resnet50)\n"
+            "  -j, --workers N           loader threads per rank (default 4)\n"
+            "  -b, --batch-size N        images per rank and step (default 64)\n"
+            "      --crop N              training crop of encoded images (default 224; raw shards: their size)\n"
+            "      --crop-padding N      raw shards: zero padding of the random crop (default 4; 0: none)\n"
+            "      --synthetic           random batches, no data (benchmark)\n"
+            "Optimisation:\n"
+            "      --epochs N            (default 90)\n"
+            "      --lr X                for a global batch of 256, scaled by global batch / 256 (default 0.1)\n"
+            "      --no-lr-scaling       use --lr as it is\n"
+            "      --warmup-epochs X     linear warm-up (default 0)\n"
+            "      --lr-schedule S       step (x0.1 at --lr-steps) or cosine (per step, to 0) (default step)\n"
+            "      --lr-steps LIST       epochs of the step schedule (default 30,60,80)\n"
+            "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
+            "      --nesterov            Nesterov momentum\n"
+            "      --label-smoothing X   (default 0)\n"
+            "      --accum-steps N       gradient accumulation (default 1)\n"
+            "      --max-steps N         stop after N optimiser steps\n"
+            "      --desired-acc X       stop once validation top-1 reaches X percent\n"
+            "      --seed N              (default 0)\n"
+            "Mixed precision (Apex's opt levels):\n"
+            "      --opt-level O0|O1|O2|O3       (default O0)\n"
+            "      --precision fp16|bf16         the reduced type (default fp16; bf16 needs no loss scaling)\n"
+            "      --keep-batchnorm-fp32 BOOL    (O2, O3)\n"
+            "      --master-weights BOOL         (O2, O3)\n"
+            "      --loss-scale dynamic|X        (default: the level's)\n"
+            "      --allreduce-fp32              all-reduce gradients in fp32 at every level\n"
+            "Data parallelism:\n"
+            "      --bucket-mb X         gradient bucket size (default 25)   --first-bucket-mb X (default 1)\n"
+            "      --no-overlap          all-reduce after backward instead of during it\n"
+            "      --sync-bn             batch-norm statistics over all ranks\n"
+            "      --comm-timeout S      seconds before a collective fails (default 600)\n"
+            "      --nproc-per-node N    without Slurm: run N workers here, one per GPU (CPU runs use mpirun)\n"
+            "Output:\n"
+            "  -p, --print-freq N        steps between progress lines (default 10)\n"
+            "      --results DIR         runs go to DIR/<run id>/ (default results)\n"
+            "      --run-name NAME       appended to the run id\n"
+            "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
+            "      --device cpu          (the CUDA backend comes later)\n"
+            "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
+            "  -h, --help                this help    -V, --version  the version and the parts built in\n");
+}
+
+static int num(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    return dt_parse_double(flag, v, lo, hi, out);
 }
 
 int main(int argc, char **argv)
@@ -42,29 +87,122 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"arch", required_argument, NULL, 'a'},
+        {"workers", required_argument, NULL, 'j'},
+        {"batch-size", required_argument, NULL, 'b'},
+        {"print-freq", required_argument, NULL, 'p'},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"nproc-per-node", required_argument, NULL, OPT_NPROC},
+        {"epochs", required_argument, NULL, OPT_EPOCHS},
+        {"lr", required_argument, NULL, OPT_LR},
+        {"no-lr-scaling", no_argument, NULL, OPT_NO_LR_SCALING},
+        {"warmup-epochs", required_argument, NULL, OPT_WARMUP},
+        {"lr-schedule", required_argument, NULL, OPT_SCHEDULE},
+        {"lr-steps", required_argument, NULL, OPT_LR_STEPS},
+        {"momentum", required_argument, NULL, OPT_MOMENTUM},
+        {"wd", required_argument, NULL, OPT_WD},
+        {"weight-decay", required_argument, NULL, OPT_WD},
+        {"nesterov", no_argument, NULL, OPT_NESTEROV},
+        {"label-smoothing", required_argument, NULL, OPT_SMOOTH},
+        {"desired-acc", required_argument, NULL, OPT_DESIRED},
+        {"seed", required_argument, NULL, OPT_SEED},
+        {"synthetic", no_argument, NULL, OPT_SYNTHETIC},
+        {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
+        {"threads", required_argument, NULL, OPT_THREADS},
+        {"crop", required_argument, NULL, OPT_CROP},
+        {"crop-padding", required_argument, NULL, OPT_PADDING},
+        {"results", required_argument, NULL, OPT_RESULTS},
+        {"run-name", required_argument, NULL, OPT_RUN_NAME},
+        {"opt-level", required_argument, NULL, OPT_OPT_LEVEL},
+        {"keep-batchnorm-fp32", required_argument, NULL, OPT_KEEP_BN},
+        {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
+        {"master-weights", required_argument, NULL, OPT_MASTER},
+        {"precision", required_argument, NULL, OPT_PRECISION},
+        {"allreduce-fp32", no_argument, NULL, OPT_AR_FP32},
+        {"bucket-mb", required_argument, NULL, OPT_BUCKET},
+        {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
+        {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+        {"sync-bn", no_argument, NULL, OPT_SYNC_BN},
+        {"accum-steps", required_argument, NULL, OPT_ACCUM},
+        {"comm-timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"device", required_argument, NULL, OPT_DEVICE},
         {NULL, 0, NULL, 0},
     };
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
+    static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
+    static const char *const schedules[] = {"step", "cosine", NULL};
+    static const char *const precisions[] = {"fp16", "bf16", NULL};
+    static const char *const devices[] = {"cpu", NULL};
     dt_log_init();
+    dt_train_cfg cfg;
+    dt_train_defaults(&cfg);
     opterr = 0; /* our own one-line messages */
-    int c;
-    long nproc = 0;
-    while ((c = getopt_long(argc, argv, ":hV", opts, NULL)) != -1) {
-        int lv;
+    int c, bad = 0, ch;
+    long nproc = 0, v;
+    double d;
+    bool bv;
+    while (!bad && (c = getopt_long(argc, argv, ":hVa:j:b:p:", opts, NULL)) != -1) {
         switch (c) {
-        case OPT_NPROC:
-            if (dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc) != DT_OK)
-                return EXIT_USAGE;
-            break;
         case 'h': usage(stdout); return EXIT_SUCCESS;
         case 'V': dt_buildinfo_print(stdout, "dtrain"); return EXIT_SUCCESS;
+        case 'a': cfg.arch = optarg; break;
+        case 'j': bad = dt_parse_long("--workers", optarg, 1, 1024, &v) || ((cfg.workers = (int)v), 0); break;
+        case 'b': bad = dt_parse_long("--batch-size", optarg, 1, 65536, &v) || ((cfg.batch = (int)v), 0); break;
+        case 'p': bad = dt_parse_long("--print-freq", optarg, 0, 1000000, &v) || ((cfg.print_freq = (int)v), 0); break;
         case OPT_LOG_LEVEL:
-            if (dt_parse_choice("--log-level", optarg, levels, &lv) != DT_OK)
-                return EXIT_USAGE;
-            dt_log_set_level((enum dt_log_level)lv);
+            bad = dt_parse_choice("--log-level", optarg, levels, &ch);
+            if (!bad)
+                dt_log_set_level((enum dt_log_level)ch);
             break;
+        case OPT_NPROC: bad = dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc); break;
+        case OPT_EPOCHS: bad = dt_parse_long("--epochs", optarg, 1, 1000000, &v) || ((cfg.epochs = (int)v), 0); break;
+        case OPT_LR: bad = num("--lr", optarg, 0, 1e6, &cfg.lr); break;
+        case OPT_NO_LR_SCALING: cfg.no_lr_scaling = 1; break;
+        case OPT_WARMUP: bad = num("--warmup-epochs", optarg, 0, 1e6, &cfg.warmup_epochs); break;
+        case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, schedules, &cfg.cosine); break;
+        case OPT_LR_STEPS:
+            bad = dt_parse_long_list("--lr-steps", optarg, 1, 1000000, cfg.lr_steps, 16, &cfg.n_lr_steps);
+            break;
+        case OPT_MOMENTUM: bad = num("--momentum", optarg, 0, 1, &cfg.momentum); break;
+        case OPT_WD: bad = num("--wd", optarg, 0, 1, &cfg.wd); break;
+        case OPT_NESTEROV: cfg.nesterov = 1; break;
+        case OPT_SMOOTH: bad = num("--label-smoothing", optarg, 0, 1, &cfg.label_smoothing); break;
+        case OPT_DESIRED: bad = num("--desired-acc", optarg, 0, 100, &cfg.desired_acc); break;
+        case OPT_SEED: bad = dt_parse_long("--seed", optarg, 0, 2147483647L, &v) || ((cfg.seed = (uint64_t)v), 0); break;
+        case OPT_SYNTHETIC: cfg.synthetic = 1; break;
+        case OPT_MAX_STEPS: bad = dt_parse_long("--max-steps", optarg, 1, 1L << 40, &cfg.max_steps); break;
+        case OPT_THREADS: bad = dt_parse_long("--threads", optarg, 1, 4096, &v) || ((cfg.threads = (int)v), 0); break;
+        case OPT_CROP: bad = dt_parse_long("--crop", optarg, 8, 4096, &v) || ((cfg.crop = (int)v), 0); break;
+        case OPT_PADDING:
+            bad = dt_parse_long("--crop-padding", optarg, 0, 64, &v) || ((cfg.crop_padding = v ? (int)v : -1), 0);
+            break;
+        case OPT_RESULTS: cfg.results = optarg; break;
+        case OPT_RUN_NAME:
+            if (!*optarg || strchr(optarg, '/')) {
+                dt_error("--run-name %s: a plain name, without '/'", optarg);
+                bad = 1;
+            }
+            cfg.run_name = optarg;
+            break;
+        case OPT_OPT_LEVEL: bad = dt_parse_choice("--opt-level", optarg, opt_levels, &cfg.opt_level); break;
+        case OPT_KEEP_BN:
+            bad = dt_parse_bool("--keep-batchnorm-fp32", optarg, &bv) || ((cfg.amp.keep_batchnorm_fp32 = bv), 0);
+            break;
+        case OPT_MASTER: bad = dt_parse_bool("--master-weights", optarg, &bv) || ((cfg.amp.master_weights = bv), 0); break;
+        case OPT_LOSS_SCALE:
+            if (strcmp(optarg, "dynamic") != 0)
+                bad = num("--loss-scale", optarg, 1e-30, 1e30, &d);
+            cfg.amp.loss_scale = optarg;
+            break;
+        case OPT_PRECISION: bad = dt_parse_choice("--precision", optarg, precisions, &cfg.amp.bf16); break;
+        case OPT_AR_FP32: cfg.amp.allreduce_fp32 = 1; break;
+        case OPT_BUCKET: bad = num("--bucket-mb", optarg, 1e-3, 1e5, &cfg.bucket_mb); break;
+        case OPT_FIRST_BUCKET: bad = num("--first-bucket-mb", optarg, 1e-3, 1e5, &cfg.first_bucket_mb); break;
+        case OPT_NO_OVERLAP: cfg.no_overlap = 1; break;
+        case OPT_SYNC_BN: cfg.sync_bn = 1; break;
+        case OPT_ACCUM: bad = dt_parse_long("--accum-steps", optarg, 1, 1024, &v) || ((cfg.accum_steps = (int)v), 0); break;
+        case OPT_TIMEOUT: bad = num("--comm-timeout", optarg, 1, 1e7, &cfg.comm_timeout); break;
+        case OPT_DEVICE: bad = dt_parse_choice("--device", optarg, devices, &ch); break;
         case ':': dt_error("%s: missing value (see dtrain --help)", argv[optind - 1]); return EXIT_USAGE;
         default:
             if (optopt)
@@ -74,6 +212,8 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    if (bad)
+        return EXIT_USAGE;
     if (nproc) { /* the workers run this program with the same arguments, less this option */
         char **child = calloc((size_t)argc + 1, sizeof *child);
         if (!child)
@@ -93,11 +233,15 @@ int main(int argc, char **argv)
         free(child);
         return rc;
     }
-    if (optind < argc) {
-        dt_error("%s: unexpected argument; this dtrain %s build has no training loop yet (see dtrain --help)",
-                 argv[optind], PACKAGE_VERSION);
+    if (optind < argc - 1) {
+        dt_error("%s: unexpected argument: dtrain takes one data directory (see dtrain --help)", argv[optind + 1]);
         return EXIT_USAGE;
     }
-    usage(stderr);
-    return EXIT_USAGE;
+    if (optind == argc - 1)
+        cfg.data = argv[optind];
+    else if (!cfg.synthetic) {
+        dt_error("no data directory: give one packed by dtpack, or --synthetic (see dtrain --help)");
+        return EXIT_USAGE;
+    }
+    return dt_train(&cfg);
 }

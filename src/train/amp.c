@@ -163,8 +163,10 @@ int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
 
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
 {
+    dt_amp_props copy = *p; /* p may point into a */
     memset(a, 0, sizeof *a);
-    a->props = *p;
+    a->props = copy;
+    p = &a->props;
     dt_scaler_init(&a->scaler, p);
     dt_model_set_amp(m, p->opt_level, p->reduced == DT_BFLOAT16,
                      p->keep_batchnorm_fp32);

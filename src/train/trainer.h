@@ -1,0 +1,55 @@
+/* trainer.h: dtrain's training run: data, model, mixed precision and data parallelism put together.
+ * The command line (src/bin/dtrain.c) fills a dt_train_cfg; dt_train runs it on every rank. */
+#ifndef DT_TRAIN_TRAINER_H
+#define DT_TRAIN_TRAINER_H
+
+#include <stdint.h>
+
+#include "train/amp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_train_cfg {
+    const char *data;           /* packed dataset directory (dtpack); NULL with synthetic */
+    const char *arch;
+    int workers;                /* loader threads per rank */
+    int epochs;
+    int batch;                  /* per rank */
+    double lr;                  /* for a global batch of 256 (scaled unless no_lr_scaling) */
+    int no_lr_scaling;
+    double warmup_epochs;
+    int cosine;                 /* 0: step schedule (x0.1 at lr_steps), 1: per-step cosine to 0 */
+    long lr_steps[16];
+    int n_lr_steps;
+    double momentum, wd, label_smoothing;
+    int nesterov;
+    int print_freq;             /* steps between progress lines */
+    double desired_acc;         /* stop once validation top-1 (percent) reaches it; 0: never */
+    uint64_t seed;
+    int synthetic;              /* benchmark: random batches, no data */
+    long max_steps;             /* stop after this many optimiser steps; 0: no limit */
+    int threads;                /* compute threads per rank; 0: OMP_NUM_THREADS or all cores */
+    int crop;                   /* encoded images: training crop (224); raw shards: their size */
+    int crop_padding;           /* raw shards: the random crop's zero padding (0: 4; -1: none) */
+    const char *results;        /* results root ("results") */
+    const char *run_name;       /* appended to the run id */
+    int opt_level;              /* AMP */
+    dt_amp_overrides amp;
+    double bucket_mb, first_bucket_mb;
+    int no_overlap, sync_bn, accum_steps;
+    double comm_timeout;
+} dt_train_cfg;
+
+/* Apex-like defaults: resnet50, 90 epochs, batch 64 per rank, lr 0.1 per 256, step schedule at
+ * 30/60/80, momentum 0.9, wd 1e-4, print every 10 steps, O0, 25/1 MiB buckets, 600 s timeout. */
+void dt_train_defaults(dt_train_cfg *c);
+/* Runs training (rank, size and communicator from the launch). Returns the process exit code:
+ * 0 done, 1 a failure at run time (one line), 2 bad input found at start (one line, nothing written). */
+int dt_train(const dt_train_cfg *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

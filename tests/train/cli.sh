@@ -1,0 +1,46 @@
+#!/bin/sh
+# cli.sh: dtrain's command line. Bad input (an unknown model, non-numeric or out-of-range values,
+# a combination Apex refused, a directory without shards, an unwritable results directory) gets one
+# line naming it, exit 2, and nothing written. A short synthetic run writes run.json and
+# metrics.jsonl (valid JSON), and rank 0 prints the resolved mixed-precision properties.
+. "$top_srcdir/tests/common.sh"
+DTRAIN="$top_builddir/dtrain"
+cd "$DT_TMP"
+mkdir empty
+bad() { # bad WHAT PATTERN ARGS...: exit 2, one error line matching PATTERN, no results/
+  what=$1; pat=$2; shift 2
+  expect_status 2 "$DTRAIN" --results "$DT_TMP/res" "$@"
+  [ "$(grep -c "error:" "$DT_TMP/err")" -eq 1 ] || { cat "$DT_TMP/err"; fail "$what: not exactly one error line"; }
+  grep -q -- "$pat" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "$what: the line does not say '$pat'"; }
+  [ ! -e "$DT_TMP/res" ] || [ -z "$(ls "$DT_TMP/res")" ] || fail "$what: something was written"
+}
+bad "unknown arch" "unknown model 'resnet51'" -a resnet51 --synthetic
+bad "non-numeric --lr" "--lr" --lr abc --synthetic
+bad "out-of-range --batch-size" "--batch-size" -b 0 --synthetic
+bad "unknown --opt-level" "--opt-level" --opt-level O5 --synthetic
+bad "keep-batchnorm-fp32 under O1" "--keep-batchnorm-fp32" --opt-level O1 --keep-batchnorm-fp32 true --synthetic
+bad "no data" "no data directory" -a resnet8
+bad "a directory without shards" "manifest" -a resnet8 empty
+bad "unknown option" "--frobnicate" --frobnicate
+touch file
+bad "results under a file" "--results" -a resnet8 --crop 32 --synthetic --results "$DT_TMP/file/sub"
+pass "bad input: one line naming it, exit 2, nothing written"
+
+expect_status 0 env OMP_NUM_THREADS=1 "$DTRAIN" -a resnet8 --crop 32 -b 8 --synthetic --max-steps 3 --epochs 1 \
+  --opt-level O2 --results "$DT_TMP/res" --run-name smoke
+grep -q "Selected optimization level O2:  FP16 training with FP32 batchnorm and FP32 master weights." "$DT_TMP/out" ||
+  { cat "$DT_TMP/out"; fail "the resolved AMP properties were not printed"; }
+run=$(ls -d "$DT_TMP"/res/*-resnet8-w1-smoke)
+[ -f "$run/run.json" ] && [ -f "$run/metrics.jsonl" ] || fail "run.json or metrics.jsonl missing in $run"
+py=${DT_PYTHON_TORCH:-}
+if [ -n "$py" ]; then
+  "$py" - "$run" <<'PY' || fail "run.json or metrics.jsonl is not what it should be"
+import json, sys
+run = json.load(open(sys.argv[1] + "/run.json"))
+assert run["arch"] == "resnet8" and run["world_size"] == 1 and run["amp"]["opt_level"] == 2, run
+lines = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
+assert len(lines) == 1 and lines[0]["step"] == 3 and lines[0]["loss_scale"] == 65536, lines
+print("run.json and metrics.jsonl parse:", lines[0])
+PY
+fi
+pass "a synthetic O2 run writes run.json and metrics.jsonl"

@@ -1,0 +1,20 @@
+#!/bin/sh
+# mpi_fmnist.sh: dtrain on 2 MPI ranks trains a resnet8 on real Fashion-MNIST (packed by dtpack)
+# for one epoch (468 steps of 2 x 64 images, cosine): the validation set is counted once over the ranks (10000
+# images) and top-1 passes 75% (measured here: 82.8%).
+. "$top_srcdir/tests/common.sh"
+[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
+command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
+src=/usr/share/datasets/fashion-mnist
+[ -f "$src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $src (Debian: dataset-fashion-mnist)"
+MPIRUN="mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
+[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
+expect_status 0 timeout 600 $MPIRUN -np 2 "$top_builddir/dtrain" -a resnet8 -b 64 -j 1 --epochs 1 \
+  --lr 0.4 --lr-schedule cosine --wd 5e-4 -p 100 --results "$DT_TMP/res" "$DT_TMP/fm"
+grep -E "info: (epoch|done|resnet8)" "$DT_TMP/err"
+grep -q "resnet8 on 2 ranks (MPI)" "$DT_TMP/err" || fail "not 2 MPI ranks"
+grep -q "validation top-1 .* on 10000 images" "$DT_TMP/err" || fail "validation did not count 10000 images once"
+top1=$(sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p' "$DT_TMP"/res/*/metrics.jsonl)
+awk -v a="$top1" 'BEGIN { exit !(a > 75) }' || fail "validation top-1 $top1 <= 75"
+pass "2 ranks, one epoch: validation top-1 $top1% over all 10000 images"
