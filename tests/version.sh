@@ -39,6 +39,8 @@ expect_status 2 "$DTRAIN" --log-level=loud
 one_line_error "--log-level: 'loud' is not one of error, warn, info, debug"
 expect_status 2 "$DTRAIN" --log-level
 one_line_error "--log-level: missing value"
+expect_status 2 "$DTRAIN" /data/imagenet /data/more
+one_line_error "/data/more: unexpected argument"
 expect_status 2 "$DTRAIN" /data/imagenet
-one_line_error "/data/imagenet: unexpected argument"
+one_line_error "/data/imagenet/manifest.tsv: cannot open the manifest"
 pass "bad command lines: exit 2 with one line each"

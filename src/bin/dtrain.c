@@ -22,7 +22,7 @@ enum {
     OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_SMOOTH, OPT_DESIRED, OPT_SEED, OPT_SYNTHETIC, OPT_MAX_STEPS, OPT_THREADS,
     OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
-    OPT_PADDING
+    OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY
 };
 
 static void usage(FILE *out)
@@ -71,6 +71,8 @@ static void usage(FILE *out)
             "  -p, --print-freq N        steps between progress lines (default 10)\n"
             "      --results DIR         runs go to DIR/<run id>/ (default results)\n"
             "      --run-name NAME       appended to the run id\n"
+            "      --resume PATH|auto    continue from a checkpoint (auto: the newest of this arch under --results)\n"
+            "      --checkpoint-every N  also write the checkpoint every N steps (default: at epoch ends)\n"
             "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
             "      --device cpu          (the CUDA backend comes later)\n"
             "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
@@ -113,6 +115,8 @@ int main(int argc, char **argv)
         {"crop-padding", required_argument, NULL, OPT_PADDING},
         {"results", required_argument, NULL, OPT_RESULTS},
         {"run-name", required_argument, NULL, OPT_RUN_NAME},
+        {"resume", required_argument, NULL, OPT_RESUME},
+        {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
         {"opt-level", required_argument, NULL, OPT_OPT_LEVEL},
         {"keep-batchnorm-fp32", required_argument, NULL, OPT_KEEP_BN},
         {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
@@ -177,6 +181,8 @@ int main(int argc, char **argv)
             bad = dt_parse_long("--crop-padding", optarg, 0, 64, &v) || ((cfg.crop_padding = v ? (int)v : -1), 0);
             break;
         case OPT_RESULTS: cfg.results = optarg; break;
+        case OPT_RESUME: cfg.resume = optarg; break;
+        case OPT_CKPT_EVERY: bad = dt_parse_long("--checkpoint-every", optarg, 1, 1L << 40, &cfg.checkpoint_every); break;
         case OPT_RUN_NAME:
             if (!*optarg || strchr(optarg, '/')) {
                 dt_error("--run-name %s: a plain name, without '/'", optarg);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/atomic.h"
 #include "util/check.h"
 #include "util/h5.h"
 #include "util/log.h"
@@ -75,32 +76,6 @@ static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes)
     *crc = c;
     *bytes = total;
     return rc;
-}
-
-/* fsync a file or directory by path */
-static int sync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        dt_error("%s: cannot sync: %s", path, strerror(errno));
-        if (fd >= 0)
-            close(fd);
-        return DT_ERR_SYS;
-    }
-    close(fd);
-    return DT_OK;
-}
-
-/* temporary file -> final name, durably (the file, then the directory entry) */
-static int commit_file(const char *dir, const char *tmp, const char *final)
-{
-    if (sync_path(tmp) != DT_OK)
-        return DT_ERR_SYS;
-    if (rename(tmp, final) != 0) {
-        dt_error("%s: cannot rename to %s: %s", tmp, final, strerror(errno));
-        return DT_ERR_SYS;
-    }
-    return sync_path(dir);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -224,7 +199,7 @@ int dt_shard_writer_flush(dt_shard_writer *w, char *file, size_t file_len, int64
     if (rc == DT_OK)
         rc = file_crc(tmp, crc, bytes);
     if (rc == DT_OK)
-        rc = commit_file(w->spec.dir, tmp, final);
+        rc = dt_commit_file(w->spec.dir, tmp, final);
     if (rc != DT_OK)
         unlink(tmp);
     *count = w->count;
@@ -269,7 +244,7 @@ int dt_manifest_write(const char *dir, const dt_manifest_entry *e, int n)
         unlink(tmp);
         return DT_ERR_SYS;
     }
-    return commit_file(dir, tmp, final);
+    return dt_commit_file(dir, tmp, final);
 }
 
 int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)

@@ -35,6 +35,9 @@ typedef struct dt_comm_ops {
     /* a second communicator over the same ranks whose collectives never mix with this one's (two
      * threads may then each run their own sequence: DDP's buckets and SyncBN's statistics) */
     int (*dup)(dt_comm *c, dt_comm **out);
+    /* this rank failed for good: end every rank of the job now (MPI_Abort), instead of leaving the
+     * others to wait for it until their timeout; returns only where there is nothing to end */
+    void (*abort)(dt_comm *c, int code);
     void (*destroy)(dt_comm *c);
 } dt_comm_ops;
 

@@ -242,8 +242,14 @@ static int mpi_dup(dt_comm *c, dt_comm **out)
     return dt_comm_mpi(out, c->timeout_s);
 }
 
+static void mpi_abort(dt_comm *c, int code)
+{
+    dt_error("rank %d failed: ending every rank of the job", c->rank);
+    MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 static const dt_comm_ops mpi_ops = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_barrier, mpi_dup,
-                                    mpi_destroy};
+                                    mpi_abort, mpi_destroy};
 
 int dt_comm_mpi(dt_comm **out, double timeout_s)
 {

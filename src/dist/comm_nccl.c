@@ -154,8 +154,19 @@ static int nccl_dup(dt_comm *c, dt_comm **out)
     return DT_ERR_STATE;
 }
 
+static void nccl_abort(dt_comm *c, int code)
+{
+    nccl_impl *m = c->impl;
+    if (m->comm && !m->aborted) { /* the others' collectives fail instead of waiting */
+        ncclCommAbort(m->comm);
+        m->aborted = 1;
+    }
+    dt_error("rank %d failed: ending", c->rank);
+    exit(code);
+}
+
 static const dt_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_barrier, nccl_dup,
-                                     nccl_destroy};
+                                     nccl_abort, nccl_destroy};
 
 /* the id through a file: rank 0 writes dir/.dtrain-nccl-<job> atomically, the others wait for it */
 static int id_by_file(const dt_launch *l, ncclUniqueId *id, double timeout_s)

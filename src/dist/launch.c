@@ -242,7 +242,7 @@ int dt_launch_init(dt_launch *l)
                     ntasks);
     }
     dt_log_set_rank(l->rank, l->size);
-    if (l->rank == 0)
+    if (l->rank == 0 && l->size > 1) /* a single process needs no announcement */
         dt_info("launch: %s, %d rank%s, %d on this node", dt_launch_kind_name(l->kind), l->size, l->size > 1 ? "s" : "",
                 l->local_size);
     return DT_OK;

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include "dist/comm.h"
 #include "dist/launch.h"
 #include "nn/model.h"
+#include "train/checkpoint.h"
 #include "train/ddp.h"
 #include "train/sgd.h"
 #include "util/check.h"
@@ -76,6 +78,8 @@ typedef struct run {
     FILE *metrics;
     double lr0;                 /* after scaling */
     int64_t steps_per_epoch;
+    char ckpt_in[4200];         /* the checkpoint to resume from (rank 0) */
+    dt_progress pr;             /* where training stands */
 } run;
 
 /* every rank's verdict on the start: the worst status wins */
@@ -302,6 +306,44 @@ static int setup(run *r)
     return DT_OK;
 }
 
+/* after rank 0 loaded a checkpoint: what DDP's broadcast does not carry goes to the other ranks */
+static int share_state(run *r)
+{
+    dt_comm *c = r->c;
+    if (c->size == 1)
+        return DT_OK;
+    DT_TRY(c->ops->broadcast(c, r->m.counts, (size_t)r->m.n_counts, DT_INT64, 0));
+    if (r->opt.momentum_buf)
+        DT_TRY(c->ops->broadcast(c, r->opt.momentum_buf, (size_t)r->m.n_weights, DT_FLOAT32, 0));
+    if (r->amp.master)
+        DT_TRY(c->ops->broadcast(c, r->amp.master, (size_t)r->m.n_weights, DT_FLOAT32, 0));
+    int64_t iv[8] = {r->pr.epoch, r->pr.step, r->pr.global_step, r->opt.steps, (int64_t)r->m.step,
+                     r->amp.scaler.clean_steps, r->amp.scaler.overflows, r->amp.scaler.dynamic};
+    double dv[3] = {r->pr.best_top1, r->amp.scaler.scale, r->amp.scaler.min_scale};
+    DT_TRY(c->ops->broadcast(c, iv, 8, DT_INT64, 0));
+    DT_TRY(c->ops->broadcast(c, dv, 3, DT_FLOAT64, 0));
+    r->pr = (dt_progress){iv[0], iv[1], iv[2], dv[0]};
+    r->opt.steps = iv[3];
+    r->m.step = (uint64_t)iv[4];
+    r->amp.scaler.clean_steps = iv[5];
+    r->amp.scaler.overflows = iv[6];
+    r->amp.scaler.dynamic = (int)iv[7];
+    r->amp.scaler.scale = dv[1];
+    r->amp.scaler.min_scale = dv[2];
+    r->m.loss_scale = (float)dv[1];
+    return DT_OK;
+}
+
+/* rank 0: checkpoint.h5 in the run directory, atomically */
+static int save(run *r)
+{
+    if (r->l.rank != 0)
+        return DT_OK;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/checkpoint.h5", r->dir);
+    return dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, NULL);
+}
+
 static int train_loop(run *r)
 {
     const dt_train_cfg *c = r->cfg;
@@ -319,15 +361,16 @@ static int train_loop(run *r)
         for (int i = 0; i < c->batch; i++)
             r->y[i] = (int32_t)dt_rng_below(&g, (uint64_t)r->classes);
     }
-    int64_t total = 0, global_step = 0;
-    double best = 0;
+    int64_t total = 0, global_step = r->pr.global_step;
+    double best = r->pr.best_top1;
     int stop = 0;
-    for (int epoch = 0; epoch < c->epochs && !stop; epoch++) {
+    for (int epoch = (int)r->pr.epoch; epoch < c->epochs && !stop; epoch++) {
+        int64_t first = epoch == r->pr.epoch ? r->pr.step : 0;
         if (!c->synthetic)
-            DT_TRY(dt_loader_start(r->tl, epoch, 0));
+            DT_TRY(dt_loader_start(r->tl, epoch, first * c->accum_steps));
         double t0 = dt_seconds(), data_time = 0, loss_sum = 0;
         int64_t h1 = 0, h5 = 0, seen = 0, images = 0, done = 0;
-        for (int64_t s = 0; s < r->steps_per_epoch && !stop; s++) {
+        for (int64_t s = first; s < r->steps_per_epoch && !stop; s++) {
             double lr = lr_at(r, epoch, s);
             int n = c->batch;
             double loss = 0;
@@ -372,12 +415,21 @@ static int train_loop(run *r)
             }
             if (c->max_steps && total >= c->max_steps)
                 stop = 1;
+            r->pr = (dt_progress){epoch, s + 1, global_step, best};
+            if (stop && s + 1 < r->steps_per_epoch) /* stopped inside the epoch: resume exactly here */
+                DT_TRY(save(r));
+            else if (c->checkpoint_every && global_step % c->checkpoint_every == 0 && s + 1 < r->steps_per_epoch)
+                DT_TRY(save(r));
         }
         double secs = dt_seconds() - t0, top1 = -1, top5 = -1;
         if (r->have_val)
             DT_TRY(validate(r, epoch, &top1, &top5));
         if (top1 > best)
             best = top1;
+        if (!stop || r->pr.step >= r->steps_per_epoch) { /* the epoch is complete: the next one is where to resume */
+            r->pr = (dt_progress){epoch + 1, 0, global_step, best};
+            DT_TRY(save(r));
+        }
         if (c->desired_acc > 0 && top1 >= c->desired_acc) {
             if (r->l.rank == 0)
                 dt_info("validation top-1 %.2f%% reached --desired-acc %.2f: stopping", top1, c->desired_acc);
@@ -416,7 +468,20 @@ int dt_train(const dt_train_cfg *c)
     }
     dt_cpu_set_threads(c->threads);
     int rc = agree(&r, setup(&r));
-    if (rc == DT_OK && r.l.rank == 0)
+    if (rc == DT_OK && r.l.rank == 0 && c->resume) { /* continue in the checkpoint's run directory */
+        if (!strcmp(c->resume, "auto"))
+            rc = dt_checkpoint_find(c->results, c->arch, r.ckpt_in, sizeof r.ckpt_in);
+        else if (access(c->resume, R_OK) != 0) {
+            dt_error("--resume %s: %s", c->resume, strerror(errno));
+            rc = DT_ERR_INPUT;
+        } else
+            snprintf(r.ckpt_in, sizeof r.ckpt_in, "%s", c->resume);
+        if (rc == DT_OK) {
+            char tmp[4200];
+            snprintf(tmp, sizeof tmp, "%s", r.ckpt_in);
+            snprintf(r.dir, sizeof r.dir, "%s", dirname(tmp));
+        }
+    } else if (rc == DT_OK && r.l.rank == 0)
         rc = make_run_dir(&r);
     rc = agree(&r, rc);
     int exit_code = rc == DT_ERR_INPUT ? 2 : rc == DT_OK ? 0 : 1;
@@ -444,8 +509,19 @@ int dt_train(const dt_train_cfg *c)
                          .wire = r.amp.props.allreduce_type};
         if (rc == DT_OK)
             rc = dt_sgd_init(&r.opt, &r.m, (float)r.lr0, (float)c->momentum, 0, (float)c->wd, c->nesterov, 0);
+        if (rc == DT_OK && c->resume) { /* rank 0 reads the file, the others get it by broadcast */
+            int lrc = r.l.rank == 0 ? dt_checkpoint_load(r.ckpt_in, &r.m, &r.opt, &r.amp, &r.pr) : DT_OK;
+            rc = agree(&r, lrc);
+            if (rc != DT_OK)
+                exit_code = 2;
+            else if (r.l.rank == 0)
+                dt_info("resuming from %s at epoch %lld, step %lld", r.ckpt_in, (long long)r.pr.epoch,
+                        (long long)r.pr.step);
+        }
         if (rc == DT_OK)
-            rc = dt_ddp_create(&r.ddp, &r.m, r.c, &dc);
+            rc = dt_ddp_create(&r.ddp, &r.m, r.c, &dc); /* rank 0's weights and buffers to all */
+        if (rc == DT_OK && c->resume)
+            rc = share_state(&r);
         if (rc == DT_OK && r.l.rank == 0) {
             dt_amp_print(&r.defaults, &r.amp.props, stdout);
             fflush(stdout);
@@ -456,7 +532,7 @@ int dt_train(const dt_train_cfg *c)
             rc = write_run_json(&r);
             char path[4200];
             snprintf(path, sizeof path, "%s/metrics.jsonl", r.dir);
-            if (rc == DT_OK && !(r.metrics = fopen(path, "w"))) {
+            if (rc == DT_OK && !(r.metrics = fopen(path, c->resume ? "a" : "w"))) {
                 dt_error("%s: cannot create: %s", path, strerror(errno));
                 rc = DT_ERR_SYS;
             }
@@ -464,7 +540,10 @@ int dt_train(const dt_train_cfg *c)
         rc = agree(&r, rc);
         if (rc == DT_OK)
             rc = train_loop(&r);
-        exit_code = rc == DT_OK ? 0 : rc == DT_ERR_INPUT ? 2 : 1;
+        if (exit_code != 2)
+            exit_code = rc == DT_OK ? 0 : 1;
+        if (exit_code == 1 && r.c->size > 1) /* the others would wait for this rank until their timeout */
+            r.c->ops->abort(r.c, 1);
     }
     if (r.metrics)
         fclose(r.metrics);

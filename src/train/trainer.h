@@ -34,6 +34,8 @@ typedef struct dt_train_cfg {
     int crop;                   /* encoded images: training crop (224); raw shards: their size */
     int crop_padding;           /* raw shards: the random crop's zero padding (0: 4; -1: none) */
     const char *results;        /* results root ("results") */
+    const char *resume;         /* a checkpoint to continue from, or "auto" (the newest under results) */
+    long checkpoint_every;      /* also write a checkpoint every N steps (0: at epoch ends only) */
     const char *run_name;       /* appended to the run id */
     int opt_level;              /* AMP */
     dt_amp_overrides amp;

@@ -1,0 +1,222 @@
+/* checkpoint.c: training state in HDF5 (contract in checkpoint.h). */
+#include "config.h"
+
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <hdf5.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "nn/state.h"
+#include "util/atomic.h"
+#include "util/check.h"
+#include "util/h5.h"
+#include "util/log.h"
+
+#define CKPT_SCHEMA "dtrain-checkpoint"
+#define CKPT_VERSION 1
+
+static int write_flat(hid_t loc, const char *name, const float *x, int64_t n)
+{
+    hsize_t d = (hsize_t)n;
+    int rc = DT_OK;
+    hid_t sp = H5Screate_simple(1, &d, NULL), ds = -1;
+    DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, out);
+    DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x), rc, out);
+out:
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(sp);
+    return rc;
+}
+
+static int attr_double(hid_t obj, const char *name, double v)
+{
+    int64_t bits;
+    memcpy(&bits, &v, 8);
+    return dt_h5_attr_write_i64(obj, name, bits);
+}
+
+static int read_double(hid_t obj, const char *source, const char *name, double *v)
+{
+    int64_t bits;
+    DT_TRY(dt_h5_attr_read_i64(obj, source, name, &bits));
+    memcpy(v, &bits, 8);
+    return DT_OK;
+}
+
+static int write_all(hid_t f, const dt_model *m, const dt_sgd *opt, const dt_amp *amp, const dt_progress *pr,
+                     const char *config)
+{
+    DT_TRY(dt_h5_attr_write_str(f, "schema", CKPT_SCHEMA));
+    DT_TRY(dt_h5_attr_write_i64(f, "version", CKPT_VERSION));
+    DT_TRY(dt_h5_attr_write_str(f, "arch", m->arch));
+    DT_TRY(dt_h5_attr_write_i64(f, "epoch", pr->epoch));
+    DT_TRY(dt_h5_attr_write_i64(f, "step", pr->step));
+    DT_TRY(dt_h5_attr_write_i64(f, "global_step", pr->global_step));
+    DT_TRY(dt_h5_attr_write_i64(f, "model_step", (int64_t)m->step));
+    DT_TRY(attr_double(f, "best_top1_bits", pr->best_top1));
+    DT_TRY(dt_h5_attr_write_str(f, "config", config ? config : "{}"));
+    int rc = DT_OK;
+    hid_t g = H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    rc = g < 0 ? DT_ERR_HDF5 : dt_model_save_state(m, g);
+    if (g >= 0)
+        H5Gclose(g);
+    DT_TRY(rc);
+    g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    rc = g < 0 ? DT_ERR_HDF5 : dt_h5_attr_write_i64(g, "steps", opt->steps);
+    if (rc == DT_OK && opt->momentum_buf)
+        rc = write_flat(g, "momentum", opt->momentum_buf, m->n_weights);
+    if (g >= 0)
+        H5Gclose(g);
+    DT_TRY(rc);
+    if (amp && amp->master) {
+        g = H5Gcreate2(f, "amp", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        rc = g < 0 ? DT_ERR_HDF5 : write_flat(g, "master", amp->master, m->n_weights);
+        if (g >= 0)
+            H5Gclose(g);
+        DT_TRY(rc);
+    }
+    if (amp) {
+        g = H5Gcreate2(f, "scaler", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        rc = g < 0 ? DT_ERR_HDF5 : dt_scaler_save(&amp->scaler, g);
+        if (g >= 0)
+            H5Gclose(g);
+    }
+    return rc;
+}
+
+int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, const dt_amp *amp,
+                       const dt_progress *pr, const char *config_json)
+{
+    char tmp[4200], dir[4200], buf[4200];
+    snprintf(buf, sizeof buf, "%s", path);
+    snprintf(dir, sizeof dir, "%s", dirname(buf)); /* dirname may write into buf: not into dir */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    dt_check_hdf5_init();
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) {
+        dt_error("checkpoint %s: cannot create: %s", tmp, dt_errstr_hdf5(f, errno));
+        return DT_ERR_SYS;
+    }
+    int rc = write_all(f, m, opt, amp, pr, config_json);
+    if (H5Fclose(f) < 0 && rc == DT_OK)
+        rc = DT_ERR_HDF5;
+    if (rc == DT_OK)
+        rc = dt_commit_file(dir, tmp, path);
+    if (rc != DT_OK) {
+        dt_error("checkpoint %s not written; the previous one (if any) is intact", path);
+        unlink(tmp);
+    }
+    return rc;
+}
+
+static int read_flat(hid_t loc, const char *source, const char *name, float *x, int64_t n)
+{
+    int64_t shape[1] = {n};
+    return dt_h5_read(loc, source, "tensor", name, 1, shape, H5T_NATIVE_FLOAT, x);
+}
+
+int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr)
+{
+    dt_check_hdf5_init();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        dt_error("checkpoint %s cannot be opened: %s", path, dt_errstr_hdf5(f, errno));
+        return DT_ERR_INPUT;
+    }
+    int rc = DT_ERR_INPUT;
+    char schema[64], arch[64];
+    int64_t version, mstep;
+    hid_t g = -1;
+    if (dt_h5_attr_read_str(f, path, "schema", schema, sizeof schema) || dt_h5_attr_read_i64(f, path, "version", &version) ||
+        dt_h5_attr_read_str(f, path, "arch", arch, sizeof arch))
+        goto out;
+    if (strcmp(schema, CKPT_SCHEMA) || version != CKPT_VERSION) {
+        dt_error("%s: not a dtrain checkpoint of version %d (schema '%s' version %lld)", path, CKPT_VERSION, schema,
+                 (long long)version);
+        goto out;
+    }
+    if (strcmp(arch, m->arch)) {
+        dt_error("%s: a checkpoint of %s, not of %s", path, arch, m->arch);
+        goto out;
+    }
+    if (dt_h5_attr_read_i64(f, path, "epoch", &pr->epoch) || dt_h5_attr_read_i64(f, path, "step", &pr->step) ||
+        dt_h5_attr_read_i64(f, path, "global_step", &pr->global_step) ||
+        dt_h5_attr_read_i64(f, path, "model_step", &mstep) || read_double(f, path, "best_top1_bits", &pr->best_top1))
+        goto out;
+    if ((g = H5Gopen2(f, "model", H5P_DEFAULT)) < 0 || dt_model_load_state(m, g, path) != DT_OK)
+        goto out;
+    H5Gclose(g);
+    m->step = (uint64_t)mstep;
+    if ((g = H5Gopen2(f, "optimizer", H5P_DEFAULT)) < 0 || dt_h5_attr_read_i64(g, path, "steps", &opt->steps) ||
+        (opt->momentum_buf && read_flat(g, path, "momentum", opt->momentum_buf, m->n_weights)))
+        goto out;
+    H5Gclose(g);
+    g = -1;
+    if (amp && amp->master) {
+        if (H5Lexists(f, "amp", H5P_DEFAULT) <= 0) {
+            dt_error("%s: has no fp32 master weights (saved at another opt level?)", path);
+            goto out;
+        }
+        if ((g = H5Gopen2(f, "amp", H5P_DEFAULT)) < 0 || read_flat(g, path, "master", amp->master, m->n_weights))
+            goto out;
+        H5Gclose(g);
+        g = -1;
+    }
+    if (amp) {
+        if ((g = H5Gopen2(f, "scaler", H5P_DEFAULT)) < 0 || dt_scaler_load(&amp->scaler, g, path))
+            goto out;
+        H5Gclose(g);
+        g = -1;
+        m->loss_scale = (float)amp->scaler.scale;
+    }
+    rc = DT_OK;
+out:
+    if (g >= 0)
+        H5Gclose(g);
+    H5Fclose(f);
+    return rc;
+}
+
+int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t n)
+{
+    DIR *d = opendir(results);
+    time_t newest = 0;
+    out[0] = 0;
+    if (d) {
+        struct dirent *de;
+        while ((de = readdir(d))) {
+            if (de->d_name[0] == '.')
+                continue;
+            char p[4400];
+            struct stat st;
+            snprintf(p, sizeof p, "%s/%s/checkpoint.h5", results, de->d_name);
+            if (stat(p, &st) != 0 || st.st_mtime < newest)
+                continue;
+            dt_check_hdf5_init(); /* readable, and of this architecture */
+            hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+            char a[64] = "";
+            if (f < 0)
+                continue;
+            int ok = H5Aexists(f, "arch") > 0 && dt_h5_attr_read_str(f, p, "arch", a, sizeof a) == DT_OK && !strcmp(a, arch);
+            H5Fclose(f);
+            if (ok) {
+                newest = st.st_mtime;
+                snprintf(out, n, "%s", p);
+            }
+        }
+        closedir(d);
+    }
+    if (!out[0]) {
+        dt_error("--resume auto: no readable checkpoint of %s in the runs under %s", arch, results);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
+}

@@ -1,0 +1,42 @@
+/* checkpoint.h: a training run's state in one HDF5 file (schema "dtrain-checkpoint" version 1),
+ * written by rank 0 under a temporary name, synced and renamed: a crash while writing leaves the
+ * previous checkpoint intact.
+ *   /model/<state_dict name>   the weights and BN buffers under torchvision's names and layouts
+ *   /optimizer/momentum        SGD's momentum buffer (our flat layout), attribute steps
+ *   /amp/master                O2's fp32 master weights (flat), when there are any
+ *   /scaler                    the loss scaler's state (attributes)
+ *   root attributes            schema, version, arch, epoch and step to resume at, global step,
+ *                              the model's step counter (dropout), best top-1, the run's config
+ * Loading checks the schema, the architecture and every tensor's name and shape, with one line
+ * naming the file and what is wrong. */
+#ifndef DT_TRAIN_CHECKPOINT_H
+#define DT_TRAIN_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "nn/model.h"
+#include "train/amp.h"
+#include "train/sgd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dt_progress {
+    int64_t epoch;        /* the epoch to run next (or the one under way) */
+    int64_t step;         /* its next step */
+    int64_t global_step;
+    double best_top1;
+} dt_progress;
+
+int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, const dt_amp *amp,
+                       const dt_progress *pr, const char *config_json);
+int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr);
+/* The newest readable checkpoint.h5 of this architecture in a run directory under results, into out; DT_OK, or
+ * DT_ERR_INPUT after one line when there is none. */
+int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
