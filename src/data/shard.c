@@ -133,20 +133,6 @@ int dt_shard_writer_add(dt_shard_writer *w, const uint8_t *data, size_t bytes, i
     return DT_OK;
 }
 
-static int write_dataset(hid_t f, const char *name, hid_t type, hid_t mem_type, int ndim, const hsize_t *dims,
-                         const void *data)
-{
-    int rc = DT_OK;
-    hid_t sp = H5Screate_simple(ndim, dims, NULL), ds = -1;
-    DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(f, name, type, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, out);
-    DT_CHECK_HDF5_GOTO(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), rc, out);
-out:
-    if (ds >= 0)
-        H5Dclose(ds);
-    H5Sclose(sp);
-    return rc;
-}
-
 static int write_shard_file(const dt_shard_writer *w, const char *path)
 {
     const dt_shard_spec *s = &w->spec;
@@ -168,14 +154,14 @@ static int write_shard_file(const dt_shard_writer *w, const char *path)
     DT_TRY_GOTO(dt_h5_attr_write_str(f, "source", s->source ? s->source : ""), rc, out);
     DT_TRY_GOTO(dt_h5_attr_write_str(f, "created_by", "dtpack " PACKAGE_VERSION), rc, out);
     DT_TRY_GOTO(dt_h5_write_strings(f, "classes", s->classes, s->num_classes), rc, out);
-    DT_TRY_GOTO(write_dataset(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, w->labels), rc, out);
+    DT_TRY_GOTO(dt_h5_write(f, "labels", H5T_STD_I32LE, H5T_NATIVE_INT32, 1, &n, w->labels), rc, out);
     if (s->kind == DT_SHARD_RAW) {
         hsize_t dims[4] = {n, (hsize_t)s->h, (hsize_t)s->w, (hsize_t)s->c};
-        DT_TRY_GOTO(write_dataset(f, "pixels", H5T_STD_U8LE, H5T_NATIVE_UINT8, 4, dims, w->data), rc, out);
+        DT_TRY_GOTO(dt_h5_write(f, "pixels", H5T_STD_U8LE, H5T_NATIVE_UINT8, 4, dims, w->data), rc, out);
     } else {
         hsize_t nb = (hsize_t)w->bytes, no = n + 1;
-        DT_TRY_GOTO(write_dataset(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, &nb, w->data), rc, out);
-        DT_TRY_GOTO(write_dataset(f, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &no, w->offsets), rc, out);
+        DT_TRY_GOTO(dt_h5_write(f, "images", H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, &nb, w->data), rc, out);
+        DT_TRY_GOTO(dt_h5_write(f, "offsets", H5T_STD_I64LE, H5T_NATIVE_INT64, 1, &no, w->offsets), rc, out);
         DT_TRY_GOTO(dt_h5_write_strings(f, "names", (const char *const *)w->names, w->count), rc, out);
     }
 out:

@@ -25,15 +25,7 @@
 static int write_flat(hid_t loc, const char *name, const float *x, int64_t n)
 {
     hsize_t d = (hsize_t)n;
-    int rc = DT_OK;
-    hid_t sp = H5Screate_simple(1, &d, NULL), ds = -1;
-    DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, out);
-    DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x), rc, out);
-out:
-    if (ds >= 0)
-        H5Dclose(ds);
-    H5Sclose(sp);
-    return rc;
+    return dt_h5_write(loc, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &d, x);
 }
 
 static int attr_double(hid_t obj, const char *name, double v)

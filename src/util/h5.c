@@ -72,6 +72,19 @@ out:
     return rc;
 }
 
+int dt_h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data)
+{
+    int rc = DT_OK;
+    hid_t sp = H5Screate_simple(ndim, dims, NULL), ds = -1;
+    DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, out);
+    DT_CHECK_HDF5_GOTO(H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), rc, out);
+out:
+    if (ds >= 0)
+        H5Dclose(ds);
+    H5Sclose(sp);
+    return rc;
+}
+
 /* opens attribute `name` of obj and checks its class; -1 after one line */
 static hid_t attr_open(hid_t obj, const char *source, const char *name, H5T_class_t want)
 {

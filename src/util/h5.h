@@ -25,6 +25,9 @@ hid_t dt_h5_open_checked(hid_t loc, const char *source, const char *what, const 
 int dt_h5_read(hid_t loc, const char *source, const char *what, const char *name, int ndim, const int64_t *shape,
                hid_t type, void *out);
 
+/* Creates dataset `name` of file type ftype and shape dims[ndim] and writes data (in mtype). */
+int dt_h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data);
+
 /* Scalar attributes of an object. Reading: DT_ERR_INPUT after one line when missing or of the
  * wrong kind. Strings are copied into buf (truncated to n - 1). */
 int dt_h5_attr_read_str(hid_t obj, const char *source, const char *name, char *buf, size_t n);
