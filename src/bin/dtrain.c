@@ -1,6 +1,7 @@
 /* dtrain.c: the training program's command line (the work is in src/train/trainer.c).
  * Flags follow the seed tutorial's ImageNet script where it has them. Exit codes: 0 success, 1 a
- * failure at run time, 2 a bad command line or bad input found at start (nothing written). */
+ * failure at run time, 2 a bad command line or bad input found at start (nothing written), 3 and
+ * 130 after SIGTERM/SIGUSR1 and SIGINT with the checkpoint written (trainer.h). */
 #include "config.h"
 
 #include <getopt.h>
@@ -73,10 +74,15 @@ static void usage(FILE *out)
             "      --run-name NAME       appended to the run id\n"
             "      --resume PATH|auto    continue from a checkpoint (auto: the newest of this arch under --results)\n"
             "      --checkpoint-every N  also write the checkpoint every N steps (default: at epoch ends)\n"
+            "  -e, --evaluate            validate the --resume checkpoint and exit (nothing written)\n"
             "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
             "      --device cpu          (the CUDA backend comes later)\n"
             "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
-            "  -h, --help                this help    -V, --version  the version and the parts built in\n");
+            "  -h, --help                this help    -V, --version  the version and the parts built in\n"
+            "\n"
+            "Exit codes: 0 done; 1 a failure at run time; 2 a bad command line or bad input (nothing\n"
+            "written); 3 stopped by SIGTERM or SIGUSR1 after writing the checkpoint (run again with\n"
+            "--resume auto); 130 stopped by SIGINT, checkpoint written.\n");
 }
 
 static int num(const char *flag, const char *v, double lo, double hi, double *out)
@@ -92,6 +98,7 @@ int main(int argc, char **argv)
         {"arch", required_argument, NULL, 'a'},
         {"workers", required_argument, NULL, 'j'},
         {"batch-size", required_argument, NULL, 'b'},
+        {"evaluate", no_argument, NULL, 'e'},
         {"print-freq", required_argument, NULL, 'p'},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"nproc-per-node", required_argument, NULL, OPT_NPROC},
@@ -145,11 +152,12 @@ int main(int argc, char **argv)
     long nproc = 0, v;
     double d;
     bool bv;
-    while (!bad && (c = getopt_long(argc, argv, ":hVa:j:b:p:", opts, NULL)) != -1) {
+    while (!bad && (c = getopt_long(argc, argv, ":hVea:j:b:p:", opts, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return EXIT_SUCCESS;
         case 'V': dt_buildinfo_print(stdout, "dtrain"); return EXIT_SUCCESS;
         case 'a': cfg.arch = optarg; break;
+        case 'e': cfg.evaluate = 1; break;
         case 'j': bad = dt_parse_long("--workers", optarg, 1, 1024, &v) || ((cfg.workers = (int)v), 0); break;
         case 'b': bad = dt_parse_long("--batch-size", optarg, 1, 65536, &v) || ((cfg.batch = (int)v), 0); break;
         case 'p': bad = dt_parse_long("--print-freq", optarg, 0, 1000000, &v) || ((cfg.print_freq = (int)v), 0); break;

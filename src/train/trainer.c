@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,13 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/rng.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
 
 void dt_train_defaults(dt_train_cfg *c)
 {
@@ -80,7 +88,20 @@ typedef struct run {
     int64_t steps_per_epoch;
     char ckpt_in[4200];         /* the checkpoint to resume from (rank 0) */
     dt_progress pr;             /* where training stands */
+    int stopped_by;             /* the signal every rank agreed to stop on, or 0 */
 } run;
+
+/* any rank signalled? every rank asks after every step, so all stop after the same one */
+static int agree_signal(run *r)
+{
+    int32_t sig = stop_signal;
+    if (r->c->size > 1 && r->c->ops->allreduce(r->c, &sig, &sig, 1, DT_INT32, DT_MAX) != DT_OK)
+        return 0;
+    if (sig && !r->stopped_by && r->l.rank == 0)
+        dt_warn("signal %d: stopping after this step, writing the checkpoint", sig);
+    r->stopped_by = sig;
+    return sig != 0;
+}
 
 /* every rank's verdict on the start: the worst status wins */
 static int agree(run *r, int rc)
@@ -415,6 +436,8 @@ static int train_loop(run *r)
             }
             if (c->max_steps && total >= c->max_steps)
                 stop = 1;
+            if (agree_signal(r))
+                stop = 1;
             r->pr = (dt_progress){epoch, s + 1, global_step, best};
             if (stop && s + 1 < r->steps_per_epoch) /* stopped inside the epoch: resume exactly here */
                 DT_TRY(save(r));
@@ -422,13 +445,19 @@ static int train_loop(run *r)
                 DT_TRY(save(r));
         }
         double secs = dt_seconds() - t0, top1 = -1, top5 = -1;
-        if (r->have_val)
+        if (r->have_val && !r->stopped_by) /* after a signal, time is short: the checkpoint first */
             DT_TRY(validate(r, epoch, &top1, &top5));
-        if (top1 > best)
+        int improved = top1 > best;
+        if (improved)
             best = top1;
         if (!stop || r->pr.step >= r->steps_per_epoch) { /* the epoch is complete: the next one is where to resume */
             r->pr = (dt_progress){epoch + 1, 0, global_step, best};
             DT_TRY(save(r));
+            if (improved && r->l.rank == 0) {
+                char path[4200];
+                snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
+                DT_TRY(dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, NULL));
+            }
         }
         if (c->desired_acc > 0 && top1 >= c->desired_acc) {
             if (r->l.rank == 0)
@@ -449,7 +478,10 @@ static int train_loop(run *r)
             }
         }
     }
-    if (r->l.rank == 0)
+    if (r->l.rank == 0 && r->stopped_by)
+        dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
+                r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir);
+    else if (r->l.rank == 0)
         dt_info("done: best validation top-1 %.2f%%; results in %s", best, r->dir);
     free(syn);
     return DT_OK;
@@ -468,6 +500,11 @@ int dt_train(const dt_train_cfg *c)
     }
     dt_cpu_set_threads(c->threads);
     int rc = agree(&r, setup(&r));
+    if (rc == DT_OK && c->evaluate && !c->resume) {
+        if (r.l.rank == 0)
+            dt_error("--evaluate needs the checkpoint to evaluate (--resume PATH or auto)");
+        rc = DT_ERR_INPUT;
+    }
     if (rc == DT_OK && r.l.rank == 0 && c->resume) { /* continue in the checkpoint's run directory */
         if (!strcmp(c->resume, "auto"))
             rc = dt_checkpoint_find(c->results, c->arch, r.ckpt_in, sizeof r.ckpt_in);
@@ -522,6 +559,24 @@ int dt_train(const dt_train_cfg *c)
             rc = dt_ddp_create(&r.ddp, &r.m, r.c, &dc); /* rank 0's weights and buffers to all */
         if (rc == DT_OK && c->resume)
             rc = share_state(&r);
+        if (rc == DT_OK && c->evaluate) { /* validation of the checkpoint, nothing written */
+            double t1 = 0, t5 = 0;
+            if (r.have_val && r.vl) {
+                size_t img = (size_t)r.size * r.size * r.in_c;
+                r.x = malloc((size_t)c->batch * img * sizeof(float));
+                rc = r.x ? validate(&r, (int)r.pr.epoch, &t1, &t5) : DT_ERR_NOMEM;
+            }
+            if (rc == DT_OK && r.l.rank == 0)
+                printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", r.ckpt_in, t1, t5);
+            exit_code = rc == DT_OK ? 0 : 1;
+            goto done;
+        }
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGUSR1, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
         if (rc == DT_OK && r.l.rank == 0) {
             dt_amp_print(&r.defaults, &r.amp.props, stdout);
             fflush(stdout);
@@ -541,10 +596,11 @@ int dt_train(const dt_train_cfg *c)
         if (rc == DT_OK)
             rc = train_loop(&r);
         if (exit_code != 2)
-            exit_code = rc == DT_OK ? 0 : 1;
+            exit_code = rc != DT_OK ? 1 : !r.stopped_by ? 0 : r.stopped_by == SIGINT ? DT_EXIT_INTERRUPTED : DT_EXIT_RESUMABLE;
         if (exit_code == 1 && r.c->size > 1) /* the others would wait for this rank until their timeout */
             r.c->ops->abort(r.c, 1);
     }
+done:
     if (r.metrics)
         fclose(r.metrics);
     dt_ddp_free(r.ddp);

@@ -36,6 +36,7 @@ typedef struct dt_train_cfg {
     const char *results;        /* results root ("results") */
     const char *resume;         /* a checkpoint to continue from, or "auto" (the newest under results) */
     long checkpoint_every;      /* also write a checkpoint every N steps (0: at epoch ends only) */
+    int evaluate;               /* only validate the --resume checkpoint, write nothing */
     const char *run_name;       /* appended to the run id */
     int opt_level;              /* AMP */
     dt_amp_overrides amp;
@@ -47,8 +48,15 @@ typedef struct dt_train_cfg {
 /* Apex-like defaults: resnet50, 90 epochs, batch 64 per rank, lr 0.1 per 256, step schedule at
  * 30/60/80, momentum 0.9, wd 1e-4, print every 10 steps, O0, 25/1 MiB buckets, 600 s timeout. */
 void dt_train_defaults(dt_train_cfg *c);
+/* Exit codes of dtrain. SIGTERM or SIGUSR1 (Slurm's --signal before a time limit, preemption) on
+ * any rank: every rank finishes its step, rank 0 writes the checkpoint, all exit 3 (run again with
+ * --resume auto). SIGINT: the same, exit 130. */
+#define DT_EXIT_RESUMABLE 3
+#define DT_EXIT_INTERRUPTED 130
+
 /* Runs training (rank, size and communicator from the launch). Returns the process exit code:
- * 0 done, 1 a failure at run time (one line), 2 bad input found at start (one line, nothing written). */
+ * 0 done, 1 a failure at run time (one line), 2 bad input found at start (one line, nothing
+ * written), DT_EXIT_RESUMABLE or DT_EXIT_INTERRUPTED after a signal (checkpoint written). */
 int dt_train(const dt_train_cfg *c);
 
 #ifdef __cplusplus
