@@ -481,8 +481,10 @@ static int train_loop(run *r)
     if (r->l.rank == 0 && r->stopped_by)
         dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
                 r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir);
-    else if (r->l.rank == 0)
+    else if (r->l.rank == 0 && r->have_val)
         dt_info("done: best validation top-1 %.2f%%; results in %s", best, r->dir);
+    else if (r->l.rank == 0)
+        dt_info("done: results in %s", r->dir);
     free(syn);
     return DT_OK;
 }
