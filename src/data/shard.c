@@ -338,12 +338,9 @@ static int open_shard(dt_dataset *ds, dt_shard *sh, const dt_manifest_entry *me,
             return DT_ERR_INPUT;
         }
     }
-    dt_check_hdf5_init();
-    hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        dt_error("shard %s is not a readable HDF5 file: %s", p, dt_errstr_hdf5(f, errno));
+    hid_t f = dt_h5_open_ro(p, "shard");
+    if (f < 0)
         return DT_ERR_INPUT;
-    }
     int rc = DT_ERR_INPUT;
     char schema[64], split[32], kind[16];
     int64_t version = 0, count = 0, ncls = 0;

@@ -117,12 +117,9 @@ static int read_flat(hid_t loc, const char *source, const char *name, float *x, 
 
 int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr)
 {
-    dt_check_hdf5_init();
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) {
-        dt_error("checkpoint %s cannot be opened: %s", path, dt_errstr_hdf5(f, errno));
+    hid_t f = dt_h5_open_ro(path, "checkpoint");
+    if (f < 0)
         return DT_ERR_INPUT;
-    }
     int rc = DT_ERR_INPUT;
     char schema[64], arch[64];
     int64_t version, mstep;

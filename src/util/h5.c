@@ -72,6 +72,15 @@ out:
     return rc;
 }
 
+hid_t dt_h5_open_ro(const char *path, const char *what)
+{
+    dt_check_hdf5_init();
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0)
+        dt_error("%s %s cannot be opened as HDF5: %s", what, path, dt_errstr_hdf5(f, 0));
+    return f;
+}
+
 int dt_h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data)
 {
     int rc = DT_OK;

@@ -25,6 +25,10 @@ hid_t dt_h5_open_checked(hid_t loc, const char *source, const char *what, const 
 int dt_h5_read(hid_t loc, const char *source, const char *what, const char *name, int ndim, const int64_t *shape,
                hid_t type, void *out);
 
+/* Opens an existing file read-only: the file, or -1 after one line "<what> <path> cannot be
+ * opened as HDF5: <HDF5's reason>" (what: "shard", "checkpoint", ...). */
+hid_t dt_h5_open_ro(const char *path, const char *what);
+
 /* Creates dataset `name` of file type ftype and shape dims[ndim] and writes data (in mtype). */
 int dt_h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data);
 

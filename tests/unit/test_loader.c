@@ -367,7 +367,7 @@ static void test_bad(void)
     expect_open_error("a truncated shard", (const char *[]){"train-00001.h5", "3000 bytes but the manifest says"}, 2);
     refresh_manifest();
     expect_open_error("a truncated shard the manifest agrees with",
-                      (const char *[]){"train-00001.h5", "not a readable HDF5 file"}, 2);
+                      (const char *[]){"train-00001.h5", "cannot be opened as HDF5"}, 2);
 
     fresh();
     int32_t bad_label = 99;
