@@ -23,6 +23,6 @@ t1=$(date +%s.%N)
 d=$(tail -n 1 "$tmp"/res/*/metrics.jsonl | sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p')
 t=$("$py" "$here/torch_fmnist.py" "$src" "$epochs" 2 | tee /dev/stderr | tail -n 1)
 awk -v a="$t0" -v b="$t1" -v d="$d" -v t="$t" 'BEGIN {
-  split(t, f, " "); tt = f[8]; ta = f[6]; sub("%,", "", ta)
+  split(t, f, " "); tt = f[8]; ta = f[7]; sub("%,", "", ta)
   printf "dtrain: top-1 %.2f%% in %.1f s; PyTorch: top-1 %s%% in %.1f s; time ratio PyTorch/dtrain %.2f\n",
          d, b - a, ta, tt, tt / (b - a) }'
