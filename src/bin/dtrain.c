@@ -23,7 +23,7 @@ enum {
     OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_SMOOTH, OPT_DESIRED, OPT_SEED, OPT_SYNTHETIC, OPT_MAX_STEPS, OPT_THREADS,
     OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
-    OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY
+    OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW
 };
 
 static void usage(FILE *out)
@@ -43,6 +43,7 @@ static void usage(FILE *out)
             "      --synthetic           random batches, no data (benchmark)\n"
             "Optimisation:\n"
             "      --epochs N            (default 90)\n"
+            "      --start-epoch N       begin at epoch N: its schedule and shuffle (default 0; --resume: the checkpoint's)\n"
             "      --lr X                for a global batch of 256, scaled by global batch / 256 (default 0.1)\n"
             "      --no-lr-scaling       use --lr as it is\n"
             "      --warmup-epochs X     linear warm-up (default 0)\n"
@@ -55,12 +56,16 @@ static void usage(FILE *out)
             "      --max-steps N         stop after N optimiser steps\n"
             "      --desired-acc X       stop once validation top-1 reaches X percent\n"
             "      --seed N              (default 0)\n"
+            "      --deterministic       bit-reproducible runs (CPU runs always are, for the same ranks and --threads)\n"
+            "      --pretrained PATH     start from these weights: a dtrain checkpoint or a file written by\n"
+            "                            tools/dt-export-torchvision (torchvision's names and shapes)\n"
             "Mixed precision (Apex's opt levels):\n"
             "      --opt-level O0|O1|O2|O3       (default O0)\n"
             "      --precision fp16|bf16         the reduced type (default fp16; bf16 needs no loss scaling)\n"
             "      --keep-batchnorm-fp32 BOOL    (O2, O3)\n"
             "      --master-weights BOOL         (O2, O3)\n"
             "      --loss-scale dynamic|X        (default: the level's)\n"
+            "      --loss-scale-window N         dynamic: clean steps before the scale doubles (default 2000)\n"
             "      --allreduce-fp32              all-reduce gradients in fp32 at every level\n"
             "Data parallelism:\n"
             "      --bucket-mb X         gradient bucket size (default 25)   --first-bucket-mb X (default 1)\n"
@@ -74,7 +79,8 @@ static void usage(FILE *out)
             "      --run-name NAME       appended to the run id\n"
             "      --resume PATH|auto    continue from a checkpoint (auto: the newest of this arch under --results)\n"
             "      --checkpoint-every N  also write the checkpoint every N steps (default: at epoch ends)\n"
-            "  -e, --evaluate            validate the --resume checkpoint and exit (nothing written)\n"
+            "  -e, --evaluate            validate the --resume checkpoint (or --pretrained weights) and exit\n"
+            "                            (nothing written)\n"
             "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
             "      --device cpu          (the CUDA backend comes later)\n"
             "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
@@ -137,6 +143,10 @@ int main(int argc, char **argv)
         {"accum-steps", required_argument, NULL, OPT_ACCUM},
         {"comm-timeout", required_argument, NULL, OPT_TIMEOUT},
         {"device", required_argument, NULL, OPT_DEVICE},
+        {"start-epoch", required_argument, NULL, OPT_START_EPOCH},
+        {"pretrained", required_argument, NULL, OPT_PRETRAINED},
+        {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
+        {"loss-scale-window", required_argument, NULL, OPT_SCALE_WINDOW},
         {NULL, 0, NULL, 0},
     };
     static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
@@ -169,6 +179,12 @@ int main(int argc, char **argv)
         case OPT_NPROC: bad = dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc); break;
         case OPT_EPOCHS: bad = dt_parse_long("--epochs", optarg, 1, 1000000, &v) || ((cfg.epochs = (int)v), 0); break;
         case OPT_LR: bad = num("--lr", optarg, 0, 1e6, &cfg.lr); break;
+        case OPT_START_EPOCH:
+            bad = dt_parse_long("--start-epoch", optarg, 0, 1000000, &v) || ((cfg.start_epoch = (int)v), 0);
+            break;
+        case OPT_PRETRAINED: cfg.pretrained = optarg; break;
+        case OPT_DETERMINISTIC: cfg.deterministic = 1; break;
+        case OPT_SCALE_WINDOW: bad = dt_parse_long("--loss-scale-window", optarg, 1, 1L << 40, &cfg.scale_window); break;
         case OPT_NO_LR_SCALING: cfg.no_lr_scaling = 1; break;
         case OPT_WARMUP: bad = num("--warmup-epochs", optarg, 0, 1e6, &cfg.warmup_epochs); break;
         case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, schedules, &cfg.cosine); break;
@@ -235,12 +251,18 @@ int main(int argc, char **argv)
         int k = 0;
         child[k++] = "/proc/self/exe";
         for (int i = 1; i < argc; i++) {
-            if (!strcmp(argv[i], "--nproc-per-node")) {
-                i++;
+            /* the option in any form getopt_long took it: --nproc-per-node N, --nproc=N, --npr N ... */
+            const char *a = argv[i];
+            size_t len = strcspn(a, "=");
+            if (!strcmp(a, "--")) /* the rest are operands */
+                for (; i < argc; i++)
+                    child[k++] = argv[i];
+            if (i >= argc)
+                break;
+            if (len > 3 && !strncmp(a, "--nproc-per-node", len)) {
+                i += a[len] ? 0 : 1;
                 continue;
             }
-            if (!strncmp(argv[i], "--nproc-per-node=", 17))
-                continue;
             child[k++] = argv[i];
         }
         int rc = dt_spawn_local((int)nproc, child, dt_gpu_count() > 0, 30.0);
@@ -249,6 +271,14 @@ int main(int argc, char **argv)
     }
     if (optind < argc - 1) {
         dt_error("%s: unexpected argument: dtrain takes one data directory (see dtrain --help)", argv[optind + 1]);
+        return EXIT_USAGE;
+    }
+    if (cfg.start_epoch >= cfg.epochs) {
+        dt_error("--start-epoch %d: must be below --epochs %d", cfg.start_epoch, cfg.epochs);
+        return EXIT_USAGE;
+    }
+    if (cfg.pretrained && cfg.resume) {
+        dt_error("--pretrained and --resume: give one (a resumed run has its weights in the checkpoint)");
         return EXIT_USAGE;
     }
     if (optind == argc - 1)

@@ -16,34 +16,9 @@
 
 #include "util/atomic.h"
 #include "util/check.h"
+#include "util/crc.h"
 #include "util/h5.h"
 #include "util/log.h"
-
-/* ---------------------------------------------------------------------------------------------- */
-/* CRC-32 (reflected polynomial 0xEDB88320), table built on first use                             */
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        crc_table[i] = c;
-    }
-}
-
-uint32_t dt_crc32(uint32_t crc, const void *data, size_t n)
-{
-    pthread_once(&crc_once, crc_init);
-    const uint8_t *p = data;
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++)
-        crc = crc_table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
-    return ~crc;
-}
 
 /* CRC-32 and size of a whole file */
 static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes)

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/crc.h" /* dt_crc32: the manifest's checksums */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -22,8 +24,6 @@ extern "C" {
 
 enum dt_shard_kind { DT_SHARD_ENCODED, DT_SHARD_RAW };
 
-/* CRC-32 (the zlib/PNG polynomial, as Python's zlib.crc32), continued from crc (0 to start) */
-uint32_t dt_crc32(uint32_t crc, const void *data, size_t n);
 
 /* ---- writing (dtpack) ------------------------------------------------------------------------ */
 

@@ -21,6 +21,8 @@
 
 #define CKPT_SCHEMA "dtrain-checkpoint"
 #define CKPT_VERSION 1
+#define WEIGHTS_SCHEMA "dtrain-weights" /* tools/dt-export-torchvision */
+#define WEIGHTS_VERSION 1
 
 static int write_flat(hid_t loc, const char *name, const float *x, int64_t n)
 {
@@ -56,7 +58,19 @@ static int write_all(hid_t f, const dt_model *m, const dt_sgd *opt, const dt_amp
     DT_TRY(attr_double(f, "best_top1_bits", pr->best_top1));
     DT_TRY(dt_h5_attr_write_str(f, "config", config ? config : "{}"));
     int rc = DT_OK;
-    hid_t g = H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t g = H5Gcreate2(f, "progress", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const dt_epoch_sums *e = &pr->sums;
+    rc = g < 0 ? DT_ERR_HDF5 : DT_OK;
+    if (rc == DT_OK && (attr_double(g, "loss_bits", e->loss) || attr_double(g, "seconds_bits", e->seconds) ||
+                        attr_double(g, "data_seconds_bits", e->data_seconds) ||
+                        dt_h5_attr_write_i64(g, "hits1", e->hits1) || dt_h5_attr_write_i64(g, "hits5", e->hits5) ||
+                        dt_h5_attr_write_i64(g, "seen", e->seen) || dt_h5_attr_write_i64(g, "images", e->images) ||
+                        dt_h5_attr_write_i64(g, "steps", e->steps)))
+        rc = DT_ERR_HDF5;
+    if (g >= 0)
+        H5Gclose(g);
+    DT_TRY(rc);
+    g = H5Gcreate2(f, "model", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     rc = g < 0 ? DT_ERR_HDF5 : dt_model_save_state(m, g);
     if (g >= 0)
         H5Gclose(g);
@@ -115,34 +129,89 @@ static int read_flat(hid_t loc, const char *source, const char *name, float *x, 
     return dt_h5_read(loc, source, "tensor", name, 1, shape, H5T_NATIVE_FLOAT, x);
 }
 
+/* opens path read-only after checking its schema (a checkpoint, or with weights_ok also an
+ * exported weights file) and architecture; -1 after one line */
+static hid_t open_for(const char *path, const dt_model *m, int weights_ok)
+{
+    hid_t f = dt_h5_open_ro(path, weights_ok ? "weights file" : "checkpoint");
+    if (f < 0)
+        return -1;
+    char schema[64] = "", arch[64] = "";
+    int64_t version = 0;
+    int ok = dt_h5_attr_read_str(f, path, "schema", schema, sizeof schema) == DT_OK &&
+             dt_h5_attr_read_i64(f, path, "version", &version) == DT_OK;
+    int is_ckpt = ok && !strcmp(schema, CKPT_SCHEMA) && version == CKPT_VERSION;
+    int is_weights = ok && weights_ok && !strcmp(schema, WEIGHTS_SCHEMA) && version == WEIGHTS_VERSION;
+    if (ok && !is_ckpt && !is_weights) {
+        dt_error("%s: not a dtrain %s of version %d (schema '%s' version %lld)", path,
+                 weights_ok ? "checkpoint or weights file" : "checkpoint", CKPT_VERSION, schema, (long long)version);
+        ok = 0;
+    }
+    if (ok && (is_ckpt || H5Aexists(f, "arch") > 0)) {
+        ok = dt_h5_attr_read_str(f, path, "arch", arch, sizeof arch) == DT_OK;
+        if (ok && strcmp(arch, m->arch)) {
+            dt_error("%s: a %s of %s, not of %s", path, is_ckpt ? "checkpoint" : "weights file", arch, m->arch);
+            ok = 0;
+        }
+    }
+    if (!ok) {
+        H5Fclose(f);
+        return -1;
+    }
+    return f;
+}
+
+static int load_model(hid_t f, const char *path, dt_model *m)
+{
+    if (H5Lexists(f, "model", H5P_DEFAULT) <= 0) {
+        dt_error("%s: has no /model group of weights", path);
+        return DT_ERR_INPUT;
+    }
+    hid_t g = H5Gopen2(f, "model", H5P_DEFAULT);
+    if (g < 0)
+        return DT_ERR_HDF5;
+    int rc = dt_model_load_state(m, g, path);
+    H5Gclose(g);
+    return rc;
+}
+
+int dt_checkpoint_load_weights(const char *path, dt_model *m)
+{
+    hid_t f = open_for(path, m, 1);
+    if (f < 0)
+        return DT_ERR_INPUT;
+    int rc = load_model(f, path, m);
+    H5Fclose(f);
+    return rc == DT_OK ? DT_OK : DT_ERR_INPUT;
+}
+
 int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr)
 {
-    hid_t f = dt_h5_open_ro(path, "checkpoint");
+    hid_t f = open_for(path, m, 0);
     if (f < 0)
         return DT_ERR_INPUT;
     int rc = DT_ERR_INPUT;
-    char schema[64], arch[64];
-    int64_t version, mstep;
+    int64_t mstep;
     hid_t g = -1;
-    if (dt_h5_attr_read_str(f, path, "schema", schema, sizeof schema) || dt_h5_attr_read_i64(f, path, "version", &version) ||
-        dt_h5_attr_read_str(f, path, "arch", arch, sizeof arch))
-        goto out;
-    if (strcmp(schema, CKPT_SCHEMA) || version != CKPT_VERSION) {
-        dt_error("%s: not a dtrain checkpoint of version %d (schema '%s' version %lld)", path, CKPT_VERSION, schema,
-                 (long long)version);
-        goto out;
-    }
-    if (strcmp(arch, m->arch)) {
-        dt_error("%s: a checkpoint of %s, not of %s", path, arch, m->arch);
-        goto out;
-    }
     if (dt_h5_attr_read_i64(f, path, "epoch", &pr->epoch) || dt_h5_attr_read_i64(f, path, "step", &pr->step) ||
         dt_h5_attr_read_i64(f, path, "global_step", &pr->global_step) ||
         dt_h5_attr_read_i64(f, path, "model_step", &mstep) || read_double(f, path, "best_top1_bits", &pr->best_top1))
         goto out;
-    if ((g = H5Gopen2(f, "model", H5P_DEFAULT)) < 0 || dt_model_load_state(m, g, path) != DT_OK)
+    if (load_model(f, path, m) != DT_OK)
         goto out;
-    H5Gclose(g);
+    memset(&pr->sums, 0, sizeof pr->sums);
+    if (H5Lexists(f, "progress", H5P_DEFAULT) > 0) {
+        dt_epoch_sums *e = &pr->sums;
+        if ((g = H5Gopen2(f, "progress", H5P_DEFAULT)) < 0 || read_double(g, path, "loss_bits", &e->loss) ||
+            read_double(g, path, "seconds_bits", &e->seconds) ||
+            read_double(g, path, "data_seconds_bits", &e->data_seconds) ||
+            dt_h5_attr_read_i64(g, path, "hits1", &e->hits1) || dt_h5_attr_read_i64(g, path, "hits5", &e->hits5) ||
+            dt_h5_attr_read_i64(g, path, "seen", &e->seen) || dt_h5_attr_read_i64(g, path, "images", &e->images) ||
+            dt_h5_attr_read_i64(g, path, "steps", &e->steps))
+            goto out;
+        H5Gclose(g);
+        g = -1;
+    }
     m->step = (uint64_t)mstep;
     if ((g = H5Gopen2(f, "optimizer", H5P_DEFAULT)) < 0 || dt_h5_attr_read_i64(g, path, "steps", &opt->steps) ||
         (opt->momentum_buf && read_flat(g, path, "momentum", opt->momentum_buf, m->n_weights)))

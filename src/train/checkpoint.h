@@ -7,6 +7,8 @@
  *   /scaler                    the loss scaler's state (attributes)
  *   root attributes            schema, version, arch, epoch and step to resume at, global step,
  *                              the model's step counter (dropout), best top-1, the run's config
+ *   /progress                  the metrics of the epoch under way (attributes; absent in older
+ *                              checkpoints: zeros)
  * Loading checks the schema, the architecture and every tensor's name and shape, with one line
  * naming the file and what is wrong. */
 #ifndef DT_TRAIN_CHECKPOINT_H
@@ -22,16 +24,29 @@
 extern "C" {
 #endif
 
+/* The training metrics of an epoch so far (rank 0's), kept so that an epoch resumed in its middle
+ * reports what it would have reported uninterrupted. */
+typedef struct dt_epoch_sums {
+    double loss;          /* sum of the steps' mean losses */
+    double seconds, data_seconds;
+    int64_t hits1, hits5, seen, images, steps;
+} dt_epoch_sums;
+
 typedef struct dt_progress {
     int64_t epoch;        /* the epoch to run next (or the one under way) */
     int64_t step;         /* its next step */
     int64_t global_step;
     double best_top1;
+    dt_epoch_sums sums;   /* of the epoch under way (zero at an epoch's start) */
 } dt_progress;
 
 int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, const dt_amp *amp,
                        const dt_progress *pr, const char *config_json);
 int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr);
+/* Only the weights (/model) of a checkpoint, or of a weights file (schema "dtrain-weights" version 1,
+ * as tools/dt-export-torchvision writes from a torchvision model or state_dict; its arch attribute is
+ * optional), for --pretrained. Names and shapes are checked; DT_OK or DT_ERR_INPUT after one line. */
+int dt_checkpoint_load_weights(const char *path, dt_model *m);
 /* The newest readable checkpoint.h5 of this architecture in a run directory under results, into out; DT_OK, or
  * DT_ERR_INPUT after one line when there is none. */
 int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t n);

@@ -257,11 +257,16 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
     return DT_OK;
 }
 
-int dt_ddp_before_forward(dt_ddp *d)
+int dt_ddp_sync_buffers(dt_ddp *d)
 {
-    if (d->cfg.broadcast_buffers && d->c->size > 1 && d->m->n_buffers)
+    if (d->c->size > 1 && d->m->n_buffers)
         return broadcast_floats(d->c, d->m->buffers, d->m->n_buffers);
     return DT_OK;
+}
+
+int dt_ddp_before_forward(dt_ddp *d)
+{
+    return d->cfg.broadcast_buffers ? dt_ddp_sync_buffers(d) : DT_OK;
 }
 
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)

@@ -41,6 +41,9 @@ typedef struct dt_ddp dt_ddp;
 int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg);
 /* Before a forward: the broadcast of buffers when configured. */
 int dt_ddp_before_forward(dt_ddp *d);
+/* Rank 0's buffers (BN running statistics) to every rank, now: before validation, so that every rank
+ * evaluates the model the checkpoint holds. */
+int dt_ddp_sync_buffers(dt_ddp *d);
 /* dt_model_backward, plus (when sync) the averaged gradients on every rank at return. */
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync);
 int dt_ddp_buckets(const dt_ddp *d);

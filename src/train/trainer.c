@@ -30,6 +30,8 @@
 #include "train/checkpoint.h"
 #include "train/ddp.h"
 #include "train/sgd.h"
+#include "train/tbevents.h"
+#include "util/atomic.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -84,6 +86,8 @@ typedef struct run {
     int32_t *y;
     char dir[4096];             /* results/<run id> (rank 0 writes) */
     FILE *metrics;
+    dt_tb *tb;                  /* TensorBoard events (rank 0) */
+    char *config;               /* run.json's text, kept in every checkpoint (rank 0) */
     double lr0;                 /* after scaling */
     int64_t steps_per_epoch;
     char ckpt_in[4200];         /* the checkpoint to resume from (rank 0) */
@@ -204,7 +208,7 @@ static int write_run_json(run *r)
         json_array_append_new(lr_steps, json_integer(c->lr_steps[i]));
     json_t *j = json_pack(
         "{s:s, s:s, s:s?, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f, s:I, s:i, "
-        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}}",
+        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:s?, s:i, s:s?, s:s}",
         "dtrain", PACKAGE_VERSION, "arch", c->arch, "data", c->data, "launch", dt_launch_kind_name(r->l.kind),
         "world_size", r->l.size, "device", "cpu", "batch_per_rank", c->batch, "global_batch",
         c->batch * r->l.size * c->accum_steps, "epochs", c->epochs, "workers", c->workers, "lr", c->lr, "lr_scaled",
@@ -214,12 +218,16 @@ static int write_run_json(run *r)
         p->reduced == DT_BFLOAT16 ? "bf16" : "fp16", "keep_batchnorm_fp32", p->keep_batchnorm_fp32, "master_weights",
         p->master_weights, "loss_scale", p->dynamic_loss_scale ? "dynamic" : "static", "loss_scale_start",
         p->loss_scale, "ddp", "bucket_mb", c->bucket_mb, "first_bucket_mb", c->first_bucket_mb, "overlap",
-        !c->no_overlap, "sync_bn", c->sync_bn, "accum_steps", c->accum_steps);
+        !c->no_overlap, "sync_bn", c->sync_bn, "accum_steps", c->accum_steps, "deterministic", c->deterministic,
+        "pretrained", c->pretrained, "start_epoch", c->start_epoch, "slurm_job_id", getenv("SLURM_JOB_ID"),
+        "run_dir", r->dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", r->dir);
     int rc = j && json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
     if (rc != DT_OK)
         dt_error("%s: cannot write", path);
+    else if (!(r->config = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
+        rc = DT_ERR_NOMEM;
     json_decref(j);
     return rc;
 }
@@ -241,6 +249,20 @@ static double lr_at(const run *r, int epoch, int64_t step_in_epoch)
     return lr;
 }
 
+/* cross-entropy with label smoothing eps of one row of k logits, in double */
+static double row_loss(const float *z, int32_t y, int k, double eps)
+{
+    double mx = z[0], se = 0, sz = 0;
+    for (int j = 1; j < k; j++)
+        mx = z[j] > mx ? z[j] : mx;
+    for (int j = 0; j < k; j++) {
+        se += exp((double)z[j] - mx);
+        sz += (double)z[j];
+    }
+    double lse = mx + log(se);
+    return (1 - eps) * (lse - (double)z[y]) + eps * (lse - sz / k);
+}
+
 /* top-1 and top-5 hits of a batch of logits */
 static void hits(const float *z, const int32_t *y, const uint8_t *counted, int n, int k, int64_t *h1, int64_t *h5,
                  int64_t *seen)
@@ -258,26 +280,43 @@ static void hits(const float *z, const int32_t *y, const uint8_t *counted, int n
     }
 }
 
-static int validate(run *r, int epoch, double *top1, double *top5)
+/* validation over every rank, each image counted once; *loss is the mean criterion (with the run's
+ * label smoothing, as the seed's script does), *batch_time the mean seconds per batch of a rank */
+static int validate(run *r, int epoch, double *top1, double *top5, double *loss, double *batch_time)
 {
     int64_t v[3] = {0, 0, 0}; /* top-1 hits, top-5 hits, images */
+    double sum[2] = {0, 0};   /* loss sum, seconds */
+    int64_t batches = 0;
+    if (r->ddp) /* every rank evaluates rank 0's running statistics: the model the checkpoint holds */
+        DT_TRY(dt_ddp_sync_buffers(r->ddp));
     r->m.training = 0;
     DT_TRY(dt_loader_start(r->vl, epoch, 0));
     const dt_batch *b;
     int rc;
+    double t0 = dt_seconds();
     while ((rc = dt_loader_next(r->vl, &b)) == 1) {
         normalise(r, b->x, (int64_t)b->n * b->h * b->w * b->c, r->x);
         DT_TRY(dt_model_forward(&r->m, r->x, b->n));
-        hits(dt_model_logits(&r->m), b->y, b->counted, b->n, r->classes, &v[0], &v[1], &v[2]);
+        const float *z = dt_model_logits(&r->m);
+        hits(z, b->y, b->counted, b->n, r->classes, &v[0], &v[1], &v[2]);
+        for (int i = 0; i < b->n; i++)
+            if (!b->counted || b->counted[i])
+                sum[0] += row_loss(z + (size_t)i * r->classes, b->y[i], r->classes, r->cfg->label_smoothing);
+        batches++;
     }
+    sum[1] = (dt_seconds() - t0) / (double)(batches ? batches : 1);
     r->m.training = 1;
     if (rc < 0)
         return rc;
     DT_TRY(r->c->ops->allreduce(r->c, v, v, 3, DT_INT64, DT_SUM));
+    DT_TRY(r->c->ops->allreduce(r->c, sum, sum, 2, DT_FLOAT64, DT_SUM));
     *top1 = 100.0 * (double)v[0] / (double)(v[2] ? v[2] : 1);
     *top5 = 100.0 * (double)v[1] / (double)(v[2] ? v[2] : 1);
+    *loss = sum[0] / (double)(v[2] ? v[2] : 1);
+    *batch_time = sum[1] / r->c->size;
     if (r->l.rank == 0)
-        dt_info("epoch %d: validation top-1 %.2f%%, top-5 %.2f%% on %lld images", epoch, *top1, *top5, (long long)v[2]);
+        dt_info("epoch %d: validation top-1 %.2f%%, top-5 %.2f%%, loss %.6f on %lld images", epoch, *top1, *top5, *loss,
+                (long long)v[2]);
     return DT_OK;
 }
 
@@ -315,6 +354,9 @@ static int setup(run *r)
         return DT_ERR_INPUT;
     r->have_model = 1;
     dt_model_init_weights(&r->m, c->seed + 1, 0);
+    /* rank 0 reads the weights; dt_ddp_create gives them to the others */
+    if (c->pretrained && r->l.rank == 0 && dt_checkpoint_load_weights(c->pretrained, &r->m) != DT_OK)
+        return DT_ERR_INPUT;
     dt_amp_props props;
     if ((rc = dt_amp_resolve(c->opt_level, &c->amp, &props)) != DT_OK)
         return DT_ERR_INPUT;
@@ -322,6 +364,8 @@ static int setup(run *r)
     dt_amp_resolve(c->opt_level, &only_type, &r->defaults); /* the level's defaults, for the print */
     if ((rc = dt_amp_attach(&r->amp, &r->m, &props)) != DT_OK)
         return rc;
+    if (c->scale_window)
+        r->amp.scaler.growth_interval = c->scale_window;
     if ((rc = dt_model_plan(&r->m, c->batch, r->size, r->size)) != DT_OK)
         return rc == DT_ERR_INPUT ? DT_ERR_INPUT : rc;
     return DT_OK;
@@ -338,17 +382,22 @@ static int share_state(run *r)
         DT_TRY(c->ops->broadcast(c, r->opt.momentum_buf, (size_t)r->m.n_weights, DT_FLOAT32, 0));
     if (r->amp.master)
         DT_TRY(c->ops->broadcast(c, r->amp.master, (size_t)r->m.n_weights, DT_FLOAT32, 0));
-    int64_t iv[8] = {r->pr.epoch, r->pr.step, r->pr.global_step, r->opt.steps, (int64_t)r->m.step,
-                     r->amp.scaler.clean_steps, r->amp.scaler.overflows, r->amp.scaler.dynamic};
+    int64_t iv[9] = {r->pr.epoch,         r->pr.step,                r->pr.global_step,
+                     r->opt.steps,        (int64_t)r->m.step,        r->amp.scaler.clean_steps,
+                     r->amp.scaler.overflows, r->amp.scaler.dynamic, r->amp.scaler.growth_interval};
     double dv[3] = {r->pr.best_top1, r->amp.scaler.scale, r->amp.scaler.min_scale};
-    DT_TRY(c->ops->broadcast(c, iv, 8, DT_INT64, 0));
+    DT_TRY(c->ops->broadcast(c, iv, 9, DT_INT64, 0));
     DT_TRY(c->ops->broadcast(c, dv, 3, DT_FLOAT64, 0));
-    r->pr = (dt_progress){iv[0], iv[1], iv[2], dv[0]};
+    r->pr.epoch = iv[0]; /* the epoch's metrics so far (pr.sums) stay rank 0's, which logs them */
+    r->pr.step = iv[1];
+    r->pr.global_step = iv[2];
+    r->pr.best_top1 = dv[0];
     r->opt.steps = iv[3];
     r->m.step = (uint64_t)iv[4];
     r->amp.scaler.clean_steps = iv[5];
     r->amp.scaler.overflows = iv[6];
     r->amp.scaler.dynamic = (int)iv[7];
+    r->amp.scaler.growth_interval = iv[8];
     r->amp.scaler.scale = dv[1];
     r->amp.scaler.min_scale = dv[2];
     r->m.loss_scale = (float)dv[1];
@@ -362,7 +411,50 @@ static int save(run *r)
         return DT_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/checkpoint.h5", r->dir);
-    return dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, NULL);
+    return dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, r->config);
+}
+
+/* rank 0: an epoch's scalars into TensorBoard (the seed tutorial's tags at step epoch + 1, and the
+ * loss scale) and metrics.jsonl (validation values null when it did not run) */
+static int log_epoch(run *r, int epoch, const dt_epoch_sums *e, double lr, int validated, double top1, double top5,
+                     double vloss, double vrate, double vtime)
+{
+    double steps = (double)(e->steps ? e->steps : 1), seen = (double)(e->seen ? e->seen : 1);
+    double tloss = e->loss / steps, ttop1 = 100.0 * (double)e->hits1 / seen, ttop5 = 100.0 * (double)e->hits5 / seen;
+    double rate = (double)e->images * r->l.size / e->seconds, step_time = e->seconds * r->cfg->accum_steps / steps;
+    if (r->tb) {
+        int64_t at = epoch + 1;
+        int bad = dt_tb_scalar(r->tb, "Loss/train", at, tloss) || dt_tb_scalar(r->tb, "Top1/train", at, ttop1) ||
+                  dt_tb_scalar(r->tb, "Top5/train", at, ttop5) || dt_tb_scalar(r->tb, "Throughput/train", at, rate) ||
+                  dt_tb_scalar(r->tb, "Time/train", at, step_time) || dt_tb_scalar(r->tb, "Lr", at, lr) ||
+                  dt_tb_scalar(r->tb, "LossScale", at, r->amp.scaler.scale);
+        if (!bad && validated)
+            bad = dt_tb_scalar(r->tb, "Loss/val", at, vloss) || dt_tb_scalar(r->tb, "Top1/val", at, top1) ||
+                  dt_tb_scalar(r->tb, "Top5/val", at, top5) || dt_tb_scalar(r->tb, "Throughput/val", at, vrate) ||
+                  dt_tb_scalar(r->tb, "Time/val", at, vtime);
+        if (bad || dt_tb_flush(r->tb) != DT_OK) { /* the run goes on: metrics.jsonl has the same */
+            dt_warn("TensorBoard events: cannot write any more; continuing without them");
+            dt_tb_close(r->tb);
+            r->tb = NULL;
+        }
+    }
+    if (!r->metrics)
+        return DT_OK;
+#define VAL(x) (validated ? json_real(x) : json_null())
+    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:f, s:o, s:f, s:f, s:f, s:I}", "kind",
+                          "epoch", "epoch", epoch, "step", (json_int_t)r->pr.global_step, "lr", lr, "train_loss", tloss,
+                          "train_top1", ttop1, "train_top5", ttop5, "val_loss", VAL(vloss), "val_top1", VAL(top1),
+                          "val_top5", VAL(top5), "img_per_s", rate, "val_img_per_s", VAL(vrate), "time_s", e->seconds,
+                          "step_time_s", step_time, "loss_scale", r->amp.scaler.scale, "overflows",
+                          (json_int_t)r->amp.scaler.overflows);
+#undef VAL
+    if (!j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF || fflush(r->metrics)) {
+        json_decref(j);
+        dt_error("%s/metrics.jsonl: cannot write: %s", r->dir, strerror(errno));
+        return DT_ERR_SYS;
+    }
+    json_decref(j);
+    return DT_OK;
 }
 
 static int train_loop(run *r)
@@ -389,10 +481,13 @@ static int train_loop(run *r)
         int64_t first = epoch == r->pr.epoch ? r->pr.step : 0;
         if (!c->synthetic)
             DT_TRY(dt_loader_start(r->tl, epoch, first * c->accum_steps));
-        double t0 = dt_seconds(), data_time = 0, loss_sum = 0;
-        int64_t h1 = 0, h5 = 0, seen = 0, images = 0, done = 0;
+        dt_epoch_sums e;
+        memset(&e, 0, sizeof e);
+        if (first > 0) /* resumed inside this epoch: its metrics so far */
+            e = r->pr.sums;
+        double t0 = dt_seconds() - e.seconds, lr = lr_at(r, epoch, first);
         for (int64_t s = first; s < r->steps_per_epoch && !stop; s++) {
-            double lr = lr_at(r, epoch, s);
+            lr = lr_at(r, epoch, s);
             int n = c->batch;
             double loss = 0;
             for (int a = 0; a < c->accum_steps; a++) {
@@ -410,15 +505,15 @@ static int train_loop(run *r)
                     memcpy(r->y, b->y, (size_t)n * sizeof(int32_t));
                 }
                 normalise(r, u, (int64_t)n * (int64_t)img, r->x);
-                data_time += dt_seconds() - td;
+                e.data_seconds += dt_seconds() - td;
                 DT_TRY(dt_ddp_before_forward(r->ddp));
                 DT_TRY(dt_model_forward(&r->m, r->x, n));
                 DT_TRY(dt_model_loss(&r->m, r->y, n, (float)c->label_smoothing, &loss));
-                hits(dt_model_logits(&r->m), r->y, NULL, n, r->classes, &h1, &h5, &seen);
+                hits(dt_model_logits(&r->m), r->y, NULL, n, r->classes, &e.hits1, &e.hits5, &e.seen);
                 DT_TRY(dt_ddp_backward(r->ddp, n, a > 0, a == c->accum_steps - 1));
-                loss_sum += loss;
-                images += n;
-                done++;
+                e.loss += loss;
+                e.images += n;
+                e.steps++;
             }
             int skipped;
             r->c->step = global_step;
@@ -426,66 +521,135 @@ static int train_loop(run *r)
             global_step++;
             total++;
             if (r->l.rank == 0 && c->print_freq > 0 && ((s + 1) % c->print_freq == 0 || s + 1 == r->steps_per_epoch)) {
-                double t = dt_seconds(), rate = (double)images * r->l.size / (t - t0);
+                double t = dt_seconds(), rate = (double)e.images * r->l.size / (t - t0);
                 double eta = (double)(r->steps_per_epoch - s - 1) * (t - t0) / (double)(s + 1);
                 dt_info("epoch %d [%lld/%lld] loss %.4f top-1 %.2f%% %.1f img/s data %.1f ms/step lr %.4g scale %g "
                         "ETA %.0f s",
                         epoch, (long long)(s + 1), (long long)r->steps_per_epoch, loss,
-                        100.0 * (double)h1 / (double)(seen ? seen : 1), rate, 1e3 * data_time / (double)(s + 1), lr,
+                        100.0 * (double)e.hits1 / (double)(e.seen ? e.seen : 1), rate,
+                        1e3 * e.data_seconds / (double)(s + 1), lr,
                         r->amp.scaler.scale, eta);
+                json_t *j = r->metrics ? json_pack("{s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "kind", "step",
+                                                   "epoch", epoch, "epoch_step", (json_int_t)(s + 1), "step",
+                                                   (json_int_t)global_step, "lr", lr, "train_loss", loss, "img_per_s",
+                                                   rate, "data_ms", 1e3 * e.data_seconds / (double)(s + 1), "loss_scale",
+                                                   r->amp.scaler.scale)
+                                       : NULL;
+                if (j) {
+                    json_dumpf(j, r->metrics, JSON_COMPACT);
+                    fputc('\n', r->metrics);
+                    json_decref(j);
+                }
             }
             if (c->max_steps && total >= c->max_steps)
                 stop = 1;
             if (agree_signal(r))
                 stop = 1;
-            r->pr = (dt_progress){epoch, s + 1, global_step, best};
+            e.seconds = dt_seconds() - t0;
+            r->pr = (dt_progress){epoch, s + 1, global_step, best, e};
             if (stop && s + 1 < r->steps_per_epoch) /* stopped inside the epoch: resume exactly here */
                 DT_TRY(save(r));
             else if (c->checkpoint_every && global_step % c->checkpoint_every == 0 && s + 1 < r->steps_per_epoch)
                 DT_TRY(save(r));
         }
-        double secs = dt_seconds() - t0, top1 = -1, top5 = -1;
-        if (r->have_val && !r->stopped_by) /* after a signal, time is short: the checkpoint first */
-            DT_TRY(validate(r, epoch, &top1, &top5));
-        int improved = top1 > best;
+        if (r->pr.step < r->steps_per_epoch) /* a partial epoch: no validation, no epoch line */
+            break;
+        /* the epoch is complete: validation (unless a signal asks to stop: time is short), the checkpoint
+         * to resume at the next epoch, the epoch's metrics */
+        double top1 = -1, top5 = -1, vloss = -1, vtime = 0, tv = dt_seconds();
+        int validated = r->have_val && !r->stopped_by;
+        if (validated)
+            DT_TRY(validate(r, epoch, &top1, &top5, &vloss, &vtime));
+        tv = dt_seconds() - tv;
+        int improved = validated && top1 > best;
         if (improved)
             best = top1;
-        if (!stop || r->pr.step >= r->steps_per_epoch) { /* the epoch is complete: the next one is where to resume */
-            r->pr = (dt_progress){epoch + 1, 0, global_step, best};
-            DT_TRY(save(r));
-            if (improved && r->l.rank == 0) {
-                char path[4200];
-                snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
-                DT_TRY(dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, NULL));
-            }
+        r->pr = (dt_progress){.epoch = epoch + 1, .global_step = global_step, .best_top1 = best};
+        DT_TRY(save(r));
+        if (improved && r->l.rank == 0) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
+            DT_TRY(dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, r->config));
         }
-        if (c->desired_acc > 0 && top1 >= c->desired_acc) {
+        if (validated && c->desired_acc > 0 && top1 >= c->desired_acc) {
             if (r->l.rank == 0)
                 dt_info("validation top-1 %.2f%% reached --desired-acc %.2f: stopping", top1, c->desired_acc);
             stop = 1;
         }
-        if (r->l.rank == 0 && r->metrics) {
-            json_t *j = json_pack("{s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "epoch", epoch, "step",
-                                  (json_int_t)global_step, "train_loss", loss_sum / (double)(done ? done : 1),
-                                  "train_top1", 100.0 * (double)h1 / (double)(seen ? seen : 1), "val_top1", top1,
-                                  "val_top5", top5, "img_per_s", (double)images * r->l.size / secs, "time_s", secs,
-                                  "loss_scale", r->amp.scaler.scale, "overflows", (json_int_t)r->amp.scaler.overflows);
-            if (j) {
-                json_dumpf(j, r->metrics, JSON_COMPACT);
-                fputc('\n', r->metrics);
-                fflush(r->metrics);
-                json_decref(j);
-            }
-        }
+        if (r->l.rank == 0)
+            DT_TRY(log_epoch(r, epoch, &e, lr, validated, top1, top5, vloss, validated && tv > 0 ? (double)r->val.count / tv : 0,
+                             vtime));
+        if (!stop && agree_signal(r)) /* a signal during validation: the checkpoint is already written */
+            stop = 1;
     }
     if (r->l.rank == 0 && r->stopped_by)
         dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
                 r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir);
+    else if (r->l.rank == 0 && r->pr.step > 0)
+        dt_info("stopped after --max-steps %ld at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
+                c->max_steps, (long long)r->pr.epoch, (long long)r->pr.step, r->dir);
     else if (r->l.rank == 0 && r->have_val)
         dt_info("done: best validation top-1 %.2f%%; results in %s", best, r->dir);
     else if (r->l.rank == 0)
         dt_info("done: results in %s", r->dir);
     free(syn);
+    return DT_OK;
+}
+
+/* the data side of the start: normalisation, loaders, steps per epoch (every rank; nothing written) */
+static int setup_data(run *r)
+{
+    const dt_train_cfg *c = r->cfg;
+    DT_TRY(measure_norm(r));
+    dt_loader_cfg lc = {.batch = c->batch, .train = 1, .workers = c->workers, .seed = c->seed, .rank = r->l.rank,
+                        .world = r->l.size, .drop_last = 1, .out_h = r->size, .out_w = r->size, .pad = c->crop_padding};
+    if (!c->synthetic)
+        DT_TRY(dt_loader_create(&r->tl, &r->train, &lc));
+    lc.train = 0;
+    lc.drop_last = 0;
+    if (r->have_val)
+        DT_TRY(dt_loader_create(&r->vl, &r->val, &lc));
+    r->steps_per_epoch = c->synthetic ? (c->max_steps ? c->max_steps : 100) : dt_loader_steps(r->tl) / c->accum_steps;
+    if (r->steps_per_epoch < 1) {
+        dt_error("%s: a batch of %d x %d accumulation steps x %d ranks leaves no step in an epoch", c->data, c->batch,
+                 c->accum_steps, r->l.size);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
+}
+
+/* rank 0: the checkpoint --resume names (or the newest, for auto), and its run directory */
+static int find_resume(run *r)
+{
+    const dt_train_cfg *c = r->cfg;
+    if (!strcmp(c->resume, "auto"))
+        DT_TRY(dt_checkpoint_find(c->results, c->arch, r->ckpt_in, sizeof r->ckpt_in));
+    else if (access(c->resume, R_OK) != 0) {
+        dt_error("--resume %s: %s", c->resume, strerror(errno));
+        return DT_ERR_INPUT;
+    } else
+        snprintf(r->ckpt_in, sizeof r->ckpt_in, "%s", c->resume);
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s", r->ckpt_in);
+    snprintf(r->dir, sizeof r->dir, "%s", dirname(tmp));
+    return DT_OK;
+}
+
+/* rank 0, once every input check has passed: the run directory (new, or the resumed checkpoint's,
+ * cleared of what a writer killed mid-checkpoint left) and its logs/ */
+static int prepare_run_dir(run *r)
+{
+    if (r->cfg->resume) {
+        dt_remove_stale_tmp(r->dir, "checkpoint.h5");
+        dt_remove_stale_tmp(r->dir, "model_best.h5");
+    } else
+        DT_TRY(make_run_dir(r));
+    char logs[4200];
+    snprintf(logs, sizeof logs, "%s/logs", r->dir);
+    if (mkdir(logs, 0777) != 0 && errno != EEXIST) {
+        dt_error("%s: cannot create: %s", logs, strerror(errno));
+        return DT_ERR_INPUT;
+    }
     return DT_OK;
 }
 
@@ -501,110 +665,108 @@ int dt_train(const dt_train_cfg *c)
         return 1;
     }
     dt_cpu_set_threads(c->threads);
-    int rc = agree(&r, setup(&r));
-    if (rc == DT_OK && c->evaluate && !c->resume) {
+    /* start: every input check, on every rank, agreed; nothing is written until all have passed */
+    int rc = setup(&r);
+    if (rc == DT_OK)
+        rc = setup_data(&r);
+    if (rc == DT_OK && c->evaluate && !c->resume && !c->pretrained) {
         if (r.l.rank == 0)
-            dt_error("--evaluate needs the checkpoint to evaluate (--resume PATH or auto)");
+            dt_error("--evaluate needs the weights to evaluate (--resume PATH|auto, or --pretrained PATH)");
         rc = DT_ERR_INPUT;
     }
-    if (rc == DT_OK && r.l.rank == 0 && c->resume) { /* continue in the checkpoint's run directory */
-        if (!strcmp(c->resume, "auto"))
-            rc = dt_checkpoint_find(c->results, c->arch, r.ckpt_in, sizeof r.ckpt_in);
-        else if (access(c->resume, R_OK) != 0) {
-            dt_error("--resume %s: %s", c->resume, strerror(errno));
-            rc = DT_ERR_INPUT;
-        } else
-            snprintf(r.ckpt_in, sizeof r.ckpt_in, "%s", c->resume);
-        if (rc == DT_OK) {
-            char tmp[4200];
-            snprintf(tmp, sizeof tmp, "%s", r.ckpt_in);
-            snprintf(r.dir, sizeof r.dir, "%s", dirname(tmp));
-        }
-    } else if (rc == DT_OK && r.l.rank == 0)
-        rc = make_run_dir(&r);
+    rc = agree(&r, rc);
+    double global = (double)c->batch * r.l.size * c->accum_steps;
+    r.lr0 = c->no_lr_scaling ? c->lr : c->lr * global / 256.0;
+    if (rc == DT_OK)
+        rc = dt_sgd_init(&r.opt, &r.m, (float)r.lr0, (float)c->momentum, 0, (float)c->wd, c->nesterov, 0);
+    r.pr.epoch = c->start_epoch;
+    r.pr.global_step = (int64_t)c->start_epoch * r.steps_per_epoch;
+    if (rc == DT_OK && c->resume && r.l.rank == 0) { /* rank 0 reads the file, the others get it by broadcast */
+        rc = find_resume(&r);
+        if (rc == DT_OK)
+            rc = dt_checkpoint_load(r.ckpt_in, &r.m, &r.opt, &r.amp, &r.pr);
+        if (rc == DT_OK && c->scale_window) /* given again: it wins over the checkpoint's */
+            r.amp.scaler.growth_interval = c->scale_window;
+        if (rc == DT_OK && c->start_epoch)
+            dt_warn("--start-epoch %d: ignored, the checkpoint says where to resume", c->start_epoch);
+    }
+    rc = agree(&r, rc);
+    if (rc == DT_OK && r.l.rank == 0 && !c->evaluate)
+        rc = prepare_run_dir(&r);
     rc = agree(&r, rc);
     int exit_code = rc == DT_ERR_INPUT ? 2 : rc == DT_OK ? 0 : 1;
-    if (rc == DT_OK) { /* from here on, failures are run-time ones (exit 1) */
-        rc = measure_norm(&r);
-        dt_loader_cfg lc = {.batch = c->batch, .train = 1, .workers = c->workers, .seed = c->seed,
-                            .rank = r.l.rank, .world = r.l.size, .drop_last = 1, .out_h = r.size, .out_w = r.size,
-                            .pad = c->crop_padding};
-        if (rc == DT_OK && !c->synthetic)
-            rc = dt_loader_create(&r.tl, &r.train, &lc);
-        lc.train = 0;
-        lc.drop_last = 0;
-        if (rc == DT_OK && r.have_val)
-            rc = dt_loader_create(&r.vl, &r.val, &lc);
-        r.steps_per_epoch = c->synthetic ? (c->max_steps ? c->max_steps : 100) : dt_loader_steps(r.tl) / c->accum_steps;
-        if (r.steps_per_epoch < 1) {
-            dt_error("a batch of %d x %d accumulation steps leaves no step in an epoch", c->batch, c->accum_steps);
-            rc = DT_ERR_INPUT;
-        }
-        double global = (double)c->batch * r.l.size * c->accum_steps;
-        r.lr0 = c->no_lr_scaling ? c->lr : c->lr * global / 256.0;
-        dt_ddp_cfg dc = {.bucket_bytes = (size_t)(c->bucket_mb * 1048576.0),
-                         .first_bucket_bytes = (size_t)(c->first_bucket_mb * 1048576.0), .no_overlap = c->no_overlap,
-                         .sync_bn = c->sync_bn, .grad_scale = 1.0f / (float)c->accum_steps,
-                         .wire = r.amp.props.allreduce_type};
-        if (rc == DT_OK)
-            rc = dt_sgd_init(&r.opt, &r.m, (float)r.lr0, (float)c->momentum, 0, (float)c->wd, c->nesterov, 0);
-        if (rc == DT_OK && c->resume) { /* rank 0 reads the file, the others get it by broadcast */
-            int lrc = r.l.rank == 0 ? dt_checkpoint_load(r.ckpt_in, &r.m, &r.opt, &r.amp, &r.pr) : DT_OK;
-            rc = agree(&r, lrc);
-            if (rc != DT_OK)
-                exit_code = 2;
-            else if (r.l.rank == 0)
-                dt_info("resuming from %s at epoch %lld, step %lld", r.ckpt_in, (long long)r.pr.epoch,
-                        (long long)r.pr.step);
-        }
-        if (rc == DT_OK)
-            rc = dt_ddp_create(&r.ddp, &r.m, r.c, &dc); /* rank 0's weights and buffers to all */
-        if (rc == DT_OK && c->resume)
-            rc = share_state(&r);
-        if (rc == DT_OK && c->evaluate) { /* validation of the checkpoint, nothing written */
-            double t1 = 0, t5 = 0;
-            if (r.have_val && r.vl) {
-                size_t img = (size_t)r.size * r.size * r.in_c;
-                r.x = malloc((size_t)c->batch * img * sizeof(float));
-                rc = r.x ? validate(&r, (int)r.pr.epoch, &t1, &t5) : DT_ERR_NOMEM;
-            }
-            if (rc == DT_OK && r.l.rank == 0)
-                printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", r.ckpt_in, t1, t5);
-            exit_code = rc == DT_OK ? 0 : 1;
-            goto done;
-        }
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop_signal;
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGUSR1, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-        if (rc == DT_OK && r.l.rank == 0) {
-            dt_amp_print(&r.defaults, &r.amp.props, stdout);
-            fflush(stdout);
-            dt_info("%s on %d rank%s (%s), %d classes, %dx%dx%d input, batch %d per rank, lr %.4g (for %g images), "
-                    "%lld steps per epoch",
-                    c->arch, r.l.size, r.l.size > 1 ? "s" : "", dt_launch_kind_name(r.l.kind), r.classes, r.size, r.size,
-                    r.in_c, c->batch, r.lr0, global, (long long)r.steps_per_epoch);
-            rc = write_run_json(&r);
-            char path[4200];
-            snprintf(path, sizeof path, "%s/metrics.jsonl", r.dir);
-            if (rc == DT_OK && !(r.metrics = fopen(path, c->resume ? "a" : "w"))) {
-                dt_error("%s: cannot create: %s", path, strerror(errno));
-                rc = DT_ERR_SYS;
-            }
-        }
-        rc = agree(&r, rc);
-        if (rc == DT_OK)
-            rc = train_loop(&r);
-        if (exit_code != 2)
-            exit_code = rc != DT_OK ? 1 : !r.stopped_by ? 0 : r.stopped_by == SIGINT ? DT_EXIT_INTERRUPTED : DT_EXIT_RESUMABLE;
-        if (exit_code == 1 && r.c->size > 1) /* the others would wait for this rank until their timeout */
-            r.c->ops->abort(r.c, 1);
+    if (rc != DT_OK)
+        goto done;
+    /* from here on, failures are run-time ones (exit 1) */
+    if (r.c->size > 1) /* every rank logs into the run directory */
+        rc = r.c->ops->broadcast(r.c, r.dir, sizeof r.dir, DT_UINT8, 0);
+    if (rc == DT_OK && !c->evaluate) { /* on a node without the shared file system: a warning, stderr only */
+        char log[4300];
+        snprintf(log, sizeof log, "%s/logs/rank-%d.log", r.dir, r.l.rank);
+        dt_log_open_file(log);
     }
+    if (rc == DT_OK && c->resume && r.l.rank == 0)
+        dt_info("resuming from %s at epoch %lld, step %lld", r.ckpt_in, (long long)r.pr.epoch, (long long)r.pr.step);
+    dt_ddp_cfg dc = {.bucket_bytes = (size_t)(c->bucket_mb * 1048576.0),
+                     .first_bucket_bytes = (size_t)(c->first_bucket_mb * 1048576.0), .no_overlap = c->no_overlap,
+                     .sync_bn = c->sync_bn, .grad_scale = 1.0f / (float)c->accum_steps,
+                     .wire = r.amp.props.allreduce_type};
+    if (rc == DT_OK)
+        rc = dt_ddp_create(&r.ddp, &r.m, r.c, &dc); /* rank 0's weights and buffers to all */
+    if (rc == DT_OK && c->resume)
+        rc = share_state(&r);
+    if (rc == DT_OK && c->pretrained && r.amp.master) /* O2's master copy of the weights rank 0 loaded */
+        memcpy(r.amp.master, r.m.weights, (size_t)r.m.n_weights * sizeof(float));
+    if (rc == DT_OK && c->evaluate) { /* validation of the checkpoint, nothing written */
+        double t1 = 0, t5 = 0;
+        if (r.have_val && r.vl) {
+            size_t img = (size_t)r.size * r.size * r.in_c;
+            r.x = malloc((size_t)c->batch * img * sizeof(float));
+            double vl, vt;
+            rc = r.x ? validate(&r, (int)r.pr.epoch, &t1, &t5, &vl, &vt) : DT_ERR_NOMEM;
+        }
+        if (rc == DT_OK && r.l.rank == 0)
+            printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", c->resume ? r.ckpt_in : c->pretrained, t1, t5);
+        exit_code = rc == DT_OK ? 0 : 1;
+        goto done;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    if (rc == DT_OK && r.l.rank == 0) {
+        dt_amp_print(&r.defaults, &r.amp.props, stdout);
+        fflush(stdout);
+        dt_info("%s on %d rank%s (%s), %d classes, %dx%dx%d input, batch %d per rank, lr %.4g (for %g images), "
+                "%lld steps per epoch",
+                c->arch, r.l.size, r.l.size > 1 ? "s" : "", dt_launch_kind_name(r.l.kind), r.classes, r.size, r.size,
+                r.in_c, c->batch, r.lr0, global, (long long)r.steps_per_epoch);
+        rc = write_run_json(&r);
+        char path[4200];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", r.dir);
+        if (rc == DT_OK && !(r.metrics = fopen(path, c->resume ? "a" : "w"))) {
+            dt_error("%s: cannot create: %s", path, strerror(errno));
+            rc = DT_ERR_SYS;
+        }
+        if (rc == DT_OK) /* a resumed run adds a new events file beside the old one, as TensorBoard expects */
+            rc = dt_tb_open(&r.tb, r.dir);
+    }
+    rc = agree(&r, rc);
+    if (rc == DT_OK)
+        rc = train_loop(&r);
+    if (rc == DT_OK && r.m.profile && r.l.rank == 0)
+        dt_model_profile_report(&r.m, stderr);
+    exit_code = rc != DT_OK ? 1 : !r.stopped_by ? 0 : r.stopped_by == SIGINT ? DT_EXIT_INTERRUPTED : DT_EXIT_RESUMABLE;
+    if (exit_code == 1 && r.c->size > 1) /* the others would wait for this rank until their timeout */
+        r.c->ops->abort(r.c, 1);
 done:
     if (r.metrics)
         fclose(r.metrics);
+    dt_tb_close(r.tb);
+    free(r.config);
+    dt_log_close_file();
     dt_ddp_free(r.ddp);
     dt_loader_free(r.tl);
     dt_loader_free(r.vl);

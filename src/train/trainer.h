@@ -36,10 +36,14 @@ typedef struct dt_train_cfg {
     const char *results;        /* results root ("results") */
     const char *resume;         /* a checkpoint to continue from, or "auto" (the newest under results) */
     long checkpoint_every;      /* also write a checkpoint every N steps (0: at epoch ends only) */
-    int evaluate;               /* only validate the --resume checkpoint, write nothing */
+    int evaluate;               /* only validate the --resume checkpoint (or --pretrained weights), write nothing */
+    int start_epoch;            /* without resume: the epoch to begin at (schedule, shuffle) */
+    const char *pretrained;     /* weights to start from (checkpoint or exported torchvision weights) */
+    int deterministic;          /* bit-reproducible: CPU runs are; recorded, and the CUDA backend's algorithm choice */
     const char *run_name;       /* appended to the run id */
     int opt_level;              /* AMP */
     dt_amp_overrides amp;
+    long scale_window;          /* dynamic loss scaling: clean steps before the scale doubles (0: 2000) */
     double bucket_mb, first_bucket_mb;
     int no_overlap, sync_bn, accum_steps;
     double comm_timeout;

@@ -3,7 +3,10 @@
 
 #include "util/atomic.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,3 +39,30 @@ int dt_commit_file(const char *dir, const char *tmp, const char *final)
     return dt_sync_path(dir);
 }
 
+
+int dt_remove_stale_tmp(const char *dir, const char *name)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    size_t len = strlen(name);
+    int removed = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *p = de->d_name;
+        if (strncmp(p, name, len) || strncmp(p + len, ".tmp.", 5))
+            continue;
+        char *end;
+        long pid = strtol(p + len + 5, &end, 10);
+        if (*end || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s", dir, p);
+        if (unlink(path) == 0) {
+            dt_info("%s: removed, left by a writer that died (pid %ld)", path, pid);
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
+}

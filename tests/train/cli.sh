@@ -39,8 +39,11 @@ import json, sys
 run = json.load(open(sys.argv[1] + "/run.json"))
 assert run["arch"] == "resnet8" and run["world_size"] == 1 and run["amp"]["opt_level"] == 2, run
 lines = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
-assert len(lines) == 1 and lines[0]["step"] == 3 and lines[0]["loss_scale"] == 65536, lines
-print("run.json and metrics.jsonl parse:", lines[0])
+kinds = [l["kind"] for l in lines]
+assert kinds == ["step", "epoch"], kinds   # -p 10 (default) and 3 steps: the epoch's last step prints
+assert all(l["step"] == 3 and l["loss_scale"] == 65536 for l in lines), lines
+assert lines[1]["val_top1"] is None, lines[1]   # synthetic: no validation
+print("run.json and metrics.jsonl parse:", lines[1])
 PY
 fi
 pass "a synthetic O2 run writes run.json and metrics.jsonl"

@@ -1,0 +1,101 @@
+#!/bin/sh
+# pretrained.sh: weights from PyTorch through tools/dt-export-torchvision into `dtrain --pretrained`.
+# PyTorch trains a torchvision resnet18 (1-channel stem, 10 classes) for 120 steps, saves its
+# state_dict, the script exports it; `dtrain --pretrained -e` then
+# evaluates it on Fashion-MNIST's validation split and must give PyTorch's own top-1 and top-5 of the
+# same weights on the same images (to within 3 of 10000 images: float rounding near ties). Also: a
+# wrong shape is refused in one line naming the tensor (exit 2), and training from the weights runs.
+. "$top_srcdir/tests/common.sh"
+py=$DT_PYTHON_TORCH
+[ -n "$py" ] || skip "no python3 with torch, torchvision and h5py (Debian: python3-torch python3-torchvision python3-h5py)"
+src=/usr/share/datasets/fashion-mnist
+[ -f "$src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $src (Debian: dataset-fashion-mnist)"
+expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
+
+# PyTorch: the model, its state_dict, and its accuracy on the val split with dtrain's normalisation
+# (per-channel mean and std of up to 10000 training images, every count/n-th one)
+"$py" - "$DT_TMP" <<'PY' || fail "the PyTorch side failed"
+import glob, sys, h5py, numpy as np, torch, torchvision
+d = sys.argv[1]
+torch.manual_seed(7)
+torch.set_num_threads(2)
+m = torchvision.models.resnet18(num_classes=10)
+m.conv1 = torch.nn.Conv2d(1, 64, 7, 2, 3, bias=False)
+def split(name):
+    rows = [l.rstrip("\n").split("\t") for l in open(d + "/fm/manifest.tsv") if not l.startswith("#")]
+    px, lab = [], []
+    for r in rows:
+        if r[0] == name:
+            with h5py.File(d + "/fm/" + r[1], "r") as f:
+                px.append(f["pixels"][:]); lab.append(f["labels"][:])
+    return np.concatenate(px), np.concatenate(lab)
+tx, ty = split("train")
+n = min(len(tx), 10000)
+sample = tx[np.arange(n) * (len(tx) // n)].astype(np.float64) / 255.0
+mean = np.float32(sample.mean()); std = np.float32(np.sqrt(max((sample ** 2).mean() - sample.mean() ** 2, 1e-8)))
+# a model worth comparing: 120 SGD steps on the training images (a random one predicts one class)
+xt = torch.from_numpy((tx[:120 * 64].astype(np.float32) * np.float32(1 / 255.0) - mean) / std).permute(0, 3, 1, 2)
+yt = torch.from_numpy(ty[:120 * 64].astype(np.int64))
+opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+m.train()
+for i in range(120):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(m(xt[i * 64:(i + 1) * 64].contiguous()), yt[i * 64:(i + 1) * 64]).backward()
+    opt.step()
+torch.save(m.state_dict(), d + "/r18.pth")
+vx, vy = split("val")
+x = (vx.astype(np.float32) * np.float32(1 / 255.0) - mean) / std
+m.eval()
+with torch.no_grad():
+    z = torch.cat([m(torch.from_numpy(x[i:i + 500]).permute(0, 3, 1, 2).contiguous()) for i in range(0, len(x), 500)])
+y = torch.from_numpy(vy.astype(np.int64))
+top5 = z.topk(5, 1).indices
+t1 = (top5[:, 0] == y).sum().item(); t5 = (top5 == y[:, None]).any(1).sum().item()
+open(d + "/torch_acc", "w").write("%d %d %d\n" % (t1, t5, len(y)))
+print("PyTorch: top-1 %d, top-5 %d of %d" % (t1, t5, len(y)))
+PY
+
+set +e
+"$py" "$top_srcdir/tools/dt-export-torchvision" resnet18 "$DT_TMP/r18.h5" --state-dict "$DT_TMP/r18.pth"
+st=$?
+set -e
+[ $st -eq 0 ] || fail "dt-export-torchvision exited $st"
+expect_status 0 "$top_builddir/dtrain" -a resnet18 -b 250 -j 1 --pretrained "$DT_TMP/r18.h5" -e \
+  --results "$DT_TMP/results" "$DT_TMP/fm"
+cat "$DT_TMP/out"
+read t1 t5 total < "$DT_TMP/torch_acc"
+got=$(sed -n 's/^evaluate .*: top-1 \([0-9.]*\)%, top-5 \([0-9.]*\)%.*/\1 \2/p' "$DT_TMP/out")
+[ -n "$got" ] || fail "no evaluate line"
+awk -v g="$got" -v a="$t1" -v b="$t5" -v n="$total" 'BEGIN {
+  split(g, v, " "); d1 = v[1] * n / 100 - a; d5 = v[2] * n / 100 - b
+  printf "dtrain top-1 %s%%, top-5 %s%%; PyTorch %.2f%%, %.2f%%\n", v[1], v[2], 100 * a / n, 100 * b / n
+  exit !(d1 * d1 <= 9.01 && d5 * d5 <= 9.01) }' || fail "dtrain's accuracy of the exported weights is not PyTorch's"
+[ ! -e "$DT_TMP/results" ] || fail "-e --pretrained wrote into --results"
+pass "torchvision weights exported and evaluated: PyTorch's top-1 and top-5"
+
+# a weights file of the wrong shape: one line naming the tensor, exit 2, nothing written
+"$py" - "$DT_TMP" <<'PY'
+import sys, h5py, numpy as np
+d = sys.argv[1]
+with h5py.File(d + "/r18.h5", "r") as f, h5py.File(d + "/bad.h5", "w") as g:
+    for k, v in f.attrs.items():
+        g.attrs[k] = v
+    for k in f["model"]:
+        g.create_dataset("model/" + k, data=f["model"][k][()] if k != "fc.weight" else np.zeros((9, 512), np.float32))
+PY
+expect_status 2 "$top_builddir/dtrain" -a resnet18 -b 64 --epochs 1 --pretrained "$DT_TMP/bad.h5" \
+  --results "$DT_TMP/res_bad" "$DT_TMP/fm"
+[ "$(wc -l < "$DT_TMP/err")" -eq 1 ] && grep -q "bad.h5.*fc.weight" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "wrong shape: not one line naming fc.weight"; }
+[ -z "$(ls -A "$DT_TMP/res_bad" 2>/dev/null)" ] || fail "a refused --pretrained left files in $DT_TMP/res_bad"
+pass "a wrong shape: $(cat "$DT_TMP/err" | sed 's/^.*error: //')"
+expect_status 2 "$top_builddir/dtrain" -a resnet34 -b 64 --epochs 1 --pretrained "$DT_TMP/r18.h5" \
+  --results "$DT_TMP/res_bad" "$DT_TMP/fm"
+grep -q "a weights file of resnet18, not of resnet34" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "another arch"; }
+pass "another architecture's weights: refused"
+
+# training from the weights runs, and run.json records them
+expect_status 0 "$top_builddir/dtrain" -a resnet18 -b 64 -j 1 --epochs 1 --max-steps 2 -p 1 --pretrained "$DT_TMP/r18.h5" \
+  --results "$DT_TMP/res" "$DT_TMP/fm"
+run=$(ls -d "$DT_TMP"/res/*)
+grep -q '"pretrained": ".*r18.h5"' "$run/run.json" || fail "run.json does not record --pretrained"
+pass "training starts from --pretrained weights"
