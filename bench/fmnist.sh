@@ -21,7 +21,9 @@ mpirun $root --oversubscribe --bind-to none -np 2 -x OMP_NUM_THREADS=1 "$build/d
   2>&1 | grep "validation top-1"
 t1=$(date +%s.%N)
 d=$(tail -n 1 "$tmp"/res/*/metrics.jsonl | sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p')
-t=$("$py" "$here/torch_fmnist.py" "$src" "$epochs" 2 | tee /dev/stderr | tail -n 1)
+"$py" "$here/torch_fmnist.py" "$src" "$epochs" 2 >"$tmp/torch.out"   # (tee /dev/stderr would truncate a log file)
+cat "$tmp/torch.out"
+t=$(tail -n 1 "$tmp/torch.out")
 awk -v a="$t0" -v b="$t1" -v d="$d" -v t="$t" 'BEGIN {
   split(t, f, " "); tt = f[8]; ta = f[7]; sub("%,", "", ta)
   printf "dtrain: top-1 %.2f%% in %.1f s; PyTorch: top-1 %s%% in %.1f s; time ratio PyTorch/dtrain %.2f\n",
