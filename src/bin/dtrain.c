@@ -82,7 +82,7 @@ static void usage(FILE *out)
             "  -e, --evaluate            validate the --resume checkpoint (or --pretrained weights) and exit\n"
             "                            (nothing written)\n"
             "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
-            "      --device cpu          (the CUDA backend comes later)\n"
+            "      --device cpu|cuda     where to compute (default cpu); cuda: the local rank's GPU (a CUDA build)\n"
             "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
             "  -h, --help                this help    -V, --version  the version and the parts built in\n"
             "\n"
@@ -153,7 +153,7 @@ int main(int argc, char **argv)
     static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
     static const char *const schedules[] = {"step", "cosine", NULL};
     static const char *const precisions[] = {"fp16", "bf16", NULL};
-    static const char *const devices[] = {"cpu", NULL};
+    static const char *const devices[] = {"cpu", "cuda", NULL};
     dt_log_init();
     dt_train_cfg cfg;
     dt_train_defaults(&cfg);
@@ -232,7 +232,7 @@ int main(int argc, char **argv)
         case OPT_SYNC_BN: cfg.sync_bn = 1; break;
         case OPT_ACCUM: bad = dt_parse_long("--accum-steps", optarg, 1, 1024, &v) || ((cfg.accum_steps = (int)v), 0); break;
         case OPT_TIMEOUT: bad = num("--comm-timeout", optarg, 1, 1e7, &cfg.comm_timeout); break;
-        case OPT_DEVICE: bad = dt_parse_choice("--device", optarg, devices, &ch); break;
+        case OPT_DEVICE: bad = dt_parse_choice("--device", optarg, devices, &cfg.cuda); break;
         case ':': dt_error("%s: missing value (see dtrain --help)", argv[optind - 1]); return EXIT_USAGE;
         default:
             if (optopt)

@@ -2,7 +2,11 @@
  *
  * Layers call these ops and never see which backend runs. Tensors are NHWC activations (rows of C
  * contiguous channels), conv weights O,KH,KW,I/groups ("OHWI"), linear weights [out, in] as PyTorch
- * has them, vectors [C]. Pointers are the backend's memory (host memory for the CPU backend).
+ * has them, vectors [C]. Pointers are the backend's memory (host memory for the CPU backend, device
+ * memory for CUDA) unless a member says "host": every array a model, its optimiser and its mixed
+ * precision own comes from mem_alloc, and host code reads or writes it only through mem_get and
+ * mem_put. (tests/unit/test_backend_guard.c runs training on a CPU backend whose memory is
+ * unreadable outside its calls, so host code that touches it directly fails there.)
  *
  * Gradient ops take `accumulate`: 0 overwrites the destination, 1 adds into it. That is how a value
  * read by two layers (a residual input) sums its gradients, and how gradient accumulation over
@@ -66,6 +70,19 @@ typedef struct dt_bn_desc {
 typedef struct dt_backend {
     const char *name;
 
+    /* Memory. host_memory: 1 when the backend's memory is host memory (the CPU backend), which host
+     * code and a host communicator (MPI) may then use in place. mem_alloc: zeroed, 64-byte aligned,
+     * NULL when out of memory. mem_put copies host -> backend, mem_get backend -> host (they return
+     * when the copy is complete). mem_free(NULL) does nothing. */
+    int host_memory;
+    void *(*mem_alloc)(size_t bytes);
+    void (*mem_free)(void *p);
+    void (*mem_put)(void *dst, const void *src_host, size_t bytes);
+    void (*mem_get)(void *dst_host, const void *src, size_t bytes);
+    /* waits until every op queued so far has completed (ops may run asynchronously; a no-op on the
+     * CPU): before another stream or thread (a communicator) reads what they wrote */
+    void (*sync)(void);
+
     /* Bytes of workspace for any of the three conv ops on d. Called when a model is planned: a backend
      * prepares its per-shape state here (oneDNN primitives), so the ops allocate nothing. */
     size_t (*conv_workspace)(const dt_conv_desc *d);
@@ -121,7 +138,7 @@ typedef struct dt_backend {
 
     /* Mean softmax cross-entropy over n rows of k logits with label smoothing eps (PyTorch's
      * definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits = d(loss)/d(logits)
-     * when dlogits is not NULL. Returns the mean loss. Labels must be in [0, k). */
+     * when dlogits is not NULL. Returns the mean loss. labels is host memory; each must be in [0, k). */
     double (*xent)(int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits);
 
     /* torch.optim.SGD on n elements: d = g + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d;
@@ -131,6 +148,16 @@ typedef struct dt_backend {
                 int nesterov, int first);
 
     void (*fill)(int64_t n, float value, float *x);
+    /* x *= a */
+    void (*scale)(int64_t n, float a, float *x);
+    /* x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage holds */
+    void (*round_half)(int64_t n, float *x, int bf16);
+    /* g *= inv_scale; returns 1 when any result is inf or NaN (the loss scaler's overflow) */
+    int (*unscale_check)(int64_t n, float *g, float inv_scale);
+    /* a batch of n host uint8 values, channels last with c channels, into the model's input:
+     * x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */
+    void (*normalize_u8)(int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host,
+                         float *x);
 } dt_backend;
 
 /* The CPU backend: convolutions through oneDNN where this build has it (the kernels PyTorch's CPU
@@ -139,6 +166,10 @@ extern const dt_backend dt_backend_cpu;
 /* The CPU reference: the same, with convolutions through im2col and CBLAS GEMM. Tests check every
  * other backend and dt_backend_cpu's oneDNN path against it. */
 extern const dt_backend dt_backend_cpu_ref;
+/* The CUDA backend (nn/cuda): cuDNN convolutions, cuBLAS linear layers, our kernels for the rest,
+ * on device memory. It exists only in builds with CUDA (HAVE_CUDA in config.h): code that names it
+ * elsewhere fails to link. */
+extern const dt_backend dt_backend_cuda;
 
 /* Threads for the CPU backend (OpenMP and BLAS). n <= 0: $OMP_NUM_THREADS, else all cores. */
 void dt_cpu_set_threads(int n);

@@ -398,14 +398,14 @@ static int alloc_params(dt_model *m)
     m->n_buffers = nb;
     m->n_counts = nc;
     size_t bw = (size_t)(nw ? nw : 1) * sizeof(float);
-    if (posix_memalign((void **)&m->weights, 64, bw) || posix_memalign((void **)&m->grads, 64, bw)) {
-        dt_error("model %s: cannot allocate %zu bytes of parameters", m->arch, 2 * bw);
+    m->weights = m->be->mem_alloc(bw);
+    m->grads = m->be->mem_alloc(bw);
+    m->buffers = m->be->mem_alloc((size_t)(nb ? nb : 1) * sizeof(float));
+    if (!m->weights || !m->grads || !m->buffers) {
+        dt_error("model %s: cannot allocate %zu bytes of parameters on %s", m->arch, 2 * bw, m->be->name);
         return DT_ERR_NOMEM;
     }
-    memset(m->weights, 0, bw);
-    memset(m->grads, 0, bw);
-    DT_CHECK_ALLOC(m->buffers = calloc((size_t)(nb ? nb : 1), sizeof(float)));
-    DT_CHECK_ALLOC(m->counts = calloc((size_t)(nc ? nc : 1), sizeof(int64_t)));
+    DT_CHECK_ALLOC(m->counts = calloc((size_t)(nc ? nc : 1), sizeof(int64_t))); /* host: counted by host code */
     return DT_OK;
 }
 
@@ -413,13 +413,20 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
 {
     dt_rng r;
     dt_rng_seed(&r, seed, 0x696e6974 /* "init" */);
+    int64_t most = 0;
+    for (int i = 0; i < m->n_params; i++)
+        most = m->params[i].numel > most ? m->params[i].numel : most;
+    float *d = malloc((size_t)(most ? most : 1) * sizeof(float)); /* drawn on the host, then put */
+    if (!d) {
+        dt_error("model %s: out of memory initialising the weights", m->arch);
+        abort();
+    }
     for (int i = 0; i < m->n_params; i++) {
         dt_param *p = &m->params[i];
         if (p->kind == DT_P_BN_COUNT) {
             m->counts[p->off] = 0;
             continue;
         }
-        float *d = dt_param_data(m, p);
         double bound = p->fan_in > 0 ? 1.0 / sqrt((double)p->fan_in) : 0.0;
         double std = p->fan_out > 0 ? sqrt(2.0 / (double)p->fan_out) : 0.0;
         for (int64_t j = 0; j < p->numel; j++) {
@@ -434,7 +441,9 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
             }
             d[j] = (float)v; /* drawn in O,KH,KW,I order: the distribution is all that matters */
         }
+        m->be->mem_put(dt_param_data(m, p), d, (size_t)p->numel * sizeof(float));
     }
+    free(d);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -732,7 +741,7 @@ void dt_model_round_params(dt_model *m)
     for (int i = 0; i < m->n_params; i++) {
         const dt_param *p = &m->params[i];
         if (dt_param_reduced(m, p))
-            dt_round_half(dt_param_data(m, p), p->numel, m->amp_bf16);
+            m->be->round_half(p->numel, dt_param_data(m, p), m->amp_bf16);
     }
 }
 
@@ -746,7 +755,7 @@ void dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32)
 
 static void amp_round(const dt_model *m, float *x, int64_t n)
 {
-    dt_round_half(x, n, m->amp_bf16);
+    m->be->round_half(n, x, m->amp_bf16);
 }
 
 /* is the node's output stored in the reduced type? O1: what conv and linear make; O2/O3: all */
@@ -780,23 +789,44 @@ static void amp_operands(dt_model *m, const dt_node *nd, int n, const float **x,
     float *ws = dt_arena_at(&m->amp_ws, 0);
     int64_t nx = value_numel(m, &m->values[nd->in0], n);
     if (m->amp_level == 1 || nd->in0 == m->input) {
-        memcpy(ws, *x, (size_t)nx * sizeof(float));
+        m->be->copy_grad(nx, *x, ws, 0);
         amp_round(m, ws, nx);
         *x = ws;
     }
     if (m->amp_level == 1) {
         const dt_param *pw = &m->params[nd->p[0]];
         float *wc = ws + nx;
-        memcpy(wc, *w, (size_t)pw->numel * sizeof(float));
+        m->be->copy_grad(pw->numel, *w, wc, 0);
         amp_round(m, wc, pw->numel);
         *w = wc;
         if (*b) {
             int64_t nb = m->params[nd->p[1]].numel;
-            memcpy(wc + pw->numel, *b, (size_t)nb * sizeof(float));
+            m->be->copy_grad(nb, *b, wc + pw->numel, 0);
             amp_round(m, wc + pw->numel, nb);
             *b = wc + pw->numel;
         }
     }
+}
+
+/* an arena over the backend's memory */
+static int be_arena(dt_model *m, dt_arena *a, const char *name, size_t bytes)
+{
+    size_t cap = bytes ? (bytes + DT_ARENA_ALIGN - 1) & ~(DT_ARENA_ALIGN - 1) : DT_ARENA_ALIGN;
+    void *p = m->be->mem_alloc(cap);
+    if (!p) {
+        dt_error("model %s: cannot allocate %.1f MiB of %s on %s", m->arch, cap / 1048576.0, name, m->be->name);
+        return DT_ERR_NOMEM;
+    }
+    dt_arena_init_buffer(a, name, p, cap);
+    return DT_OK;
+}
+
+static void be_arena_free(dt_model *m, dt_arena *a)
+{
+    if (a->base)
+        m->be->mem_free(a->base);
+    dt_arena_free(a);
+    a->base = NULL;
 }
 
 int dt_model_plan(dt_model *m, int n, int h, int w)
@@ -806,9 +836,9 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
         return DT_ERR_INPUT;
     }
     DT_TRY(plan_shapes(m, n, h, w));
-    dt_arena_free(&m->act);
-    dt_arena_free(&m->grad);
-    dt_arena_free(&m->ws);
+    be_arena_free(m, &m->act);
+    be_arena_free(m, &m->grad);
+    be_arena_free(m, &m->ws);
     dt_arena pa;
     size_t ws = 0, *goff = calloc((size_t)m->n_values, sizeof(size_t)), *aoff = calloc((size_t)m->n_values, sizeof(size_t));
     if (!goff || !aoff) {
@@ -823,18 +853,18 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
     if (rc == DT_OK)
         rc = carve(m, n, &pa, abytes, aoff, goff, &ws);
     if (rc == DT_OK)
-        rc = dt_arena_init(&m->act, "activations", dt_arena_peak(&pa));
+        rc = be_arena(m, &m->act, "activations", dt_arena_peak(&pa));
     if (rc == DT_OK)
-        rc = dt_arena_init(&m->grad, "gradients", gbytes);
+        rc = be_arena(m, &m->grad, "gradients", gbytes);
     if (rc == DT_OK)
-        rc = dt_arena_init(&m->ws, "workspace", ws);
+        rc = be_arena(m, &m->ws, "workspace", ws);
     if (rc == DT_OK)
         rc = carve(m, n, &m->act, abytes, aoff, goff, &ws);
     free(goff);
     free(aoff);
-    dt_arena_free(&m->amp_ws);
+    be_arena_free(m, &m->amp_ws);
     if (rc == DT_OK && m->amp_level > 0)
-        rc = dt_arena_init(&m->amp_ws, "mixed precision", amp_bytes(m, n));
+        rc = be_arena(m, &m->amp_ws, "mixed precision", amp_bytes(m, n));
     DT_TRY(rc);
     m->plan_n = n;
     m->plan_h = h;
@@ -900,6 +930,11 @@ static double profile_tick(dt_model *m, int pass, int kind, double t)
 float *dt_model_logits(const dt_model *m)
 {
     return val(m, m->output);
+}
+
+void dt_model_get_logits(const dt_model *m, int n, float *host)
+{
+    m->be->mem_get(host, val(m, m->output), (size_t)n * (size_t)m->num_classes * sizeof(float));
 }
 
 int dt_model_forward(dt_model *m, const float *x, int n)
@@ -973,7 +1008,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
                 be->dropout_fwd(count, nd->a.drop, dt_hash64(m->dropout_seed, m->step * 1024 + (uint64_t)i), xin, y,
                                 saved(m, nd));
             else
-                memcpy(y, xin, (size_t)count * sizeof(float));
+                be->copy_grad(count, xin, y, 0);
             break;
         }
         if (amp_out(m, nd) && !(nd->op == DT_OP_RELU && nd->a.fused))
@@ -997,11 +1032,8 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
             return DT_ERR_INPUT;
         }
     *loss = m->be->xent(n, m->num_classes, val(m, m->output), labels, eps, gval(m, m->output));
-    if (m->loss_scale != 0 && m->loss_scale != 1) { /* the scaler's factor, before any rounding */
-        float *g = gval(m, m->output);
-        for (int64_t i = 0; i < (int64_t)n * m->num_classes; i++)
-            g[i] *= m->loss_scale;
-    }
+    if (m->loss_scale != 0 && m->loss_scale != 1) /* the scaler's factor, before any rounding */
+        m->be->scale((int64_t)n * m->num_classes, m->loss_scale, gval(m, m->output));
     if (m->amp_level) /* the logits were reduced: so is their gradient */
         amp_round(m, gval(m, m->output), (int64_t)n * m->num_classes);
     m->last_loss = *loss;
@@ -1233,13 +1265,15 @@ void dt_model_free(dt_model *m)
     free(m->nodes);
     free(m->values);
     free(m->params);
-    free(m->weights);
-    free(m->grads);
-    free(m->buffers);
+    if (m->be) {
+        m->be->mem_free(m->weights);
+        m->be->mem_free(m->grads);
+        m->be->mem_free(m->buffers);
+        be_arena_free(m, &m->act);
+        be_arena_free(m, &m->grad);
+        be_arena_free(m, &m->ws);
+        be_arena_free(m, &m->amp_ws);
+    }
     free(m->counts);
-    dt_arena_free(&m->act);
-    dt_arena_free(&m->grad);
-    dt_arena_free(&m->ws);
-    dt_arena_free(&m->amp_ws);
     memset(m, 0, sizeof *m);
 }

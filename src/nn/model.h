@@ -4,7 +4,8 @@
  * and writes one. Parameters are named with torchvision's state_dict names and live in three flat
  * arrays: `weights` (trainable, with `grads` and optimiser state laid out the same way), `buffers`
  * (BN running mean/var) and `counts` (BN num_batches_tracked). Conv weights are stored O,KH,KW,I
- * ("OHWI"); state-dict I/O converts to and from PyTorch's O,I,KH,KW.
+ * ("OHWI"); state-dict I/O converts to and from PyTorch's O,I,KH,KW. weights, grads, buffers and the
+ * arenas are the backend's memory (nn/backend.h); counts are host memory.
  *
  * Life cycle:
  *   dt_model m; dt_model_create(&m, "resnet50", 3, 1000, &dt_backend_cpu)   architecture and parameters
@@ -146,10 +147,14 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
  * DT_ERR_INPUT when the input is too small for a layer (the layer is named), or DT_ERR_NOMEM. */
 int dt_model_plan(dt_model *m, int n, int h, int w);
 
-/* Forward on n <= planned images x [n, h, w, in_c]; logits afterwards at dt_model_logits. x is read
- * where it is, not copied: it must stay unchanged until dt_model_backward has returned. */
+/* Forward on n <= planned images x [n, h, w, in_c] (the backend's memory: from mem_alloc, filled by
+ * normalize_u8 or mem_put); logits afterwards at dt_model_logits. x is read where it is, not copied:
+ * it must stay unchanged until dt_model_backward has returned. */
 int dt_model_forward(dt_model *m, const float *x, int n);
+/* The logits [n, num_classes] of the last forward, in the backend's memory; dt_model_get_logits
+ * copies the first n rows to host memory. */
 float *dt_model_logits(const dt_model *m);
+void dt_model_get_logits(const dt_model *m, int n, float *host);
 /* Mean softmax cross-entropy of the last forward (label smoothing eps), seeding backward's gradient.
  * Labels outside [0, num_classes) give DT_ERR_INPUT naming the index. */
 int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss);
@@ -173,7 +178,8 @@ void dt_model_profile_report(dt_model *m, FILE *f);
 
 /* Parameter lookup by state_dict name: index or -1. */
 int dt_model_find_param(const dt_model *m, const char *name);
-/* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers). */
+/* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers): the backend's
+ * memory (not counts: a BN_COUNT parameter's off indexes counts, on the host). */
 float *dt_param_data(const dt_model *m, const dt_param *p);
 float *dt_param_grad(const dt_model *m, const dt_param *p);
 int dt_param_trainable(const dt_param *p);

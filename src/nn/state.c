@@ -21,19 +21,21 @@ int dt_h5_read_doubles(hid_t loc, const char *source, const char *name, int ndim
     return dt_h5_read(loc, source, "tensor", name, ndim, shape, H5T_NATIVE_DOUBLE, out);
 }
 
-/* a buffer the size of m's largest tensor, or NULL */
-static float *largest_tensor_buffer(const dt_model *m)
+/* two host buffers the size of m's largest tensor (PyTorch's layout, then ours), or NULL */
+static float *largest_tensor_buffer(const dt_model *m, float **ours)
 {
     int64_t max = 1;
     for (int i = 0; i < m->n_params; i++)
         max = m->params[i].numel > max ? m->params[i].numel : max;
-    return malloc((size_t)max * sizeof(float));
+    float *b = malloc(2 * (size_t)max * sizeof(float));
+    *ours = b ? b + max : NULL;
+    return b;
 }
 
 int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
 {
-    float *tmp = NULL;
-    DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m));
+    float *tmp = NULL, *ours;
+    DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m, &ours));
     int rc = DT_OK;
     for (int i = 0; i < m->n_params && rc == DT_OK; i++) {
         const dt_param *p = &m->params[i];
@@ -45,8 +47,10 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
             continue;
         }
         rc = dt_h5_read_floats(loc, source, p->name, p->ndim, shape, tmp);
-        if (rc == DT_OK)
-            dt_param_from_torch(p, tmp, dt_param_data(m, p));
+        if (rc == DT_OK) {
+            dt_param_from_torch(p, tmp, ours);
+            m->be->mem_put(dt_param_data(m, p), ours, (size_t)p->numel * sizeof(float));
+        }
     }
     free(tmp);
     if (rc != DT_OK)
@@ -64,8 +68,8 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
 
 int dt_model_save_state(const dt_model *m, hid_t loc)
 {
-    float *tmp = NULL;
-    DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m));
+    float *tmp = NULL, *ours;
+    DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m, &ours));
     int rc = DT_OK;
     for (int i = 0; i < m->n_params && rc == DT_OK; i++) {
         const dt_param *p = &m->params[i];
@@ -78,7 +82,8 @@ int dt_model_save_state(const dt_model *m, hid_t loc)
             DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, p->name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, next);
             DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &m->counts[p->off]), rc, next);
         } else {
-            dt_param_to_torch(p, dt_param_data(m, p), tmp);
+            m->be->mem_get(ours, dt_param_data(m, p), (size_t)p->numel * sizeof(float));
+            dt_param_to_torch(p, ours, tmp);
             DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, p->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, next);
             DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tmp), rc, next);
         }

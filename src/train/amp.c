@@ -118,18 +118,6 @@ void dt_scaler_init(dt_scaler *s, const dt_amp_props *p)
 }
 
 DT_CLONES
-int dt_unscale_check(float *g, int64_t n, float inv_scale)
-{
-    int bad = 0;
-#pragma omp parallel for simd schedule(static) reduction(| : bad)
-    for (int64_t i = 0; i < n; i++) {
-        float v = g[i] * inv_scale;
-        g[i] = v;
-        bad |= !(v - v == 0.0f); /* inf - inf and NaN - NaN are NaN; branch-free, so it vectorises */
-    }
-    return bad;
-}
-
 int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow)
 {
     int32_t v = local_overflow != 0;
@@ -171,10 +159,12 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
     dt_model_set_amp(m, p->opt_level, p->reduced == DT_BFLOAT16,
                      p->keep_batchnorm_fp32);
     if (p->opt_level >= 2 && p->master_weights) { /* Apex: fp32 copies of the (already rounded) model weights */
-        a->master = malloc((size_t)m->n_weights * sizeof(float));
-        if (!a->master)
+        a->be = m->be;
+        if (!(a->master = m->be->mem_alloc((size_t)m->n_weights * sizeof(float)))) {
+            dt_error("mixed precision: cannot allocate the fp32 master weights of %s", m->arch);
             return DT_ERR_NOMEM;
-        memcpy(a->master, m->weights, (size_t)m->n_weights * sizeof(float));
+        }
+        m->be->copy_grad(m->n_weights, m->weights, a->master, 0);
     }
     m->loss_scale = (float)a->scaler.scale;
     return DT_OK;
@@ -182,14 +172,15 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
 
 void dt_amp_free(dt_amp *a)
 {
-    free(a->master);
+    if (a->master)
+        a->be->mem_free(a->master);
     a->master = NULL;
 }
 
 int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
                 int *skipped)
 {
-    int overflow = dt_unscale_check(m->grads, m->n_weights, (float)(1.0 / s->scale));
+    int overflow = m->be->unscale_check(m->n_weights, m->grads, (float)(1.0 / s->scale));
     if (c)
         DT_TRY(dt_overflow_agree(c, overflow, &overflow));
     *skipped = dt_scaler_update(s, overflow, step, c ? c->rank : 0);
@@ -199,7 +190,7 @@ int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *maste
             m->weights = master;
             dt_sgd_step(opt, m, lr);
             m->weights = w;
-            memcpy(m->weights, master, (size_t)m->n_weights * sizeof(float));
+            m->be->copy_grad(m->n_weights, master, m->weights, 0);
         } else {
             dt_sgd_step(opt, m, lr);
         }

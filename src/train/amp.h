@@ -69,8 +69,6 @@ typedef struct dt_scaler {
 } dt_scaler;
 
 void dt_scaler_init(dt_scaler *s, const dt_amp_props *p);
-/* Multiplies n gradients by 1/scale and reports whether any is inf or NaN (1) or not (0). */
-int dt_unscale_check(float *g, int64_t n, float inv_scale);
 /* The overflow flag agreed over the ranks (a max over one int): every rank skips together. */
 int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow);
 /* After a step's gradients were checked: returns 1 when the step must be skipped (overflow). The
@@ -81,7 +79,8 @@ int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank);
 typedef struct dt_amp {
     dt_amp_props props;
     dt_scaler scaler;
-    float *master;               /* O2: n_weights fp32 master weights, else NULL */
+    float *master;               /* O2: n_weights fp32 master weights (the backend's memory), else NULL */
+    const dt_backend *be;        /* whose memory master is */
 } dt_amp;
 /* Call before dt_model_plan. DT_OK or DT_ERR_NOMEM. */
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p);

@@ -24,10 +24,17 @@
 #define WEIGHTS_SCHEMA "dtrain-weights" /* tools/dt-export-torchvision */
 #define WEIGHTS_VERSION 1
 
-static int write_flat(hid_t loc, const char *name, const float *x, int64_t n)
+/* n floats of the backend's memory x, through a host copy */
+static int write_flat(hid_t loc, const char *name, const dt_backend *be, const float *x, int64_t n)
 {
     hsize_t d = (hsize_t)n;
-    return dt_h5_write(loc, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &d, x);
+    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!h)
+        return DT_ERR_NOMEM;
+    be->mem_get(h, x, (size_t)n * sizeof(float));
+    int rc = dt_h5_write(loc, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &d, h);
+    free(h);
+    return rc;
 }
 
 static int attr_double(hid_t obj, const char *name, double v)
@@ -78,13 +85,13 @@ static int write_all(hid_t f, const dt_model *m, const dt_sgd *opt, const dt_amp
     g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     rc = g < 0 ? DT_ERR_HDF5 : dt_h5_attr_write_i64(g, "steps", opt->steps);
     if (rc == DT_OK && opt->momentum_buf)
-        rc = write_flat(g, "momentum", opt->momentum_buf, m->n_weights);
+        rc = write_flat(g, "momentum", m->be, opt->momentum_buf, m->n_weights);
     if (g >= 0)
         H5Gclose(g);
     DT_TRY(rc);
     if (amp && amp->master) {
         g = H5Gcreate2(f, "amp", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-        rc = g < 0 ? DT_ERR_HDF5 : write_flat(g, "master", amp->master, m->n_weights);
+        rc = g < 0 ? DT_ERR_HDF5 : write_flat(g, "master", m->be, amp->master, m->n_weights);
         if (g >= 0)
             H5Gclose(g);
         DT_TRY(rc);
@@ -123,10 +130,17 @@ int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, c
     return rc;
 }
 
-static int read_flat(hid_t loc, const char *source, const char *name, float *x, int64_t n)
+static int read_flat(hid_t loc, const char *source, const char *name, const dt_backend *be, float *x, int64_t n)
 {
     int64_t shape[1] = {n};
-    return dt_h5_read(loc, source, "tensor", name, 1, shape, H5T_NATIVE_FLOAT, x);
+    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!h)
+        return DT_ERR_NOMEM;
+    int rc = dt_h5_read(loc, source, "tensor", name, 1, shape, H5T_NATIVE_FLOAT, h);
+    if (rc == DT_OK)
+        be->mem_put(x, h, (size_t)n * sizeof(float));
+    free(h);
+    return rc;
 }
 
 /* opens path read-only after checking its schema (a checkpoint, or with weights_ok also an
@@ -214,7 +228,7 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
     }
     m->step = (uint64_t)mstep;
     if ((g = H5Gopen2(f, "optimizer", H5P_DEFAULT)) < 0 || dt_h5_attr_read_i64(g, path, "steps", &opt->steps) ||
-        (opt->momentum_buf && read_flat(g, path, "momentum", opt->momentum_buf, m->n_weights)))
+        (opt->momentum_buf && read_flat(g, path, "momentum", m->be, opt->momentum_buf, m->n_weights)))
         goto out;
     H5Gclose(g);
     g = -1;
@@ -223,7 +237,7 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
             dt_error("%s: has no fp32 master weights (saved at another opt level?)", path);
             goto out;
         }
-        if ((g = H5Gopen2(f, "amp", H5P_DEFAULT)) < 0 || read_flat(g, path, "master", amp->master, m->n_weights))
+        if ((g = H5Gopen2(f, "amp", H5P_DEFAULT)) < 0 || read_flat(g, path, "master", m->be, amp->master, m->n_weights))
             goto out;
         H5Gclose(g);
         g = -1;

@@ -98,8 +98,7 @@ static int reduce_bucket(dt_ddp *d, int i)
         DT_TRY(d->c->ops->allreduce(d->c, g, g, n, DT_FLOAT32, DT_AVG));
     }
     if (d->cfg.grad_scale != 1.0f)
-        for (size_t j = 0; j < n; j++)
-            g[j] *= d->cfg.grad_scale;
+        d->m->be->scale((int64_t)n, d->cfg.grad_scale, g);
     return DT_OK;
 }
 
@@ -131,19 +130,23 @@ static void on_grads(void *ctx, int node)
 {
     dt_ddp *d = ctx;
     const dt_node *nd = &d->m->nodes[node];
-    int moved = 0;
-    pthread_mutex_lock(&d->mu);
+    pthread_mutex_lock(&d->mu); /* only this (the compute) thread changes pending and ready_upto */
     for (int j = 0; j < 5; j++) {
         int p = nd->p[j];
         if (p >= 0 && d->param_bucket[p] >= 0)
             d->b[d->param_bucket[p]].pending--;
     }
-    while (d->ready_upto < d->nb && d->b[d->ready_upto].pending == 0) { /* in order: the same on every rank */
-        d->ready_upto++;
-        moved = 1;
-    }
-    if (moved)
-        pthread_cond_broadcast(&d->cv);
+    int upto = d->ready_upto;
+    while (upto < d->nb && d->b[upto].pending == 0) /* in order: the same on every rank */
+        upto++;
+    pthread_mutex_unlock(&d->mu);
+    if (upto == d->ready_upto)
+        return;
+    if (!d->m->be->host_memory) /* queued on the device: written before the communicator reads them */
+        d->m->be->sync();
+    pthread_mutex_lock(&d->mu);
+    d->ready_upto = upto;
+    pthread_cond_broadcast(&d->cv);
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -214,6 +217,14 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     int rc = make_buckets(d);
+    if (!m->be->host_memory && c->size > 1) { /* device gradients (NCCL): what this version cannot do yet */
+        if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
+            d->cfg.wire = DT_FLOAT32; /* gradients of emulated fp16 go as fp32 (real fp16 storage: next) */
+        if (d->cfg.sync_bn) {
+            dt_error("--sync-bn with --device cuda on several ranks: not supported yet");
+            rc = DT_ERR_INPUT;
+        }
+    }
     /* every replica starts from rank 0's weights and buffers */
     if (rc == DT_OK && c->size > 1) {
         rc = broadcast_floats(c, m->weights, m->n_weights);
@@ -286,6 +297,8 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
         rc = d->bn_err;
     if (!comm)
         return rc;
+    if (!d->m->be->host_memory) /* the last buckets' gradients are queued on the device */
+        d->m->be->sync();
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
         for (int i = 0; rc == DT_OK && i < d->nb; i++)
             rc = reduce_bucket(d, i);

@@ -23,8 +23,11 @@ int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float da
     o->weight_decay = weight_decay;
     o->nesterov = nesterov;
     o->no_decay_bn_bias = no_decay_bn_bias;
-    if (momentum != 0)
-        DT_CHECK_ALLOC(o->momentum_buf = calloc((size_t)(m->n_weights ? m->n_weights : 1), sizeof(float)));
+    o->be = m->be;
+    if (momentum != 0 && !(o->momentum_buf = m->be->mem_alloc((size_t)(m->n_weights ? m->n_weights : 1) * sizeof(float)))) {
+        dt_error("SGD: cannot allocate the momentum of %s", m->arch);
+        return DT_ERR_NOMEM;
+    }
     return DT_OK;
 }
 
@@ -52,6 +55,7 @@ void dt_sgd_free(dt_sgd *o)
 {
     if (!o)
         return;
-    free(o->momentum_buf);
+    if (o->momentum_buf)
+        o->be->mem_free(o->momentum_buf);
     o->momentum_buf = NULL;
 }

@@ -13,7 +13,8 @@ typedef struct dt_sgd {
     float lr, momentum, dampening, weight_decay;
     int nesterov;
     int no_decay_bn_bias; /* 1: weight decay only on conv and linear weights */
-    float *momentum_buf;  /* n_weights floats, or NULL when momentum is 0 */
+    float *momentum_buf;  /* n_weights floats (the backend's memory), or NULL when momentum is 0 */
+    const dt_backend *be; /* whose memory momentum_buf is */
     int64_t steps;        /* updates done: the first one starts the momentum buffer */
 } dt_sgd;
 

@@ -27,6 +27,9 @@
 #include "dist/comm.h"
 #include "dist/launch.h"
 #include "nn/model.h"
+#ifdef HAVE_CUDA
+#include "nn/cuda/cuda.h"
+#endif
 #include "train/checkpoint.h"
 #include "train/ddp.h"
 #include "train/sgd.h"
@@ -82,7 +85,8 @@ typedef struct run {
     dt_ddp *ddp;
     float mean[4], std[4];      /* normalisation per channel */
     int in_c, size, classes;
-    float *x;                   /* one batch, normalised */
+    float *x;                   /* one batch, normalised (the backend's memory) */
+    float *z;                   /* its logits (host) */
     int32_t *y;
     char dir[4096];             /* results/<run id> (rank 0 writes) */
     FILE *metrics;
@@ -93,6 +97,8 @@ typedef struct run {
     char ckpt_in[4200];         /* the checkpoint to resume from (rank 0) */
     dt_progress pr;             /* where training stands */
     int stopped_by;             /* the signal every rank agreed to stop on, or 0 */
+    int device;                 /* --device cuda: the GPU */
+    dt_comm *dc;                /* --device cuda with several ranks: NCCL for DDP's device buffers */
 } run;
 
 /* any rank signalled? every rank asks after every step, so all stop after the same one */
@@ -157,11 +163,23 @@ static int measure_norm(run *r)
 
 static void normalise(const run *r, const uint8_t *u, int64_t n, float *x)
 {
-    int c = r->in_c;
-    for (int64_t i = 0; i < n; i++) {
-        int ch = (int)(i % c);
-        x[i] = ((float)u[i] * (1.0f / 255.0f) - r->mean[ch]) / r->std[ch];
+    r->m.be->normalize_u8(n, r->in_c, u, r->mean, r->std, x);
+}
+
+/* the batch buffers: input (the backend's memory), logits and labels (host) */
+static int alloc_batch(run *r)
+{
+    if (r->x)
+        return DT_OK;
+    size_t img = (size_t)r->size * r->size * r->in_c, n = (size_t)r->cfg->batch;
+    r->x = r->m.be->mem_alloc(n * img * sizeof(float));
+    r->z = malloc(n * (size_t)r->classes * sizeof(float));
+    r->y = malloc(n * sizeof(int32_t));
+    if (!r->x || !r->z || !r->y) {
+        dt_error("out of memory for a batch of %zu images", n);
+        return DT_ERR_NOMEM;
     }
+    return DT_OK;
 }
 
 /* results/<YYYYmmdd-HHMMSS>-<host>-<arch>-w<W>[-job<id>][-<name>], unique: rank 0 makes it */
@@ -210,7 +228,7 @@ static int write_run_json(run *r)
         "{s:s, s:s, s:s?, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f, s:I, s:i, "
         "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:s?, s:i, s:s?, s:s}",
         "dtrain", PACKAGE_VERSION, "arch", c->arch, "data", c->data, "launch", dt_launch_kind_name(r->l.kind),
-        "world_size", r->l.size, "device", "cpu", "batch_per_rank", c->batch, "global_batch",
+        "world_size", r->l.size, "device", c->cuda ? "cuda" : "cpu", "batch_per_rank", c->batch, "global_batch",
         c->batch * r->l.size * c->accum_steps, "epochs", c->epochs, "workers", c->workers, "lr", c->lr, "lr_scaled",
         r->lr0, "lr_schedule", c->cosine ? "cosine" : "step", "lr_steps", lr_steps, "warmup_epochs", c->warmup_epochs,
         "momentum", c->momentum, "weight_decay", c->wd, "label_smoothing", c->label_smoothing, "seed",
@@ -297,7 +315,8 @@ static int validate(run *r, int epoch, double *top1, double *top5, double *loss,
     while ((rc = dt_loader_next(r->vl, &b)) == 1) {
         normalise(r, b->x, (int64_t)b->n * b->h * b->w * b->c, r->x);
         DT_TRY(dt_model_forward(&r->m, r->x, b->n));
-        const float *z = dt_model_logits(&r->m);
+        const float *z = r->z;
+        dt_model_get_logits(&r->m, b->n, r->z);
         hits(z, b->y, b->counted, b->n, r->classes, &v[0], &v[1], &v[2]);
         for (int i = 0; i < b->n; i++)
             if (!b->counted || b->counted[i])
@@ -350,7 +369,26 @@ static int setup(run *r)
         r->in_c = 3;
         r->size = c->crop ? c->crop : 224;
     }
-    if ((rc = dt_model_create(&r->m, c->arch, r->in_c, r->classes, &dt_backend_cpu)) != DT_OK)
+    const dt_backend *be = &dt_backend_cpu;
+    if (c->cuda) {
+#ifdef HAVE_CUDA
+        int gpus = dt_gpu_count();
+        if (gpus < 1) {
+            dt_error("--device cuda: no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES=%s)",
+                     getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
+            return DT_ERR_INPUT;
+        }
+        r->device = r->l.local_rank % gpus;
+        if (dt_cuda_init(r->device) != DT_OK)
+            return DT_ERR_INPUT;
+        dt_log_set_device(r->device);
+        be = &dt_backend_cuda;
+#else
+        dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
+        return DT_ERR_INPUT;
+#endif
+    }
+    if ((rc = dt_model_create(&r->m, c->arch, r->in_c, r->classes, be)) != DT_OK)
         return DT_ERR_INPUT;
     r->have_model = 1;
     dt_model_init_weights(&r->m, c->seed + 1, 0);
@@ -378,10 +416,11 @@ static int share_state(run *r)
     if (c->size == 1)
         return DT_OK;
     DT_TRY(c->ops->broadcast(c, r->m.counts, (size_t)r->m.n_counts, DT_INT64, 0));
+    dt_comm *dev = r->dc ? r->dc : c; /* the backend's memory: NCCL when it is a device's */
     if (r->opt.momentum_buf)
-        DT_TRY(c->ops->broadcast(c, r->opt.momentum_buf, (size_t)r->m.n_weights, DT_FLOAT32, 0));
+        DT_TRY(dev->ops->broadcast(dev, r->opt.momentum_buf, (size_t)r->m.n_weights, DT_FLOAT32, 0));
     if (r->amp.master)
-        DT_TRY(c->ops->broadcast(c, r->amp.master, (size_t)r->m.n_weights, DT_FLOAT32, 0));
+        DT_TRY(dev->ops->broadcast(dev, r->amp.master, (size_t)r->m.n_weights, DT_FLOAT32, 0));
     int64_t iv[9] = {r->pr.epoch,         r->pr.step,                r->pr.global_step,
                      r->opt.steps,        (int64_t)r->m.step,        r->amp.scaler.clean_steps,
                      r->amp.scaler.overflows, r->amp.scaler.dynamic, r->amp.scaler.growth_interval};
@@ -461,10 +500,9 @@ static int train_loop(run *r)
 {
     const dt_train_cfg *c = r->cfg;
     size_t img = (size_t)r->size * r->size * r->in_c;
-    r->x = malloc((size_t)c->batch * img * sizeof(float));
-    r->y = malloc((size_t)c->batch * sizeof(int32_t));
+    DT_TRY(alloc_batch(r));
     uint8_t *syn = c->synthetic ? malloc((size_t)c->batch * img) : NULL;
-    if (!r->x || !r->y || (c->synthetic && !syn))
+    if (c->synthetic && !syn)
         return DT_ERR_NOMEM;
     if (syn) {
         dt_rng g;
@@ -509,7 +547,8 @@ static int train_loop(run *r)
                 DT_TRY(dt_ddp_before_forward(r->ddp));
                 DT_TRY(dt_model_forward(&r->m, r->x, n));
                 DT_TRY(dt_model_loss(&r->m, r->y, n, (float)c->label_smoothing, &loss));
-                hits(dt_model_logits(&r->m), r->y, NULL, n, r->classes, &e.hits1, &e.hits5, &e.seen);
+                dt_model_get_logits(&r->m, n, r->z);
+                hits(r->z, r->y, NULL, n, r->classes, &e.hits1, &e.hits5, &e.seen);
                 DT_TRY(dt_ddp_backward(r->ddp, n, a > 0, a == c->accum_steps - 1));
                 e.loss += loss;
                 e.images += n;
@@ -711,19 +750,21 @@ int dt_train(const dt_train_cfg *c)
                      .first_bucket_bytes = (size_t)(c->first_bucket_mb * 1048576.0), .no_overlap = c->no_overlap,
                      .sync_bn = c->sync_bn, .grad_scale = 1.0f / (float)c->accum_steps,
                      .wire = r.amp.props.allreduce_type};
+    if (rc == DT_OK && !r.m.be->host_memory && r.c->size > 1) /* gradients in device memory: NCCL */
+        rc = dt_comm_nccl(&r.dc, &r.l, r.device, c->comm_timeout);
     if (rc == DT_OK)
-        rc = dt_ddp_create(&r.ddp, &r.m, r.c, &dc); /* rank 0's weights and buffers to all */
+        rc = dt_ddp_create(&r.ddp, &r.m, r.dc ? r.dc : r.c, &dc); /* rank 0's weights and buffers to all */
     if (rc == DT_OK && c->resume)
         rc = share_state(&r);
     if (rc == DT_OK && c->pretrained && r.amp.master) /* O2's master copy of the weights rank 0 loaded */
-        memcpy(r.amp.master, r.m.weights, (size_t)r.m.n_weights * sizeof(float));
+        r.m.be->copy_grad(r.m.n_weights, r.m.weights, r.amp.master, 0);
     if (rc == DT_OK && c->evaluate) { /* validation of the checkpoint, nothing written */
         double t1 = 0, t5 = 0;
         if (r.have_val && r.vl) {
-            size_t img = (size_t)r.size * r.size * r.in_c;
-            r.x = malloc((size_t)c->batch * img * sizeof(float));
             double vl, vt;
-            rc = r.x ? validate(&r, (int)r.pr.epoch, &t1, &t5, &vl, &vt) : DT_ERR_NOMEM;
+            rc = alloc_batch(&r);
+            if (rc == DT_OK)
+                rc = validate(&r, (int)r.pr.epoch, &t1, &t5, &vl, &vt);
         }
         if (rc == DT_OK && r.l.rank == 0)
             printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", c->resume ? r.ckpt_in : c->pretrained, t1, t5);
@@ -770,6 +811,8 @@ done:
     dt_ddp_free(r.ddp);
     dt_loader_free(r.tl);
     dt_loader_free(r.vl);
+    if (r.x)
+        r.m.be->mem_free(r.x);
     if (r.have_model) {
         dt_sgd_free(&r.opt);
         dt_amp_free(&r.amp);
@@ -779,8 +822,9 @@ done:
         dt_dataset_close(&r.train);
     if (r.have_val)
         dt_dataset_close(&r.val);
-    free(r.x);
+    free(r.z);
     free(r.y);
+    dt_comm_free(r.dc);
     dt_comm_free(r.c);
     dt_launch_finalize(&r.l);
     return exit_code;

@@ -39,6 +39,7 @@ typedef struct dt_train_cfg {
     int evaluate;               /* only validate the --resume checkpoint (or --pretrained weights), write nothing */
     int start_epoch;            /* without resume: the epoch to begin at (schedule, shuffle) */
     const char *pretrained;     /* weights to start from (checkpoint or exported torchvision weights) */
+    int cuda;                   /* --device cuda: the CUDA backend on the local rank's GPU */
     int deterministic;          /* bit-reproducible: CPU runs are; recorded, and the CUDA backend's algorithm choice */
     const char *run_name;       /* appended to the run id */
     int opt_level;              /* AMP */

@@ -138,15 +138,15 @@ int main(void)
     float g[1000];
     for (int i = 0; i < 1000; i++)
         g[i] = (float)(i - 500) * 1024.0f;
-    int bad = dt_unscale_check(g, 1000, 1.0f / 1024.0f), exact = 1;
+    int bad = dt_backend_cpu.unscale_check(1000, g, 1.0f / 1024.0f), exact = 1;
     for (int i = 0; i < 1000; i++)
         exact = exact && g[i] == (float)(i - 500);
     g[777] = INFINITY;
-    int inf = dt_unscale_check(g, 1000, 1.0f);
+    int inf = dt_backend_cpu.unscale_check(1000, g, 1.0f);
     g[777] = NAN;
-    int nan = dt_unscale_check(g, 1000, 1.0f);
+    int nan = dt_backend_cpu.unscale_check(1000, g, 1.0f);
     g[777] = 3e38f;
-    int big = dt_unscale_check(g, 1000, 1.0f);
+    int big = dt_backend_cpu.unscale_check(1000, g, 1.0f);
     TAP_OK(!bad && exact && inf && nan && !big, "unscale divides exactly; inf and NaN are caught, 3e38 is not");
 
     /* a skipped step touches nothing */

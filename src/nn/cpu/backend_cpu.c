@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -17,7 +18,10 @@
     .avgpool_fwd = dt_cpu_avgpool_fwd, .avgpool_bwd = dt_cpu_avgpool_bwd, .linear_fwd = dt_cpu_linear_fwd, \
     .linear_bwd = dt_cpu_linear_bwd, .dropout_fwd = dt_cpu_dropout_fwd, .dropout_bwd = dt_cpu_dropout_bwd, \
     .flatten_fwd = dt_cpu_flatten_fwd, .flatten_bwd = dt_cpu_flatten_bwd, .xent = dt_cpu_xent,          \
-    .sgd = dt_cpu_sgd, .fill = dt_cpu_fill
+    .sgd = dt_cpu_sgd, .fill = dt_cpu_fill, .scale = dt_cpu_scale, .round_half = dt_cpu_round_half,            \
+    .unscale_check = dt_cpu_unscale_check, .normalize_u8 = dt_cpu_normalize_u8, .host_memory = 1,           \
+    .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy,                  \
+    .mem_get = dt_cpu_mem_copy, .sync = dt_cpu_sync
 
 const dt_backend dt_backend_cpu_ref = {
     .name = "cpu-ref",
@@ -43,6 +47,31 @@ const dt_backend dt_backend_cpu = {
     .conv_bwd_filter = CPU_CONV(bwd_filter),
     CPU_COMMON_OPS,
 };
+
+void *dt_cpu_mem_alloc(size_t bytes)
+{
+    void *p = NULL;
+    bytes = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+    if (posix_memalign(&p, 64, bytes))
+        return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+void dt_cpu_mem_free(void *p)
+{
+    free(p);
+}
+
+void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+
+void dt_cpu_sync(void)
+{
+}
 
 static int cpu_threads = 1;
 

@@ -53,6 +53,14 @@ void dt_cpu_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy
 void dt_cpu_flatten_fwd(int n, int h, int w, int c, const float *x, float *y);
 void dt_cpu_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, int accumulate);
 void dt_cpu_fill(int64_t n, float value, float *x);
+void dt_cpu_scale(int64_t n, float a, float *x);
+void dt_cpu_round_half(int64_t n, float *x, int bf16);
+int dt_cpu_unscale_check(int64_t n, float *g, float inv_scale);
+void dt_cpu_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean, const float *std, float *x);
+void *dt_cpu_mem_alloc(size_t bytes);
+void dt_cpu_mem_free(void *p);
+void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes);
+void dt_cpu_sync(void);
 void dt_cpu_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
                 int nesterov, int first);
 

@@ -7,6 +7,7 @@
 #endif
 
 #include "nn/cpu/cpu.h"
+#include "util/half.h"
 #include "util/rng.h"
 
 int dt_omp_threads(void)
@@ -38,6 +39,41 @@ void dt_cpu_fill(int64_t n, float value, float *x)
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++)
         x[i] = value;
+}
+
+DT_CLONES
+void dt_cpu_scale(int64_t n, float a, float *x)
+{
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+
+void dt_cpu_round_half(int64_t n, float *x, int bf16)
+{
+    dt_round_half(x, n, bf16);
+}
+
+DT_CLONES
+int dt_cpu_unscale_check(int64_t n, float *g, float inv_scale)
+{
+    int bad = 0;
+#pragma omp parallel for simd schedule(static) reduction(| : bad)
+    for (int64_t i = 0; i < n; i++) {
+        float v = g[i] * inv_scale;
+        g[i] = v;
+        bad |= !(v - v == 0.0f); /* inf - inf and NaN - NaN are NaN; branch-free, so it vectorises */
+    }
+    return bad;
+}
+
+void dt_cpu_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean, const float *std, float *x)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        int ch = (int)(i % c);
+        x[i] = ((float)u[i] * (1.0f / 255.0f) - mean[ch]) / std[ch];
+    }
 }
 
 DT_CLONES

@@ -1,0 +1,238 @@
+/* backend_cuda.c: the CUDA backend's op table, its device state (device, stream, cuDNN and cuBLAS
+ * handles), device scratch and memory (CUDA builds only).
+ *
+ * State: one device per process, chosen by dt_cuda_init; an op or accessor called before it
+ * initialises device 0 (under a mutex, so concurrent first calls initialise once). The CUDA current
+ * device is per host thread, so the accessors also make the backend's device current on each thread
+ * the first time that thread uses them.
+ *
+ * Math: cuBLAS runs in CUBLAS_DEFAULT_MATH, which keeps fp32 GEMMs in fp32 (TF32 tensor cores
+ * would need CUBLAS_TF32_TENSOR_OP_MATH), so results stay comparable with the CPU backend;
+ * cuBLAS's atomics mode stays at its default (not allowed), which keeps its results bit-reproducible
+ * run to run on one GPU model. (cuDNN's math type is set per convolution: conv_cudnn.c.)
+ *
+ * Memory: plain cudaMalloc, zeroed on the compute stream (a caching allocator is the plan's next
+ * step, doc/design.md). Copies to and from the host are queued on the compute stream, so they are
+ * ordered after the ops already queued, and wait for it. */
+#include "config.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "nn/cuda/cuda.h"
+#include "util/check.h"
+#include "util/log.h"
+
+static struct {
+    int device;
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+} st = {.device = -1};
+static atomic_int st_ready;                  /* 1 once st is complete (release/acquire with st's fields) */
+static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local int thread_device = -1; /* the device this thread has made current */
+
+DT_NORETURN void dt_cuda_fatal(const char *what, const char *message)
+{
+    dt_error("CUDA backend: %s: %s", what, message ? message : "failed");
+    abort();
+}
+
+int dt_cuda_init(int device)
+{
+    int rc = DT_OK;
+    cudaStream_t stream = NULL;
+    cudnnHandle_t cudnn = NULL;
+    cublasHandle_t cublas = NULL;
+    pthread_mutex_lock(&st_lock);
+    if (atomic_load_explicit(&st_ready, memory_order_acquire)) {
+        if (st.device != device) {
+            dt_error("CUDA backend: already initialised on device %d, cannot switch to device %d", st.device,
+                     device);
+            rc = DT_ERR_STATE;
+            goto out;
+        }
+        DT_CHECK_CUDA_GOTO(cudaSetDevice(device), rc, out); /* current on the calling thread too */
+        thread_device = device;
+        goto out;
+    }
+    DT_CHECK_CUDA_GOTO(cudaSetDevice(device), rc, out);
+    DT_CHECK_CUDA_GOTO(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), rc, fail);
+    DT_CHECK_CUDNN_GOTO(cudnnCreate(&cudnn), rc, fail);
+    DT_CHECK_CUDNN_GOTO(cudnnSetStream(cudnn, stream), rc, fail);
+    DT_CHECK_CUBLAS_GOTO(cublasCreate(&cublas), rc, fail);
+    DT_CHECK_CUBLAS_GOTO(cublasSetStream(cublas, stream), rc, fail);
+    /* fp32 stays fp32: no TF32 (results comparable with the CPU backend) */
+    DT_CHECK_CUBLAS_GOTO(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), rc, fail);
+    DT_CHECK_CUBLAS_GOTO(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), rc, fail);
+    st.device = device;
+    st.stream = stream;
+    st.cudnn = cudnn;
+    st.cublas = cublas;
+    thread_device = device;
+    atomic_store_explicit(&st_ready, 1, memory_order_release);
+    dt_debug("CUDA backend: device %d, stream, cuDNN %zu and cuBLAS handles ready", device, cudnnGetVersion());
+    goto out;
+fail:
+    if (cublas)
+        cublasDestroy(cublas);
+    if (cudnn)
+        cudnnDestroy(cudnn);
+    if (stream)
+        cudaStreamDestroy(stream);
+out:
+    pthread_mutex_unlock(&st_lock);
+    return rc;
+}
+
+/* the backend ready on this thread: initialised (device 0 when nobody chose), its device current */
+static void ready(void)
+{
+    if (!atomic_load_explicit(&st_ready, memory_order_acquire) && dt_cuda_init(0) != DT_OK)
+        dt_cuda_fatal("initialisation on device 0", "failed (the line above says why)");
+    if (thread_device != st.device) {
+        FATAL_CUDA(cudaSetDevice(st.device));
+        thread_device = st.device;
+    }
+}
+
+void *dt_cuda_stream(void)
+{
+    ready();
+    return st.stream;
+}
+
+void *dt_cuda_cudnn(void)
+{
+    ready();
+    return st.cudnn;
+}
+
+void *dt_cuda_cublas(void)
+{
+    ready();
+    return st.cublas;
+}
+
+/* --- scratch ------------------------------------------------------------------------------------- */
+static void *scratch;
+static size_t scratch_bytes;
+
+void *dt_cuda_scratch(size_t bytes)
+{
+    ready();
+    if (bytes <= scratch_bytes && scratch)
+        return scratch;
+    size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1); /* whole MiB */
+    if (want < ((size_t)1 << 20))
+        want = (size_t)1 << 20;
+    if (scratch) { /* queued work may still read the old buffer */
+        FATAL_CUDA(cudaStreamSynchronize(st.stream));
+        FATAL_CUDA(cudaFree(scratch));
+        scratch = NULL;
+        scratch_bytes = 0;
+    }
+    FATAL_CUDA(cudaMalloc(&scratch, want));
+    scratch_bytes = want;
+    return scratch;
+}
+
+/* --- memory -------------------------------------------------------------------------------------- */
+void *dt_cuda_mem_alloc(size_t bytes)
+{
+    ready();
+    void *p = NULL;
+    bytes = bytes ? (bytes + 255) & ~(size_t)255 : 256; /* cudaMalloc aligns to 256 bytes at least */
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        dt_error("CUDA backend: cudaMalloc of %zu bytes on device %d: %s", bytes, st.device, dt_errstr_cuda(e, 0));
+        cudaGetLastError(); /* out of memory is not sticky: clear it so later checks do not see it */
+        return NULL;
+    }
+    e = cudaMemsetAsync(p, 0, bytes, st.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(st.stream);
+    if (e != cudaSuccess) {
+        dt_error("CUDA backend: zeroing %zu bytes on device %d: %s", bytes, st.device, dt_errstr_cuda(e, 0));
+        cudaFree(p);
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void dt_cuda_mem_free(void *p)
+{
+    if (!p)
+        return;
+    ready();
+    FATAL_CUDA(cudaFree(p)); /* waits for the device's queued work */
+}
+
+void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes)
+{
+    if (!bytes)
+        return;
+    ready();
+    FATAL_CUDA(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, st.stream));
+    FATAL_CUDA(cudaStreamSynchronize(st.stream));
+}
+
+void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes)
+{
+    if (!bytes)
+        return;
+    ready();
+    FATAL_CUDA(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, st.stream));
+    FATAL_CUDA(cudaStreamSynchronize(st.stream));
+}
+
+void dt_cuda_sync(void)
+{
+    ready();
+    FATAL_CUDA(cudaStreamSynchronize(st.stream));
+}
+
+/* --- the table ----------------------------------------------------------------------------------- */
+const dt_backend dt_backend_cuda = {
+    .name = "cuda",
+    .host_memory = 0,
+    .mem_alloc = dt_cuda_mem_alloc,
+    .mem_free = dt_cuda_mem_free,
+    .mem_put = dt_cuda_mem_put,
+    .mem_get = dt_cuda_mem_get,
+    .sync = dt_cuda_sync,
+    .conv_workspace = dt_cuda_conv_workspace,
+    .conv_fwd = dt_cuda_conv_fwd,
+    .conv_bwd_data = dt_cuda_conv_bwd_data,
+    .conv_bwd_filter = dt_cuda_conv_bwd_filter,
+    .bn_fwd_train = dt_cuda_bn_fwd_train,
+    .bn_fwd_infer = dt_cuda_bn_fwd_infer,
+    .bn_bwd = dt_cuda_bn_bwd,
+    .relu_fwd = dt_cuda_relu_fwd,
+    .relu_bwd = dt_cuda_relu_bwd,
+    .add_fwd = dt_cuda_add_fwd,
+    .copy_grad = dt_cuda_copy_grad,
+    .maxpool_fwd = dt_cuda_maxpool_fwd,
+    .maxpool_bwd = dt_cuda_maxpool_bwd,
+    .avgpool_fwd = dt_cuda_avgpool_fwd,
+    .avgpool_bwd = dt_cuda_avgpool_bwd,
+    .linear_fwd = dt_cuda_linear_fwd,
+    .linear_bwd = dt_cuda_linear_bwd,
+    .dropout_fwd = dt_cuda_dropout_fwd,
+    .dropout_bwd = dt_cuda_dropout_bwd,
+    .flatten_fwd = dt_cuda_flatten_fwd,
+    .flatten_bwd = dt_cuda_flatten_bwd,
+    .xent = dt_cuda_xent,
+    .sgd = dt_cuda_sgd,
+    .fill = dt_cuda_fill,
+    .scale = dt_cuda_scale,
+    .round_half = dt_cuda_round_half,
+    .unscale_check = dt_cuda_unscale_check,
+    .normalize_u8 = dt_cuda_normalize_u8,
+};

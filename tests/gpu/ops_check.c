@@ -1,0 +1,1511 @@
+/* ops_check.c: every op of the CUDA backend's table against the CPU backend, then whole-model
+ * training steps on both. Built in CUDA builds only; run by tests/gpu/check.sh on a GPU machine.
+ *
+ *   ops_check [--seed N] [--only GROUP] [--no-model] [--backend cuda|cpu] [--verbose]
+ *             [--model ARCH] [--model-batch N] [--model-size S]
+ *
+ * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten,
+ * dropout, xent, round_half, unscale_check, normalize_u8 or model (a test runs when its group's name
+ * contains GROUP).
+ * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
+ * variant and dtype, and exits 1 when any row fails (0 when all pass, 2 on a bad command line).
+ * --backend cpu checks dt_backend_cpu instead (oneDNN's convolutions where built, else the same
+ * code as the reference): a check of this program itself, runnable without a GPU.
+ *
+ * What is compared. The reference is the CPU: dt_backend_cpu_ref for convolutions (im2col + BLAS),
+ * dt_backend_cpu for everything else, on host memory. The device op gets the same random inputs
+ * (dt_rng, seeded by --seed), through mem_put; its outputs come back through mem_get. Before an op
+ * that overwrites, every device output is poisoned with a NaN (POISON_BITS) so an element the op
+ * never writes fails (and is reported as such); an accumulating variant starts from the same random
+ * non-zero contents on both sides. In-place use (relu, add, the gradient of relu) is checked as the
+ * model uses it.
+ *
+ * dtypes. fp32: the op as it is. fp16 and bf16: the inputs are first rounded to the type
+ * (round_half) and the outputs rounded after it, each backend with its own round_half, which is
+ * how dtrain's mixed precision runs on both backends in this version (fp32 storage holding
+ * fp16/bf16 values, fp32 compute). BN's parameters, statistics and their gradients stay fp32, as
+ * under keep_batchnorm_fp32 (O2's default).
+ *
+ * Errors. max abs = max |got - want|. max rel = max |got - want| / max(|want|, floor), with
+ * floor = the RMS of the reference tensor: an element far smaller than the tensor's typical size
+ * (a sum that cancels to near zero) is judged against that size, so summation order does not show
+ * up as a huge relative error, while any error large on the tensor's own scale does. Non-finite
+ * values must match exactly (NaN with NaN, inf with the same inf).
+ *
+ * Tolerances (the "tol" column):
+ *   0, bits    copies, flatten, relu, add, scale, fill, max pool's values and window positions and
+ *              its gradient where windows do not overlap, dropout's mask, round_half,
+ *              unscale_check (values and flag): each result is one IEEE operation or
+ *              none, so any correct implementation gives the same bits ("bits": compared as bit
+ *              patterns, so +0/-0 and NaN payloads count; "0": compared as values).
+ *   1e-5       element-wise arithmetic of a few operations (SGD, dropout's scaling, normalize_u8,
+ *              BN inference, gradients of pools summing a few overlapping windows): fp32 rounds
+ *              each to 6e-8, and a device compiler contracting a*b+c into one FMA (nvcc does by
+ *              default; our C code is built with -ffp-contract=off) moves results by an ulp or
+ *              two, and more only through cancellation, which the floor absorbs.
+ *   1e-4       reductions, GEMMs and convolutions (BN statistics and gradients, linear, conv,
+ *              average pool, the loss's softmax): the sums run in another order (cuDNN's and
+ *              cuBLAS's tiles and split-K versus im2col + BLAS), with error growing like
+ *              eps * sqrt(K) to eps * K for K terms; K reaches 4608 (3x3x512) here, so about 3e-4
+ *              at worst and about 2e-6 typical against the floor; measured between oneDNN and the
+ *              im2col reference on these shapes: at most 7e-6. TF32 (10-bit mantissa), which cuDNN
+ *              and cuBLAS use for fp32 unless told not to, gives about 1e-3 and fails here, as it
+ *              should: the contract is fp32 (a failing row then says so).
+ *   loss       xent's mean loss: 1e-5 relative (the CPU sums in double).
+ *   fp16/bf16  the fp32 tolerance plus one unit in the last place of the type, 2^-10 (fp16) or
+ *              2^-7 (bf16) relative: outputs are rounded after the op, so two fp32 results within
+ *              the tolerance can straddle a rounding boundary and end one ulp apart.
+ *
+ * The whole-model check trains resnet8 (batch 32, 32x32, 10 classes, SGD lr 0.01 with momentum and
+ * weight decay, label smoothing 0.1) for two steps at O0, O2 (fp16) and O2 (bf16) from the same seed
+ * on the CPU reference and on the device: the planner's memory sharing, in-place ops, the gradient
+ * sums of residual blocks, the loss scaler and the master weights, on device memory. It compares the two losses,
+ * and per tensor, by norm-wise relative difference: what training changed (weights, or O2's fp32
+ * master weights, and BN running statistics: |got - want| / |want - initial|), the momentum buffers
+ * (the gradients), and O2's rounded weights (|got - want| / |want|); the worst tensor is named.
+ * A network at initialisation is ill-conditioned: between two correct fp32 implementations (oneDNN
+ * and im2col, 6 seeds) the worst tensor differed by up to 4e-3 (typically 3e-5), and at O2 a
+ * last-bit difference flips fp16 roundings that then spread: up to 7e-2 (fp16) and 1e-1 (bf16) for
+ * the worst tensor, 1e-2 for all together; losses differed by up to 1e-8 (O0), 2e-5 (O2) and 6e-5
+ * (bf16). Tolerances: tensors 2e-2 (O0), 0.25 (O2), 0.4 (bf16), about 4x the worst seen; losses
+ * 1e-5, 1e-3, 2e-3, wider (cuDNN's algorithms may round differently from oneDNN's). So at O2 the model check finds gross errors (a missing loss scale, master weights not
+ * updated, a wrong accumulate), while the fp16/bf16 rows above check each op closely.
+ */
+#include "config.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/backend.h"
+#include "nn/cuda/cuda.h"
+#include "nn/model.h"
+#include "train/amp.h"
+#include "train/sgd.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/rng.h"
+
+/* --- setup, options, bookkeeping ----------------------------------------------------------------- */
+
+static const dt_backend *DEV;                           /* the backend under test */
+static const dt_backend *const REF = &dt_backend_cpu;   /* reference for all but convolutions */
+static const dt_backend *const CREF = &dt_backend_cpu_ref; /* reference for convolutions, models */
+static dt_rng RNG;
+static const char *ONLY;                                /* --only: run tests whose name has this */
+static int n_rows, n_failed;
+
+enum dtype { F32, F16, BF16 };
+static const char *const DTYPE_NAME[] = {"fp32", "fp16", "bf16"};
+#define ALL_DTYPES for (int dt = F32; dt <= BF16; dt++)
+
+/* how a row compares: as values (0), as bit patterns, or with a relative tolerance */
+enum mode { M_EXACT, M_BITS, M_ELT, M_RED, M_LOSS };
+#define TOL_ELT 1e-5
+#define TOL_RED 1e-4
+#define TOL_LOSS 1e-5
+
+#define POISON_BITS 0x7fc0deadu /* a quiet NaN with a payload: "never written" */
+#define POISON_U8 0xa5
+
+static double tol_of(enum mode m, int dt)
+{
+    double t = m == M_ELT ? TOL_ELT : m == M_RED ? TOL_RED : m == M_LOSS ? TOL_LOSS : 0;
+    if (t > 0 && dt == F16)
+        t += 0x1p-10;
+    else if (t > 0 && dt == BF16)
+        t += 0x1p-7;
+    return t;
+}
+
+static int want_test(const char *name)
+{
+    return !ONLY || strstr(name, ONLY);
+}
+
+/* Allocations of one test, freed together by release(). */
+#define MAX_HELD 128
+static struct {
+    void *p;
+    int dev;
+} held[MAX_HELD];
+static int n_held;
+
+static void *hold(void *p, int dev)
+{
+    if (!p) {
+        fprintf(stderr, "FATAL: out of %s memory\n", dev ? "device" : "host");
+        exit(1);
+    }
+    if (n_held == MAX_HELD) {
+        fprintf(stderr, "FATAL: ops_check holds too many buffers (raise MAX_HELD)\n");
+        exit(1);
+    }
+    held[n_held].p = p;
+    held[n_held++].dev = dev;
+    return p;
+}
+
+static void release(void)
+{
+    while (n_held > 0) {
+        n_held--;
+        if (held[n_held].dev)
+            DEV->mem_free(held[n_held].p);
+        else
+            free(held[n_held].p);
+    }
+}
+
+/* host arrays */
+static float *h_new(int64_t n)
+{
+    return hold(calloc((size_t)(n > 0 ? n : 1), sizeof(float)), 0);
+}
+
+static void h_round(float *h, int64_t n, int dt)
+{
+    if (dt != F32)
+        REF->round_half(n, h, dt == BF16);
+}
+
+/* n values of mean + sd * z, rounded to the dtype, z about N(0, 1): the sum of four 16-bit uniforms
+ * (Irwin-Hall, scaled to variance 1; |z| < 3.47), one 64-bit draw per value: random enough for these
+ * checks and quick for the large tensors */
+static float *h_randn(int64_t n, double mean, double sd, int dt)
+{
+    float *h = h_new(n);
+    const double k = sqrt(3.0) / 65536.0; /* four U[0, 65536): mean 131070, variance 4 * 65536^2 / 12 */
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t r = dt_rng_next(&RNG);
+        double s4 = (double)(r & 0xffff) + (double)((r >> 16) & 0xffff) + (double)((r >> 32) & 0xffff) +
+                    (double)(r >> 48);
+        h[i] = (float)(mean + sd * (s4 - 131070.0) * k);
+    }
+    h_round(h, n, dt);
+    return h;
+}
+
+static float *h_uniform(int64_t n, double lo, double hi)
+{
+    float *h = h_new(n);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = (float)(lo + (hi - lo) * dt_rng_uniform(&RNG));
+    return h;
+}
+
+static float *h_copy(const float *src, int64_t n)
+{
+    float *h = h_new(n);
+    memcpy(h, src, (size_t)n * sizeof(float));
+    return h;
+}
+
+/* device arrays */
+static void *d_bytes(size_t bytes)
+{
+    return hold(DEV->mem_alloc(bytes ? bytes : 1), 1);
+}
+
+static float *d_from(const float *h, int64_t n)
+{
+    float *d = d_bytes((size_t)n * sizeof(float));
+    DEV->mem_put(d, h, (size_t)n * sizeof(float));
+    return d;
+}
+
+static void d_poison(float *d, int64_t n)
+{
+    uint32_t *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
+    if (!p) {
+        fprintf(stderr, "FATAL: out of host memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < n; i++)
+        p[i] = POISON_BITS;
+    DEV->mem_put(d, p, (size_t)n * sizeof(float));
+    free(p);
+}
+
+static float *d_poisoned(int64_t n)
+{
+    float *d = d_bytes((size_t)n * sizeof(float));
+    d_poison(d, n);
+    return d;
+}
+
+static uint8_t *d_poisoned_u8(int64_t n)
+{
+    uint8_t *h = malloc((size_t)(n > 0 ? n : 1)), *d = d_bytes((size_t)n);
+    if (!h)
+        exit(1);
+    memset(h, POISON_U8, (size_t)n);
+    DEV->mem_put(d, h, (size_t)n);
+    free(h);
+    return d;
+}
+
+/* the device array back on the host, rounded first (with the device's round_half) for fp16/bf16 */
+static float *d_result(float *d, int64_t n, int dt)
+{
+    if (dt != F32)
+        DEV->round_half(n, d, dt == BF16);
+    float *h = h_new(n);
+    DEV->mem_get(h, d, (size_t)n * sizeof(float));
+    return h;
+}
+
+static uint8_t *d_result_u8(const uint8_t *d, int64_t n)
+{
+    uint8_t *h = hold(malloc((size_t)(n > 0 ? n : 1)), 0);
+    DEV->mem_get(h, d, (size_t)n);
+    return h;
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* one table row */
+static void row(const char *op, const char *dtype, const char *shape, double maxabs, double maxrel, enum mode m,
+                double tol, int pass)
+{
+    char t[16];
+    if (m == M_BITS)
+        snprintf(t, sizeof t, "bits");
+    else if (m == M_EXACT)
+        snprintf(t, sizeof t, "0");
+    else
+        snprintf(t, sizeof t, "%.1e", tol);
+    printf("%-40s %-4s %-30s %9.2e %9.2e %8s  %s\n", op, dtype, shape, maxabs, maxrel, t, pass ? "PASS" : "FAIL");
+    n_rows++;
+    n_failed += !pass;
+    fflush(stdout);
+}
+
+/* got (device) against want (reference), n floats */
+static int cmp_f32(const char *op, int dt, const char *shape, const float *got, const float *want, int64_t n,
+                   enum mode m)
+{
+    const double tol = tol_of(m, dt);
+    double ss = 0;
+    int64_t finite = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (isfinite(want[i])) {
+            ss += (double)want[i] * want[i];
+            finite++;
+        }
+    double floor_ = finite ? sqrt(ss / (double)finite) : 0;
+    if (!(floor_ > 1e-30))
+        floor_ = 1e-30;
+    double maxabs = 0, maxrel = 0;
+    int64_t bad = 0, unwritten = 0, nan_got = 0, first = -1;
+    for (int64_t i = 0; i < n; i++) {
+        const float a = got[i], b = want[i];
+        const uint32_t ab = bits_of(a), bb = bits_of(b);
+        int ok;
+        if (ab == POISON_BITS && bb != POISON_BITS)
+            unwritten++;
+        if (isnan(a) && !isnan(b))
+            nan_got++;
+        if (isfinite(a) && isfinite(b)) {
+            double d = fabs((double)a - (double)b), r = d / fmax(fabs((double)b), floor_);
+            maxabs = fmax(maxabs, d);
+            maxrel = fmax(maxrel, r);
+            ok = m == M_BITS ? ab == bb : m == M_EXACT ? a == b : r <= tol;
+        } else if (m == M_BITS) {
+            ok = ab == bb;
+        } else {
+            ok = (isnan(a) && isnan(b)) || (!isnan(a) && !isnan(b) && a == b);
+        }
+        if (!ok && bad++ == 0)
+            first = i;
+    }
+    char dts[8];
+    snprintf(dts, sizeof dts, "%s", dt < 0 ? "-" : DTYPE_NAME[dt]);
+    row(op, dts, shape, maxabs, maxrel, m, tol, bad == 0);
+    if (bad)
+        printf("      %lld of %lld elements off (%lld NaN where the reference is not, %lld of them the poison: never "
+               "written); first at [%lld]: got %.9g (0x%08x), want %.9g (0x%08x)\n",
+               (long long)bad, (long long)n, (long long)nan_got, (long long)unwritten, (long long)first, (double)got[first],
+               (unsigned)bits_of(got[first]), (double)want[first], (unsigned)bits_of(want[first]));
+    if (bad && m == M_RED && dt == F32 && maxrel > TOL_RED && maxrel < 3e-2 && nan_got == 0)
+        printf("      (errors of 1e-4..1e-2 in an fp32 GEMM or convolution look like TF32: cuDNN needs "
+               "CUDNN_FMA_MATH, cuBLAS CUBLAS_DEFAULT_MATH without NVIDIA_TF32_OVERRIDE=1)\n");
+    return bad == 0;
+}
+
+static int cmp_u8(const char *op, int dt, const char *shape, const uint8_t *got, const uint8_t *want, int64_t n)
+{
+    int64_t bad = 0, first = -1, unwritten = 0;
+    double maxabs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        maxabs = fmax(maxabs, fabs((double)got[i] - (double)want[i]));
+        if (got[i] != want[i]) {
+            unwritten += got[i] == POISON_U8;
+            if (bad++ == 0)
+                first = i;
+        }
+    }
+    row(op, DTYPE_NAME[dt], shape, maxabs, maxabs > 0 ? 1 : 0, M_BITS, 0, bad == 0);
+    if (bad)
+        printf("      %lld of %lld bytes off (%lld still the poison 0x%02x); first at [%lld]: got %u, want %u\n",
+               (long long)bad, (long long)n, (long long)unwritten, POISON_U8, (long long)first, got[first],
+               want[first]);
+    return bad == 0;
+}
+
+/* a scalar: relative (M_LOSS) or exact */
+static int cmp_scalar(const char *op, int dt, const char *shape, double got, double want, enum mode m)
+{
+    double d = fabs(got - want), r = d / fmax(fabs(want), 1e-30);
+    int pass = m == M_EXACT ? got == want : r <= tol_of(m, F32);
+    char dts[8];
+    snprintf(dts, sizeof dts, "%s", dt < 0 ? "-" : DTYPE_NAME[dt]);
+    row(op, dts, shape, d, r, m, tol_of(m, F32), pass);
+    if (!pass)
+        printf("      got %.12g, want %.12g\n", got, want);
+    return pass;
+}
+
+/* got from the device output d against the reference h */
+static void check(const char *op, int dt, const char *shape, float *d, const float *want, int64_t n, enum mode m)
+{
+    cmp_f32(op, dt, shape, d_result(d, n, dt), want, n, m);
+}
+
+/* the reference output, rounded for fp16/bf16 as the device's will be */
+static void ref_out(float *h, int64_t n, int dt)
+{
+    h_round(h, n, dt);
+}
+
+/* --- the table itself ---------------------------------------------------------------------------- */
+
+static int table_complete(void)
+{
+    const struct {
+        const char *name;
+        int present;
+    } m[] = {
+#define M(x) {#x, DEV->x != NULL}
+        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(sync), M(conv_workspace), M(conv_fwd),
+        M(conv_bwd_data), M(conv_bwd_filter), M(bn_fwd_train), M(bn_fwd_infer), M(bn_bwd), M(relu_fwd),
+        M(relu_bwd), M(add_fwd), M(copy_grad), M(maxpool_fwd), M(maxpool_bwd), M(avgpool_fwd), M(avgpool_bwd),
+        M(linear_fwd), M(linear_bwd), M(dropout_fwd), M(dropout_bwd), M(flatten_fwd), M(flatten_bwd), M(xent),
+        M(sgd), M(fill), M(scale), M(round_half), M(unscale_check), M(normalize_u8),
+#undef M
+    };
+    int missing = 0;
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+        if (!m[i].present) {
+            printf("      the table has no %s\n", m[i].name);
+            missing++;
+        }
+    char shape[64];
+    snprintf(shape, sizeof shape, "%d members, host_memory %d", (int)(sizeof m / sizeof m[0]), DEV->host_memory);
+    row("table complete", "-", shape, missing, missing, M_EXACT, 0, missing == 0);
+    return missing == 0;
+}
+
+static void test_memory(void)
+{
+    if (!want_test("mem"))
+        return;
+    const size_t bytes = 1000003; /* odd: no multiple of any vector width */
+    uint8_t *d = d_bytes(bytes), *h = hold(malloc(bytes), 0), *back = hold(malloc(bytes), 0);
+    memset(h, 0x5a, bytes);
+    DEV->mem_get(h, d, bytes);
+    int64_t nonzero = 0;
+    for (size_t i = 0; i < bytes; i++)
+        nonzero += h[i] != 0;
+    row("mem_alloc zeroed", "-", "1000003 bytes", (double)nonzero, (double)nonzero, M_EXACT, 0, nonzero == 0);
+    for (size_t i = 0; i < bytes; i++)
+        h[i] = (uint8_t)dt_rng_next(&RNG);
+    DEV->mem_put(d, h, bytes);
+    DEV->sync();
+    DEV->mem_get(back, d, bytes);
+    int64_t off = 0;
+    for (size_t i = 0; i < bytes; i++)
+        off += h[i] != back[i];
+    row("mem_put/mem_get round trip", "-", "1000003 bytes", (double)off, (double)off, M_BITS, 0, off == 0);
+    /* at an offset inside a buffer, as the model's arenas use it */
+    float *f = d_poisoned(1000), *src = h_randn(1000, 0, 1, F32), *got = h_new(1000);
+    DEV->mem_put(f + 3, src + 3, 501 * sizeof(float));
+    DEV->mem_get(got + 3, f + 3, 501 * sizeof(float));
+    cmp_f32("mem_put/mem_get at an offset", -1, "floats [3, 504)", got + 3, src + 3, 501, M_BITS);
+    release();
+}
+
+/* --- convolutions --------------------------------------------------------------------------------- */
+
+typedef struct conv_case {
+    const char *name;
+    int n, h, w, c, oc, k, s, p, dil, g, bias;
+} conv_case;
+
+static const conv_case CONV_CASES[] = {
+    {"3x3", 4, 14, 14, 64, 64, 3, 1, 1, 1, 1, 0},
+    {"3x3 s2 bias, odd size", 2, 15, 15, 32, 48, 3, 2, 1, 1, 1, 1},
+    {"1x1", 4, 14, 14, 128, 256, 1, 1, 0, 1, 1, 0},
+    {"1x1 s2 (downsample)", 4, 14, 14, 64, 128, 1, 2, 0, 1, 1, 0},
+    {"7x7 s2 p3 stem", 2, 64, 64, 3, 64, 7, 2, 3, 1, 1, 0},
+    {"3x3 dilation 2", 2, 16, 16, 32, 32, 3, 1, 2, 2, 1, 0},
+    {"3x3 groups 4, bias", 2, 14, 14, 64, 64, 3, 1, 1, 1, 4, 1},
+    {"3x3 depthwise", 2, 14, 14, 32, 32, 3, 1, 1, 1, 32, 0},
+    {"11x11 s4 p2 bias (alexnet)", 2, 63, 63, 3, 16, 11, 4, 2, 1, 1, 1},
+    {"5x5 p2 bias", 2, 13, 13, 24, 40, 5, 1, 2, 1, 1, 1},
+    {"3x3 512 (K=4608)", 1, 7, 7, 512, 512, 3, 1, 1, 1, 1, 0},
+};
+
+static void test_conv(const conv_case *cc, int dt)
+{
+    char name[96], shape[64];
+    snprintf(shape, sizeof shape, "n%d %dx%dx%d>%d k%ds%dp%dd%dg%d", cc->n, cc->h, cc->w, cc->c, cc->oc, cc->k, cc->s,
+             cc->p, cc->dil, cc->g);
+    dt_conv_desc d, da;
+    if (dt_conv_desc_set(&d, cc->n, cc->h, cc->w, cc->c, cc->oc, cc->k, cc->k, cc->s, cc->s, cc->p, cc->p, cc->dil,
+                         cc->dil, cc->g) != 0) {
+        snprintf(name, sizeof name, "conv [%s]", cc->name);
+        row(name, DTYPE_NAME[dt], "dt_conv_desc_set refused it", 0, 0, M_EXACT, 0, 0);
+        return;
+    }
+    d.bias = cc->bias;
+    da = d;
+    da.dx_accumulate = 1;
+    const int64_t nx = (int64_t)d.n * d.h * d.w * d.c, ny = (int64_t)d.n * d.oh * d.ow * d.oc,
+                  nw = (int64_t)d.oc * d.kh * d.kw * (d.c / d.groups), nb = d.oc;
+    size_t wr = CREF->conv_workspace(&da), wr0 = CREF->conv_workspace(&d);
+    wr = wr > wr0 ? wr : wr0;
+    size_t wd = DEV->conv_workspace(&d), wd2 = DEV->conv_workspace(&da);
+    wd = wd > wd2 ? wd : wd2;
+    void *ws_ref = hold(malloc(wr ? wr : 64), 0);
+    void *ws_dev = d_bytes(wd ? wd : 64);
+
+    const double wsd = 1.0 / sqrt((double)d.kh * d.kw * (d.c / d.groups));
+    float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, wsd, dt), *b = h_randn(nb, 0, 0.5, dt);
+    float *dy = h_randn(ny, 0, 1, dt);
+    float *Dx = d_from(x, nx), *Dw = d_from(w, nw), *Db = d_from(b, nb), *Ddy = d_from(dy, ny);
+    const float *bias = cc->bias ? b : NULL, *Dbias = cc->bias ? Db : NULL;
+
+    /* forward */
+    float *y = h_new(ny), *Dy = d_poisoned(ny);
+    CREF->conv_fwd(&d, x, w, bias, y, ws_ref);
+    DEV->conv_fwd(&d, Dx, Dw, Dbias, Dy, ws_dev);
+    ref_out(y, ny, dt);
+    snprintf(name, sizeof name, "conv_fwd [%s]", cc->name);
+    check(name, dt, shape, Dy, y, ny, M_RED);
+
+    /* backward-data, overwrite and accumulate */
+    float *dx = h_new(nx), *Ddx = d_poisoned(nx);
+    CREF->conv_bwd_data(&d, dy, w, dx, 0, ws_ref);
+    DEV->conv_bwd_data(&d, Ddy, Dw, Ddx, 0, ws_dev);
+    ref_out(dx, nx, dt);
+    snprintf(name, sizeof name, "conv_bwd_data [%s]", cc->name);
+    check(name, dt, shape, Ddx, dx, nx, M_RED);
+
+    /* overwrite through a descriptor that allows adding (the model's first write to a residual
+     * input's gradient) */
+    float *dxo = h_new(nx), *Ddxo = d_poisoned(nx);
+    CREF->conv_bwd_data(&da, dy, w, dxo, 0, ws_ref);
+    DEV->conv_bwd_data(&da, Ddy, Dw, Ddxo, 0, ws_dev);
+    ref_out(dxo, nx, dt);
+    snprintf(name, sizeof name, "conv_bwd_data acc-desc [%s]", cc->name);
+    check(name, dt, shape, Ddxo, dxo, nx, M_RED);
+
+    float *prior = h_randn(nx, 0, 1, dt), *dxa = h_copy(prior, nx), *Ddxa = d_from(prior, nx);
+    CREF->conv_bwd_data(&da, dy, w, dxa, 1, ws_ref);
+    DEV->conv_bwd_data(&da, Ddy, Dw, Ddxa, 1, ws_dev);
+    ref_out(dxa, nx, dt);
+    snprintf(name, sizeof name, "conv_bwd_data acc [%s]", cc->name);
+    check(name, dt, shape, Ddxa, dxa, nx, M_RED);
+
+    /* backward-filter (and bias), overwrite and accumulate */
+    float *dw = h_new(nw), *db = h_new(nb), *Ddw = d_poisoned(nw), *Ddb = d_poisoned(nb);
+    CREF->conv_bwd_filter(&d, x, dy, dw, cc->bias ? db : NULL, 0, ws_ref);
+    DEV->conv_bwd_filter(&d, Dx, Ddy, Ddw, cc->bias ? Ddb : NULL, 0, ws_dev);
+    ref_out(dw, nw, dt);
+    snprintf(name, sizeof name, "conv_bwd_filter dw [%s]", cc->name);
+    check(name, dt, shape, Ddw, dw, nw, M_RED);
+    if (cc->bias) {
+        ref_out(db, nb, dt);
+        snprintf(name, sizeof name, "conv_bwd_filter dbias [%s]", cc->name);
+        check(name, dt, shape, Ddb, db, nb, M_RED);
+    }
+    float *pw = h_randn(nw, 0, 1, dt), *pb = h_randn(nb, 0, 1, dt);
+    float *dwa = h_copy(pw, nw), *dba = h_copy(pb, nb), *Ddwa = d_from(pw, nw), *Ddba = d_from(pb, nb);
+    CREF->conv_bwd_filter(&d, x, dy, dwa, cc->bias ? dba : NULL, 1, ws_ref);
+    DEV->conv_bwd_filter(&d, Dx, Ddy, Ddwa, cc->bias ? Ddba : NULL, 1, ws_dev);
+    ref_out(dwa, nw, dt);
+    snprintf(name, sizeof name, "conv_bwd_filter acc dw [%s]", cc->name);
+    check(name, dt, shape, Ddwa, dwa, nw, M_RED);
+    if (cc->bias) {
+        ref_out(dba, nb, dt);
+        snprintf(name, sizeof name, "conv_bwd_filter acc dbias [%s]", cc->name);
+        check(name, dt, shape, Ddba, dba, nb, M_RED);
+    }
+    release();
+}
+
+static void test_convs(void)
+{
+    if (!want_test("conv"))
+        return;
+    for (size_t i = 0; i < sizeof CONV_CASES / sizeof CONV_CASES[0]; i++)
+        ALL_DTYPES test_conv(&CONV_CASES[i], dt);
+}
+
+/* --- batch norm ----------------------------------------------------------------------------------- */
+
+typedef struct bn_case {
+    const char *name;
+    int64_t rows;
+    int c;
+} bn_case;
+
+static const bn_case BN_CASES[] = {
+    {"rows 784 c64", 784, 64},
+    {"rows 1001 c37 (odd)", 1001, 37},
+    {"rows 98 c300 (blocks)", 98, 300},
+    {"rows 392 c2048 (layer4)", 392, 2048},
+    {"rows 100352 c64 (32x56x56)", 100352, 64},
+};
+
+/* Moves x away from where the fused ReLU's decision (x*scale + shift > 0) is within rounding of
+ * zero, so that two correct implementations make the same decision; x stays in the dtype. */
+static void bn_keep_off_zero(const dt_bn_desc *d, float *x, const float *gamma, const float *beta, int dt)
+{
+    const int64_t n = d->rows * d->c;
+    float *y = malloc((size_t)n * sizeof(float)), *saved = malloc(DT_BN_SAVED(d->c) * sizeof(float));
+    float *rm = calloc((size_t)d->c, sizeof(float)), *rv = calloc((size_t)d->c, sizeof(float));
+    if (!y || !saved || !rm || !rv)
+        exit(1);
+    for (int iter = 0; iter < 8; iter++) {
+        REF->bn_fwd_train(d, x, gamma, beta, y, saved, rm, rv, 0);
+        const float *invstd = saved + d->c, *scale = saved + 2 * d->c, *shift = saved + 3 * d->c;
+        int64_t moved = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int j = (int)(i % d->c);
+            double v = (double)x[i] * scale[j] + shift[j], size = fabs((double)x[i] * scale[j]) + fabs(shift[j]);
+            if (fabs(v) <= 1e-3 * size + 1e-30) {
+                x[i] += (float)((v >= 0 ? 0.05 : -0.05) / invstd[j]);
+                moved++;
+            }
+        }
+        h_round(x, n, dt);
+        if (!moved)
+            break;
+    }
+    free(y);
+    free(saved);
+    free(rm);
+    free(rv);
+}
+
+static void test_bn(const bn_case *bc, int dt)
+{
+    char name[96], shape[64];
+    snprintf(shape, sizeof shape, "%s", bc->name);
+    const int c = bc->c;
+    const int64_t n = bc->rows * c;
+    dt_bn_desc d = {.rows = bc->rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
+    for (int relu = 0; relu <= 1; relu++) {
+        /* x with a per-channel offset (the one-pass variance must not cancel) */
+        float *off = h_uniform(c, -4, 4), *x = h_randn(n, 0, 1, F32);
+        for (int64_t i = 0; i < n; i++)
+            x[i] = x[i] * 1.5f + off[i % c];
+        h_round(x, n, dt);
+        float *gamma = h_randn(c, 1, 0.3, F32), *beta = h_randn(c, 0, 0.5, F32);
+        if (relu)
+            bn_keep_off_zero(&d, x, gamma, beta, dt);
+        float *rm0 = h_randn(c, 0, 0.1, F32), *rv0 = h_uniform(c, 0.5, 1.5);
+        float *Dx = d_from(x, n), *Dg = d_from(gamma, c), *Db = d_from(beta, c);
+
+        /* training forward: y, saved, running statistics */
+        float *y = h_new(n), *saved = h_new((int64_t)DT_BN_SAVED(c)), *rm = h_copy(rm0, c), *rv = h_copy(rv0, c);
+        float *Dy = d_poisoned(n), *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c)), *Drm = d_from(rm0, c),
+              *Drv = d_from(rv0, c);
+        REF->bn_fwd_train(&d, x, gamma, beta, y, saved, rm, rv, relu);
+        DEV->bn_fwd_train(&d, Dx, Dg, Db, Dy, Dsaved, Drm, Drv, relu);
+        ref_out(y, n, dt);
+        snprintf(name, sizeof name, "bn_fwd_train%s y", relu ? "+relu" : "");
+        check(name, dt, shape, Dy, y, n, M_RED);
+        /* saved state and running statistics are fp32 storage at every level: not rounded (the
+         * dtype column says which inputs were) */
+        snprintf(name, sizeof name, "bn_fwd_train%s saved", relu ? "+relu" : "");
+        cmp_f32(name, dt, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved, (int64_t)DT_BN_SAVED(c),
+                M_RED);
+        snprintf(name, sizeof name, "bn_fwd_train%s running_mean", relu ? "+relu" : "");
+        cmp_f32(name, dt, shape, d_result(Drm, c, F32), rm, c, M_RED);
+        snprintf(name, sizeof name, "bn_fwd_train%s running_var", relu ? "+relu" : "");
+        cmp_f32(name, dt, shape, d_result(Drv, c, F32), rv, c, M_RED);
+
+        /* inference forward from the running statistics */
+        float *yi = h_new(n), *Dyi = d_poisoned(n), *Drm0 = d_from(rm0, c), *Drv0 = d_from(rv0, c);
+        REF->bn_fwd_infer(&d, x, gamma, beta, rm0, rv0, yi, relu);
+        DEV->bn_fwd_infer(&d, Dx, Dg, Db, Drm0, Drv0, Dyi, relu);
+        ref_out(yi, n, dt);
+        snprintf(name, sizeof name, "bn_fwd_infer%s", relu ? "+relu" : "");
+        check(name, dt, shape, Dyi, yi, n, M_ELT);
+
+        /* backward, from each side's own saved state (as a model runs it) */
+        float *dy = h_randn(n, 0, 1, dt), *Ddy = d_from(dy, n);
+        for (int acc = 0; acc <= 1; acc++) {
+            float *dx, *dg, *db, *Ddx, *Ddg, *Ddb;
+            if (acc) {
+                float *p0 = h_randn(n, 0, 1, dt), *p1 = h_randn(c, 0, 1, F32), *p2 = h_randn(c, 0, 1, F32);
+                dx = h_copy(p0, n);
+                dg = h_copy(p1, c);
+                db = h_copy(p2, c);
+                Ddx = d_from(p0, n);
+                Ddg = d_from(p1, c);
+                Ddb = d_from(p2, c);
+            } else {
+                dx = h_new(n);
+                dg = h_new(c);
+                db = h_new(c);
+                Ddx = d_poisoned(n);
+                Ddg = d_poisoned(c);
+                Ddb = d_poisoned(c);
+            }
+            REF->bn_bwd(&d, x, dy, relu, gamma, saved, dx, dg, db, acc, acc);
+            DEV->bn_bwd(&d, Dx, Ddy, relu, Dg, Dsaved, Ddx, Ddg, Ddb, acc, acc);
+            ref_out(dx, n, dt);
+            snprintf(name, sizeof name, "bn_bwd%s%s dx", relu ? "+relu" : "", acc ? " acc" : "");
+            check(name, dt, shape, Ddx, dx, n, M_RED);
+            snprintf(name, sizeof name, "bn_bwd%s%s dgamma", relu ? "+relu" : "", acc ? " acc" : "");
+            cmp_f32(name, dt, shape, d_result(Ddg, c, F32), dg, c, M_RED);
+            snprintf(name, sizeof name, "bn_bwd%s%s dbeta", relu ? "+relu" : "", acc ? " acc" : "");
+            cmp_f32(name, dt, shape, d_result(Ddb, c, F32), db, c, M_RED);
+        }
+        /* dx alone accumulating, the parameters overwritten (a block input's gradient) */
+        {
+            float *p0 = h_randn(n, 0, 1, dt), *dx = h_copy(p0, n), *Ddx = d_from(p0, n);
+            float *dg = h_new(c), *db = h_new(c), *Ddg = d_poisoned(c), *Ddb = d_poisoned(c);
+            REF->bn_bwd(&d, x, dy, relu, gamma, saved, dx, dg, db, 1, 0);
+            DEV->bn_bwd(&d, Dx, Ddy, relu, Dg, Dsaved, Ddx, Ddg, Ddb, 1, 0);
+            ref_out(dx, n, dt);
+            snprintf(name, sizeof name, "bn_bwd%s acc_dx only dx", relu ? "+relu" : "");
+            check(name, dt, shape, Ddx, dx, n, M_RED);
+            snprintf(name, sizeof name, "bn_bwd%s acc_dx only dgamma", relu ? "+relu" : "");
+            cmp_f32(name, dt, shape, d_result(Ddg, c, F32), dg, c, M_RED);
+        }
+        release();
+    }
+}
+
+static void test_bns(void)
+{
+    if (!want_test("bn"))
+        return;
+    for (size_t i = 0; i < sizeof BN_CASES / sizeof BN_CASES[0]; i++)
+        ALL_DTYPES test_bn(&BN_CASES[i], dt);
+}
+
+/* --- element-wise ----------------------------------------------------------------------------------- */
+
+#define NE 100003 /* odd, several blocks */
+
+static void test_eltwise(int dt)
+{
+    char shape[32];
+    snprintf(shape, sizeof shape, "n=%d", NE);
+    if (want_test("relu")) {
+        float *x = h_randn(NE, 0, 1, dt);
+        x[0] = 0.0f;
+        x[1] = -0.0f;
+        x[NE - 1] = 0.0f;
+        float *y = h_new(NE), *Dx = d_from(x, NE), *Dy = d_poisoned(NE);
+        REF->relu_fwd(NE, x, y);
+        DEV->relu_fwd(NE, Dx, Dy);
+        ref_out(y, NE, dt);
+        check("relu_fwd", dt, shape, Dy, y, NE, M_EXACT);
+        /* in place, as the model runs a ReLU whose input has no other reader */
+        float *Dxi = d_from(x, NE);
+        DEV->relu_fwd(NE, Dxi, Dxi);
+        check("relu_fwd in place", dt, shape, Dxi, y, NE, M_EXACT);
+
+        float *dy = h_randn(NE, 0, 1, dt), *Ddy = d_from(dy, NE), *Dyr = d_from(y, NE);
+        float *dx = h_new(NE), *Ddx = d_poisoned(NE);
+        REF->relu_bwd(NE, y, dy, dx, 0);
+        DEV->relu_bwd(NE, Dyr, Ddy, Ddx, 0);
+        ref_out(dx, NE, dt);
+        check("relu_bwd", dt, shape, Ddx, dx, NE, M_EXACT);
+        float *prior = h_randn(NE, 0, 1, dt), *dxa = h_copy(prior, NE), *Ddxa = d_from(prior, NE);
+        REF->relu_bwd(NE, y, dy, dxa, 1);
+        DEV->relu_bwd(NE, Dyr, Ddy, Ddxa, 1);
+        ref_out(dxa, NE, dt);
+        check("relu_bwd acc", dt, shape, Ddxa, dxa, NE, M_EXACT);
+        float *Ddyi = d_from(dy, NE);
+        DEV->relu_bwd(NE, Dyr, Ddyi, Ddyi, 0);
+        check("relu_bwd in place (dx = dy)", dt, shape, Ddyi, dx, NE, M_EXACT);
+        release();
+    }
+    if (want_test("add")) {
+        float *a = h_randn(NE, 0, 1, dt), *b = h_randn(NE, 0, 1, dt), *y = h_new(NE);
+        float *Da = d_from(a, NE), *Db = d_from(b, NE), *Dy = d_poisoned(NE);
+        REF->add_fwd(NE, a, b, y);
+        DEV->add_fwd(NE, Da, Db, Dy);
+        ref_out(y, NE, dt);
+        check("add_fwd", dt, shape, Dy, y, NE, M_EXACT);
+        DEV->add_fwd(NE, Da, Db, Da);
+        check("add_fwd in place (y = a)", dt, shape, Da, y, NE, M_EXACT);
+        release();
+    }
+    if (want_test("copy_grad")) {
+        float *s = h_randn(NE, 0, 1, dt), *Ds = d_from(s, NE), *Dd = d_poisoned(NE), *dd = h_new(NE);
+        REF->copy_grad(NE, s, dd, 0);
+        DEV->copy_grad(NE, Ds, Dd, 0);
+        ref_out(dd, NE, dt);
+        check("copy_grad", dt, shape, Dd, dd, NE, M_EXACT);
+        float *prior = h_randn(NE, 0, 1, dt), *da = h_copy(prior, NE), *Dda = d_from(prior, NE);
+        REF->copy_grad(NE, s, da, 1);
+        DEV->copy_grad(NE, Ds, Dda, 1);
+        ref_out(da, NE, dt);
+        check("copy_grad acc", dt, shape, Dda, da, NE, M_EXACT);
+        release();
+    }
+    if (want_test("scale")) {
+        const float as[] = {0.37f, 65536.0f};
+        for (int k = 0; k < 2; k++) {
+            float *x = h_randn(NE, 0, 1, dt), *Dx = d_from(x, NE);
+            REF->scale(NE, as[k], x);
+            DEV->scale(NE, as[k], Dx);
+            ref_out(x, NE, dt);
+            char op[32];
+            snprintf(op, sizeof op, "scale %g", (double)as[k]);
+            check(op, dt, shape, Dx, x, NE, M_EXACT);
+            release();
+        }
+    }
+    if (want_test("fill")) {
+        const float vs[] = {3.25f, -0.0f};
+        for (int k = 0; k < 2; k++) {
+            float *x = h_new(NE), *Dx = d_poisoned(NE);
+            REF->fill(NE, vs[k], x);
+            DEV->fill(NE, vs[k], Dx);
+            char op[32];
+            snprintf(op, sizeof op, "fill %g", (double)vs[k]);
+            cmp_f32(op, dt, shape, d_result(Dx, NE, F32), x, NE, M_BITS);
+            release();
+        }
+    }
+    if (want_test("sgd")) {
+        static const struct {
+            const char *name;
+            float mom, damp, wd;
+            int nesterov, first;
+        } v[] = {
+            {"sgd momentum first", 0.9f, 0, 1e-4f, 0, 1},
+            {"sgd momentum", 0.9f, 0, 1e-4f, 0, 0},
+            {"sgd nesterov", 0.9f, 0, 1e-4f, 1, 0},
+            {"sgd dampening 0.1 wd 5e-4", 0.9f, 0.1f, 5e-4f, 0, 0},
+            {"sgd no momentum (buf NULL)", 0, 0, 1e-4f, 0, 0},
+            {"sgd no momentum no wd", 0, 0, 0, 0, 0},
+        };
+        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+            float *p = h_randn(NE, 0, 0.05, dt), *g = h_randn(NE, 0, 0.01, dt), *buf = h_randn(NE, 0, 0.01, dt);
+            float *Dp = d_from(p, NE), *Dg = d_from(g, NE), *Dbuf = d_from(buf, NE);
+            int has_buf = v[k].mom != 0;
+            REF->sgd(NE, p, g, has_buf ? buf : NULL, 0.1f, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov, v[k].first);
+            DEV->sgd(NE, Dp, Dg, has_buf ? Dbuf : NULL, 0.1f, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov,
+                     v[k].first);
+            ref_out(p, NE, dt);
+            char op[64];
+            snprintf(op, sizeof op, "%s p", v[k].name);
+            check(op, dt, shape, Dp, p, NE, M_ELT);
+            if (has_buf) {
+                ref_out(buf, NE, dt);
+                snprintf(op, sizeof op, "%s buf", v[k].name);
+                check(op, dt, shape, Dbuf, buf, NE, M_ELT);
+            }
+            release();
+        }
+    }
+}
+
+/* --- pooling -------------------------------------------------------------------------------------- */
+
+typedef struct pool_case {
+    const char *name;
+    int n, h, w, c, k, s, p;
+    int values; /* 0: N(0,1); 1: ties from {-1, -0.5, 0, 0.5, 1}; 2: all negative ties */
+} pool_case;
+
+static const pool_case MAXPOOL_CASES[] = {
+    {"3x3/2 p1 odd", 2, 17, 17, 24, 3, 2, 1, 0},
+    {"3x3/2 p1 resnet", 2, 32, 32, 64, 3, 2, 1, 0},
+    {"3x3/1 p1", 1, 9, 9, 8, 3, 1, 1, 0},
+    {"2x2/2", 2, 16, 16, 16, 2, 2, 0, 0},
+    {"2x2/2 odd (floor)", 2, 15, 15, 12, 2, 2, 0, 0},
+    {"3x3/2 p1 ties", 2, 17, 17, 16, 3, 2, 1, 1},
+    {"3x3/2 p1 negative ties", 2, 16, 16, 8, 3, 2, 1, 2},
+};
+
+static void test_maxpool(const pool_case *pc, int dt)
+{
+    char name[96], shape[64];
+    dt_pool_desc d;
+    if (dt_pool_desc_set_max(&d, pc->n, pc->h, pc->w, pc->c, pc->k, pc->s, pc->p) != 0)
+        return;
+    snprintf(shape, sizeof shape, "n%d %dx%dx%d -> %dx%d", d.n, d.h, d.w, d.c, d.oh, d.ow);
+    const int64_t nx = (int64_t)d.n * d.h * d.w * d.c, ny = (int64_t)d.n * d.oh * d.ow * d.c;
+    const int overlap = d.kh > d.sh || d.kw > d.sw;
+    float *x = h_randn(nx, 0, 1, dt);
+    if (pc->values)
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = pc->values == 1 ? (float)((int)dt_rng_below(&RNG, 5) - 2) * 0.5f
+                                   : -1.0f - (float)dt_rng_below(&RNG, 3);
+    float *y = h_new(ny), *Dx = d_from(x, nx), *Dy = d_poisoned(ny);
+    uint8_t *am = hold(malloc((size_t)ny), 0), *Dam = d_poisoned_u8(ny);
+    REF->maxpool_fwd(&d, x, y, am);
+    DEV->maxpool_fwd(&d, Dx, Dy, Dam);
+    ref_out(y, ny, dt);
+    snprintf(name, sizeof name, "maxpool_fwd y [%s]", pc->name);
+    check(name, dt, shape, Dy, y, ny, M_EXACT);
+    snprintf(name, sizeof name, "maxpool_fwd argmax [%s]", pc->name);
+    cmp_u8(name, dt, shape, d_result_u8(Dam, ny), am, ny);
+
+    /* backward from the reference's window positions (checked above) */
+    uint8_t *Damr = d_bytes((size_t)ny);
+    DEV->mem_put(Damr, am, (size_t)ny);
+    float *dy = h_randn(ny, 0, 1, dt), *Ddy = d_from(dy, ny);
+    for (int acc = 0; acc <= 1; acc++) {
+        float *dx, *Ddx;
+        if (acc) {
+            float *p0 = h_randn(nx, 0, 1, dt);
+            dx = h_copy(p0, nx);
+            Ddx = d_from(p0, nx);
+        } else {
+            dx = h_new(nx);
+            Ddx = d_poisoned(nx);
+        }
+        REF->maxpool_bwd(&d, dy, am, dx, acc);
+        DEV->maxpool_bwd(&d, Ddy, Damr, Ddx, acc);
+        ref_out(dx, nx, dt);
+        snprintf(name, sizeof name, "maxpool_bwd%s [%s]", acc ? " acc" : "", pc->name);
+        /* overlapping windows sum up to 4 (3x3/2) or 9 (3x3/1) values in an unspecified order */
+        check(name, dt, shape, Ddx, dx, nx, overlap ? M_ELT : M_EXACT);
+    }
+    release();
+}
+
+typedef struct avg_case {
+    const char *name;
+    int n, h, w, c, oh, ow;
+} avg_case;
+
+static const avg_case AVGPOOL_CASES[] = {
+    {"7x7 -> 1x1 (resnet)", 4, 7, 7, 512, 1, 1},
+    {"14x14 -> 7x7", 2, 14, 14, 32, 7, 7},
+    {"10x10 -> 7x7 (uneven, overlapping)", 2, 10, 10, 16, 7, 7},
+    {"6x6 -> 6x6 (identity, alexnet)", 2, 6, 6, 24, 6, 6},
+    {"5x3 -> 2x2", 3, 5, 3, 9, 2, 2},
+};
+
+static void test_avgpool(const avg_case *ac, int dt)
+{
+    char name[96], shape[64];
+    dt_pool_desc d;
+    if (dt_pool_desc_set_adaptive(&d, ac->n, ac->h, ac->w, ac->c, ac->oh, ac->ow) != 0)
+        return;
+    snprintf(shape, sizeof shape, "n%d %dx%dx%d -> %dx%d", d.n, d.h, d.w, d.c, d.oh, d.ow);
+    const int64_t nx = (int64_t)d.n * d.h * d.w * d.c, ny = (int64_t)d.n * d.oh * d.ow * d.c;
+    float *x = h_randn(nx, 0.5, 1, dt), *y = h_new(ny), *Dx = d_from(x, nx), *Dy = d_poisoned(ny);
+    REF->avgpool_fwd(&d, x, y);
+    DEV->avgpool_fwd(&d, Dx, Dy);
+    ref_out(y, ny, dt);
+    snprintf(name, sizeof name, "avgpool_fwd [%s]", ac->name);
+    check(name, dt, shape, Dy, y, ny, M_RED);
+    float *dy = h_randn(ny, 0, 1, dt), *Ddy = d_from(dy, ny);
+    for (int acc = 0; acc <= 1; acc++) {
+        float *dx, *Ddx;
+        if (acc) {
+            float *p0 = h_randn(nx, 0, 1, dt);
+            dx = h_copy(p0, nx);
+            Ddx = d_from(p0, nx);
+        } else {
+            dx = h_new(nx);
+            Ddx = d_poisoned(nx);
+        }
+        REF->avgpool_bwd(&d, dy, dx, acc);
+        DEV->avgpool_bwd(&d, Ddy, Ddx, acc);
+        ref_out(dx, nx, dt);
+        snprintf(name, sizeof name, "avgpool_bwd%s [%s]", acc ? " acc" : "", ac->name);
+        check(name, dt, shape, Ddx, dx, nx, M_ELT);
+    }
+    release();
+}
+
+static void test_pools(void)
+{
+    if (want_test("maxpool"))
+        for (size_t i = 0; i < sizeof MAXPOOL_CASES / sizeof MAXPOOL_CASES[0]; i++)
+            ALL_DTYPES test_maxpool(&MAXPOOL_CASES[i], dt);
+    if (want_test("avgpool"))
+        for (size_t i = 0; i < sizeof AVGPOOL_CASES / sizeof AVGPOOL_CASES[0]; i++)
+            ALL_DTYPES test_avgpool(&AVGPOOL_CASES[i], dt);
+}
+
+/* --- linear, flatten, dropout, loss --------------------------------------------------------------- */
+
+static void test_linear(int n, int in, int out, int bias, int dt)
+{
+    char name[96], shape[64];
+    snprintf(shape, sizeof shape, "n%d %d>%d%s", n, in, out, bias ? " bias" : "");
+    const int64_t nx = (int64_t)n * in, ny = (int64_t)n * out, nw = (int64_t)out * in;
+    float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, 1 / sqrt(in), dt), *b = h_randn(out, 0, 0.5, dt);
+    float *Dx = d_from(x, nx), *Dw = d_from(w, nw), *Db = d_from(b, out);
+    float *y = h_new(ny), *Dy = d_poisoned(ny);
+    REF->linear_fwd(n, in, out, x, w, bias ? b : NULL, y);
+    DEV->linear_fwd(n, in, out, Dx, Dw, bias ? Db : NULL, Dy);
+    ref_out(y, ny, dt);
+    check("linear_fwd", dt, shape, Dy, y, ny, M_RED);
+
+    float *dy = h_randn(ny, 0, 1, dt), *Ddy = d_from(dy, ny);
+    /* variants: (dx wanted, acc_dx, acc_params) */
+    static const int V[][3] = {{1, 0, 0}, {1, 1, 1}, {0, 0, 0}};
+    for (size_t k = 0; k < 3; k++) {
+        const int want_dx = V[k][0], adx = V[k][1], ap = V[k][2];
+        float *dx = NULL, *Ddx = NULL, *dw, *Ddw, *db = NULL, *Ddb = NULL;
+        if (want_dx) {
+            float *p0 = h_randn(nx, 0, 1, dt);
+            dx = adx ? h_copy(p0, nx) : h_new(nx);
+            Ddx = adx ? d_from(p0, nx) : d_poisoned(nx);
+        }
+        float *pw = h_randn(nw, 0, 1, dt), *pb = h_randn(out, 0, 1, dt);
+        dw = ap ? h_copy(pw, nw) : h_new(nw);
+        Ddw = ap ? d_from(pw, nw) : d_poisoned(nw);
+        if (bias) {
+            db = ap ? h_copy(pb, out) : h_new(out);
+            Ddb = ap ? d_from(pb, out) : d_poisoned(out);
+        }
+        REF->linear_bwd(n, in, out, x, w, dy, dx, dw, db, adx, ap);
+        DEV->linear_bwd(n, in, out, Dx, Dw, Ddy, Ddx, Ddw, Ddb, adx, ap);
+        const char *tag = !want_dx ? " (dx NULL)" : adx ? " acc" : "";
+        if (want_dx) {
+            ref_out(dx, nx, dt);
+            snprintf(name, sizeof name, "linear_bwd%s dx", tag);
+            check(name, dt, shape, Ddx, dx, nx, M_RED);
+        }
+        ref_out(dw, nw, dt);
+        snprintf(name, sizeof name, "linear_bwd%s dw", tag);
+        check(name, dt, shape, Ddw, dw, nw, M_RED);
+        if (bias) {
+            ref_out(db, out, dt);
+            snprintf(name, sizeof name, "linear_bwd%s db", tag);
+            check(name, dt, shape, Ddb, db, out, M_RED);
+        }
+    }
+    release();
+}
+
+static void test_flatten(int n, int h, int w, int c, int dt)
+{
+    char shape[64];
+    snprintf(shape, sizeof shape, "n%d %dx%dx%d", n, h, w, c);
+    const int64_t ne = (int64_t)n * h * w * c;
+    float *x = h_randn(ne, 0, 1, dt), *y = h_new(ne), *Dx = d_from(x, ne), *Dy = d_poisoned(ne);
+    REF->flatten_fwd(n, h, w, c, x, y);
+    DEV->flatten_fwd(n, h, w, c, Dx, Dy);
+    ref_out(y, ne, dt);
+    check("flatten_fwd", dt, shape, Dy, y, ne, M_EXACT);
+    float *dy = h_randn(ne, 0, 1, dt), *Ddy = d_from(dy, ne);
+    float *dx = h_new(ne), *Ddx = d_poisoned(ne);
+    REF->flatten_bwd(n, h, w, c, dy, dx, 0);
+    DEV->flatten_bwd(n, h, w, c, Ddy, Ddx, 0);
+    ref_out(dx, ne, dt);
+    check("flatten_bwd", dt, shape, Ddx, dx, ne, M_EXACT);
+    float *p0 = h_randn(ne, 0, 1, dt), *dxa = h_copy(p0, ne), *Ddxa = d_from(p0, ne);
+    REF->flatten_bwd(n, h, w, c, dy, dxa, 1);
+    DEV->flatten_bwd(n, h, w, c, Ddy, Ddxa, 1);
+    ref_out(dxa, ne, dt);
+    check("flatten_bwd acc", dt, shape, Ddxa, dxa, ne, M_EXACT);
+    release();
+}
+
+static void test_dropout(int64_t n, float p, uint64_t seed, int dt)
+{
+    char name[64], shape[64];
+    snprintf(shape, sizeof shape, "n=%lld p=%g", (long long)n, (double)p);
+    float *x = h_randn(n, 0, 1, dt), *y = h_new(n), *Dx = d_from(x, n), *Dy = d_poisoned(n);
+    uint8_t *mask = hold(malloc((size_t)n), 0), *Dmask = d_poisoned_u8(n);
+    REF->dropout_fwd(n, p, seed, x, y, mask);
+    DEV->dropout_fwd(n, p, seed, Dx, Dy, Dmask);
+    ref_out(y, n, dt);
+    check("dropout_fwd y", dt, shape, Dy, y, n, M_ELT);
+    snprintf(name, sizeof name, "dropout_fwd mask");
+    cmp_u8(name, dt, shape, d_result_u8(Dmask, n), mask, n);
+    uint8_t *Dm = d_bytes((size_t)n);
+    DEV->mem_put(Dm, mask, (size_t)n);
+    float *dy = h_randn(n, 0, 1, dt), *Ddy = d_from(dy, n);
+    float *dx = h_new(n), *Ddx = d_poisoned(n);
+    REF->dropout_bwd(n, p, mask, dy, dx, 0);
+    DEV->dropout_bwd(n, p, Dm, Ddy, Ddx, 0);
+    ref_out(dx, n, dt);
+    check("dropout_bwd", dt, shape, Ddx, dx, n, M_ELT);
+    float *p0 = h_randn(n, 0, 1, dt), *dxa = h_copy(p0, n), *Ddxa = d_from(p0, n);
+    REF->dropout_bwd(n, p, mask, dy, dxa, 1);
+    DEV->dropout_bwd(n, p, Dm, Ddy, Ddxa, 1);
+    ref_out(dxa, n, dt);
+    check("dropout_bwd acc", dt, shape, Ddxa, dxa, n, M_ELT);
+    release();
+}
+
+static void test_xent(int n, int k, float eps, int dt)
+{
+    char name[64], shape[64];
+    snprintf(shape, sizeof shape, "n%d k%d eps %g", n, k, (double)eps);
+    const int64_t nz = (int64_t)n * k;
+    float *z = h_randn(nz, 0, 3, dt), *Dz = d_from(z, nz), *g = h_new(nz), *Dg = d_poisoned(nz);
+    int32_t *labels = hold(malloc((size_t)n * sizeof(int32_t)), 0);
+    for (int i = 0; i < n; i++)
+        labels[i] = (int32_t)dt_rng_below(&RNG, (uint64_t)k);
+    double lr = REF->xent(n, k, z, labels, eps, g);
+    double ld = DEV->xent(n, k, Dz, labels, eps, Dg);
+    cmp_scalar("xent loss", dt, shape, ld, lr, M_LOSS);
+    ref_out(g, nz, dt);
+    snprintf(name, sizeof name, "xent dlogits");
+    check(name, dt, shape, Dg, g, nz, M_RED);
+    double ln = DEV->xent(n, k, Dz, labels, eps, NULL);
+    cmp_scalar("xent loss (dlogits NULL)", dt, shape, ln, lr, M_LOSS);
+    release();
+}
+
+static void test_misc(void)
+{
+    ALL_DTYPES
+    {
+        if (want_test("linear")) {
+            test_linear(37, 512, 1000, 1, dt); /* resnet's fc */
+            test_linear(16, 300, 129, 0, dt);
+            test_linear(3, 2048, 10, 1, dt);
+        }
+        if (want_test("flatten")) {
+            test_flatten(3, 7, 5, 19, dt);
+            test_flatten(2, 6, 6, 256, dt); /* alexnet */
+            test_flatten(4, 1, 1, 2048, dt);
+        }
+        if (want_test("dropout")) {
+            test_dropout(NE, 0.5f, 0x9e3779b97f4a7c15ull, dt);
+            test_dropout(4096 * 8 + 5, 0.1f, 12345, dt);
+        }
+        if (want_test("xent")) {
+            test_xent(37, 1000, 0.0f, dt);
+            test_xent(37, 1000, 0.1f, dt);
+            test_xent(256, 10, 0.1f, dt);
+        }
+    }
+}
+
+/* --- the step-level ops ---------------------------------------------------------------------------- */
+
+static const uint32_t SPECIALS[] = {
+    0x00000000u, 0x80000000u, /* +-0 */
+    0x7f800000u, 0xff800000u, /* +-inf */
+    0x7fc00000u, 0xffc00000u, 0x7fc00001u, 0x7fffffffu, 0xffffffffu, /* quiet NaNs, with payloads */
+    0x7f800001u, 0xff800001u, 0x7fa00000u, 0x7f80e000u,              /* signalling NaNs */
+    0x477fe000u, 0xc77fe000u, /* 65504, fp16's largest */
+    0x477fefffu, 0x477ff000u, 0xc77ff000u, 0x477ff001u, 0x47800000u, 0x49742400u, /* around fp16 overflow */
+    0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f7f7fffu, 0x7f7effffu, /* FLT_MAX, bf16 overflow ties */
+    0x38800000u, 0x387fc000u, 0x387fe000u, /* fp16 min normal, max subnormal, tie into min normal */
+    0x33800000u, 0x33000000u, 0x33000001u, 0x33c00000u, 0x34200000u, 0x32ffffffu, 0xb3000000u, 0xb3c00000u,
+    0x00000001u, 0x80000001u, 0x007fffffu, 0x00400000u, 0x80400000u, 0x00008000u, 0x00018000u, /* fp32 subnormals */
+    0x00800000u, 0x80800000u,                                         /* FLT_MIN */
+    0x3f801000u, 0x3f803000u, 0x3f801001u, 0x3f800fffu, /* fp16 ties at 1 */
+    0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f807fffu, /* bf16 ties at 1 */
+    0x3f800001u, 0x3f7fffffu, 0xbf803000u, 0xbf818000u, 0x3eaaaaabu, 0x40490fdbu,
+};
+
+static void test_round_half(void)
+{
+    if (!want_test("round_half"))
+        return;
+    const int64_t n = (1 << 20) + 5;
+    const int64_t ns = (int64_t)(sizeof SPECIALS / sizeof SPECIALS[0]);
+    for (int bf16 = 0; bf16 <= 1; bf16++) {
+        float *x = h_new(n);
+        for (int64_t i = 0; i < n; i++) {
+            if (i < ns)
+                x[i] = float_of(SPECIALS[i]);
+            else if (i % 2) /* any bit pattern: every exponent, NaNs and subnormals included */
+                x[i] = float_of((uint32_t)dt_rng_next(&RNG));
+            else /* around the reduced types' ranges: 2^-30 .. 2^20 */
+                x[i] = (float)(dt_rng_normal(&RNG) * ldexp(1.0, (int)dt_rng_below(&RNG, 51) - 30));
+        }
+        float *Dx = d_from(x, n);
+        REF->round_half(n, x, bf16);
+        DEV->round_half(n, Dx, bf16);
+        char shape[64];
+        snprintf(shape, sizeof shape, "n=%lld (%lld specials)", (long long)n, (long long)ns);
+        float *got = d_result(Dx, n, F32);
+        int ok = cmp_f32(bf16 ? "round_half bf16" : "round_half fp16", -1, shape, got, x, n, M_BITS);
+        if (!ok) { /* say which kinds of input differ */
+            int64_t nan = 0, other = 0;
+            for (int64_t i = 0; i < n; i++)
+                if (bits_of(got[i]) != bits_of(x[i]))
+                    *(isnan(x[i]) ? &nan : &other) += 1;
+            printf("      differing: %lld NaN inputs (payload or sign), %lld others\n", (long long)nan,
+                   (long long)other);
+        }
+        release();
+    }
+}
+
+static void test_unscale_check(int dt)
+{
+    if (!want_test("unscale_check"))
+        return;
+    const int64_t n = 3000017;
+    static const struct {
+        const char *name;
+        int what; /* 0 clean, 1 inf near the end, 2 NaN first, 3 overflow by the multiply */
+        float inv;
+    } v[] = {
+        {"unscale_check clean", 0, 1.0f / 65536},
+        {"unscale_check inf near the end", 1, 1.0f / 65536},
+        {"unscale_check clean again", 0, 1.0f / 1024}, /* the flag is per call, not sticky */
+        {"unscale_check NaN first", 2, 1.0f / 65536},
+        {"unscale_check overflow", 3, 4.0f},
+    };
+    char shape[32];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        float *g = h_randn(n, 0, 4096, dt); /* |g| < 65504: finite in fp16 */
+        if (v[k].what == 1)
+            g[n - 2] = INFINITY;
+        else if (v[k].what == 2)
+            g[0] = NAN;
+        else if (v[k].what == 3)
+            g[n / 2] = 3e38f;
+        float *Dg = d_from(g, n);
+        int fr = REF->unscale_check(n, g, v[k].inv);
+        int fd = DEV->unscale_check(n, Dg, v[k].inv);
+        int expect = v[k].what != 0;
+        char op[64];
+        snprintf(op, sizeof op, "%s flag", v[k].name);
+        row(op, DTYPE_NAME[dt], shape, fabs((double)fd - expect), fabs((double)fd - expect), M_EXACT, 0,
+            (fd != 0) == expect && (fr != 0) == expect);
+        if ((fd != 0) != expect)
+            printf("      returned %d, want %d\n", fd, expect);
+        snprintf(op, sizeof op, "%s values", v[k].name);
+        cmp_f32(op, dt, shape, d_result(Dg, n, F32), g, n, M_EXACT);
+        release();
+    }
+}
+
+static void test_normalize_u8(int dt)
+{
+    if (!want_test("normalize_u8"))
+        return;
+    static const float mean[4] = {0.485f, 0.456f, 0.406f, 0.5f}, sd[4] = {0.229f, 0.224f, 0.225f, 0.25f};
+    const int cs[] = {3, 1, 4};
+    for (int k = 0; k < 3; k++) {
+        const int c = cs[k];
+        const int64_t n = (int64_t)c * 8 * 17 * 19;
+        uint8_t *u = hold(malloc((size_t)n), 0);
+        for (int64_t i = 0; i < n; i++)
+            u[i] = (uint8_t)dt_rng_below(&RNG, 256);
+        float *x = h_new(n), *Dx = d_poisoned(n);
+        REF->normalize_u8(n, c, u, mean, sd, x);
+        DEV->normalize_u8(n, c, u, mean, sd, Dx);
+        ref_out(x, n, dt);
+        char shape[32];
+        snprintf(shape, sizeof shape, "n=%lld c=%d", (long long)n, c);
+        check("normalize_u8", dt, shape, Dx, x, n, M_ELT);
+        release();
+    }
+}
+
+/* --- whole model ----------------------------------------------------------------------------------- */
+
+/* the model and its batch: --model ARCH --model-batch N --model-size S change them */
+static const char *MARCH = "resnet8";
+static int MB = 32, MS = 32;
+static uint64_t MSEED; /* from --seed: the model's weights and batches */
+#define MCLASSES 10
+#define MLR 0.01f
+
+typedef struct trained {
+    double loss[2];
+    int skipped[2];
+    double scale;
+    float *weights, *buffers, *momentum, *master; /* host copies after the steps */
+    float *weights0, *buffers0;                   /* ... and before them */
+    int64_t nw, nb;
+} trained;
+
+static float *fetch(const dt_backend *be, const float *src, int64_t n)
+{
+    float *h = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!h)
+        exit(1);
+    be->mem_get(h, src, (size_t)n * sizeof(float));
+    return h;
+}
+
+/* two SGD steps (momentum, weight decay, label smoothing) at opt level `level` on fixed random
+ * uint8 batches; *m_out keeps the model's parameter table for the comparison */
+static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_model *m)
+{
+    dt_sgd opt;
+    dt_amp amp;
+    dt_amp_props props;
+    dt_amp_overrides ov = {.keep_batchnorm_fp32 = -1, .master_weights = -1, .bf16 = bf16};
+    memset(t, 0, sizeof *t);
+    memset(m, 0, sizeof *m);
+    if (dt_model_create(m, MARCH, 3, MCLASSES, be) != DT_OK)
+        return 0;
+    dt_model_init_weights(m, MSEED, 0);
+    int ok = dt_amp_resolve(level, &ov, &props) == DT_OK && dt_amp_attach(&amp, m, &props) == DT_OK &&
+             dt_model_plan(m, MB, MS, MS) == DT_OK && dt_sgd_init(&opt, m, MLR, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+    if (!ok)
+        return 0;
+    t->weights0 = fetch(be, m->weights, m->n_weights);
+    t->buffers0 = fetch(be, m->buffers, m->n_buffers);
+    const size_t nu = (size_t)MB * MS * MS * 3;
+    float *x = be->mem_alloc(nu * sizeof(float));
+    uint8_t *u = malloc(nu);
+    int32_t *y = malloc((size_t)MB * sizeof(int32_t));
+    if (!x || !u || !y)
+        exit(1);
+    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    dt_rng g;
+    dt_rng_seed(&g, MSEED, 1);
+    for (int s = 0; ok && s < 2; s++) {
+        for (size_t i = 0; i < nu; i++)
+            u[i] = (uint8_t)dt_rng_below(&g, 256);
+        for (int i = 0; i < MB; i++)
+            y[i] = (int32_t)dt_rng_below(&g, MCLASSES);
+        be->normalize_u8((int64_t)nu, 3, u, mean, sd, x);
+        ok = dt_model_forward(m, x, MB) == DT_OK && dt_model_loss(m, y, MB, 0.1f, &t->loss[s]) == DT_OK &&
+             dt_model_backward(m, MB, 0) == DT_OK &&
+             dt_amp_step(&amp.scaler, NULL, &opt, m, amp.master, MLR, s, &t->skipped[s]) == DT_OK;
+    }
+    t->nw = m->n_weights;
+    t->nb = m->n_buffers;
+    t->scale = amp.scaler.scale;
+    t->weights = fetch(be, m->weights, m->n_weights);
+    t->buffers = fetch(be, m->buffers, m->n_buffers);
+    t->momentum = fetch(be, opt.momentum_buf, m->n_weights);
+    t->master = amp.master ? fetch(be, amp.master, m->n_weights) : NULL;
+    be->mem_free(x);
+    free(u);
+    free(y);
+    dt_sgd_free(&opt);
+    dt_amp_free(&amp);
+    return ok;
+}
+
+static void drop_trained(trained *t)
+{
+    free(t->weights);
+    free(t->buffers);
+    free(t->momentum);
+    free(t->master);
+    free(t->weights0);
+    free(t->buffers0);
+}
+
+/* Per tensor of one of the flat arrays: |got - want| / |want - base| (norm-wise; base: the state
+ * before training, so this is the relative error of what training changed) or |got - want| / |want|
+ * without a base. One row: the worst tensor, named; --verbose prints every tensor. */
+static int VERBOSE;
+static void cmp_tensors(const char *what, const char *level, const dt_model *m, const float *got, const float *want,
+                        const float *base, int buffers, double tol)
+{
+    double worst = -1, all_num = 0, all_den = 0;
+    const char *worst_name = "-";
+    for (int i = 0; i < m->n_params; i++) {
+        const dt_param *p = &m->params[i];
+        int is_buf = p->kind == DT_P_BN_MEAN || p->kind == DT_P_BN_VAR;
+        if (p->kind == DT_P_BN_COUNT || (buffers ? !is_buf : !dt_param_trainable(p)))
+            continue;
+        double num = 0, den = 0;
+        for (int64_t k = p->off; k < p->off + p->numel; k++) {
+            double d = (double)got[k] - want[k], r = (double)want[k] - (base ? base[k] : 0);
+            num += d * d;
+            den += r * r;
+        }
+        all_num += num;
+        all_den += den;
+        double r = den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0;
+        if (isnan(r))
+            r = INFINITY;
+        if (VERBOSE)
+            printf("      %s %s %-40s %.3e (|change| %.3e)\n", level, what, p->name, r, sqrt(den));
+        if (r > worst) {
+            worst = r;
+            worst_name = p->name;
+        }
+    }
+    double all = all_den > 0 ? sqrt(all_num / all_den) : all_num > 0 ? INFINITY : 0;
+    char op[64], shape[128];
+    snprintf(op, sizeof op, "model %s", what);
+    snprintf(shape, sizeof shape, "worst %s", worst_name);
+    int pass = worst <= tol;
+    printf("%-40s %-4s %-30s %9s %9.2e %8.1e  %s   (all tensors together %.2e)\n", op, level, shape, "-", worst, tol,
+           pass ? "PASS" : "FAIL", all);
+    n_rows++;
+    n_failed += !pass;
+}
+
+static void test_model(void)
+{
+    if (!want_test("model"))
+        return;
+    /* tolerances: see the comment at the top */
+    static const struct {
+        int level, bf16;
+        const char *name;
+        double loss_tol, tol;
+    } L[] = {
+        {0, 0, "O0", 1e-5, 2e-2},
+        {2, 0, "O2", 1e-3, 0.25},
+        {2, 1, "O2bf", 2e-3, 0.4},
+    };
+    for (size_t k = 0; k < sizeof L / sizeof L[0]; k++) {
+        trained a, b;
+        dt_model ma, mb;
+        int ok_a = train2(CREF, L[k].level, L[k].bf16, &a, &ma);
+        int ok_b = train2(DEV, L[k].level, L[k].bf16, &b, &mb);
+        char shape[96];
+        snprintf(shape, sizeof shape, "%s b%d %dx%d, 2 steps", MARCH, MB, MS, MS);
+        row("model training runs", L[k].name, shape, 0, 0, M_EXACT, 0, ok_a && ok_b);
+        if (ok_a && ok_b) {
+            for (int s = 0; s < 2; s++) {
+                double d = fabs(b.loss[s] - a.loss[s]), r = d / fmax(fabs(a.loss[s]), 1e-30);
+                int pass = r <= L[k].loss_tol && a.skipped[s] == b.skipped[s];
+                char op[48], sh[96];
+                snprintf(op, sizeof op, "model loss step %d", s + 1);
+                snprintf(sh, sizeof sh, "%.7f vs %.7f%s", b.loss[s], a.loss[s],
+                         a.skipped[s] != b.skipped[s] ? " SKIP DIFFERS" : a.skipped[s] ? " (skipped)" : "");
+                printf("%-40s %-4s %-30s %9.2e %9.2e %8.1e  %s\n", op, L[k].name, sh, d, r, L[k].loss_tol,
+                       pass ? "PASS" : "FAIL");
+                n_rows++;
+                n_failed += !pass;
+            }
+            if (a.master && b.master) {
+                /* O2: the fp32 master weights carry the update; the model's weights are their
+                 * rounding, compared as they are */
+                cmp_tensors("master weight change", L[k].name, &ma, b.master, a.master, a.weights0, 0, L[k].tol);
+                cmp_tensors("weights", L[k].name, &ma, b.weights, a.weights, NULL, 0, L[k].tol);
+            } else {
+                cmp_tensors("weight change", L[k].name, &ma, b.weights, a.weights, a.weights0, 0, L[k].tol);
+            }
+            cmp_tensors("momentum", L[k].name, &ma, b.momentum, a.momentum, NULL, 0, L[k].tol);
+            cmp_tensors("BN running stats change", L[k].name, &ma, b.buffers, a.buffers, a.buffers0, 1, L[k].tol);
+            row("model loss scale", L[k].name, "after 2 steps", fabs(a.scale - b.scale), 0, M_EXACT, 0,
+                a.scale == b.scale);
+        }
+        drop_trained(&a);
+        drop_trained(&b);
+        dt_model_free(&ma);
+        dt_model_free(&mb);
+    }
+}
+
+/* --- main -------------------------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: ops_check [--seed N] [--only GROUP] [--no-model] [--backend cuda|cpu] [--verbose]\n"
+               "                 [--model ARCH] [--model-batch N] [--model-size S]\n"
+               "Checks every op of the CUDA backend against the CPU backend (fp32, fp16, bf16), then two\n"
+               "training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem, conv, bn,\n"
+               "relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten, dropout, xent,\n"
+               "round_half, unscale_check, normalize_u8, model.\n"
+               "Exit 0: all rows pass; 1: a row failed; 77: no GPU.\n");
+}
+
+int main(int argc, char **argv)
+{
+    uint64_t seed = 20251129;
+    int model = 1, cpu = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            ONLY = argv[++i];
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            MARCH = argv[++i];
+        else if (!strcmp(argv[i], "--model-batch") && i + 1 < argc)
+            MB = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--model-size") && i + 1 < argc)
+            MS = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--verbose"))
+            VERBOSE = 1;
+        else if (!strcmp(argv[i], "--no-model"))
+            model = 0;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cpu"))
+            cpu = 1, i++;
+        else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cuda"))
+            cpu = 0, i++;
+        else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    dt_log_init();
+    if (cpu) {
+        DEV = &dt_backend_cpu;
+        printf("backend under test: %s (a check of ops_check itself)\n", DEV->name);
+    } else {
+        int count = 0;
+        cudaError_t e = cudaGetDeviceCount(&count);
+        if (e != cudaSuccess || count == 0) {
+            printf("SKIP: no GPU (cudaGetDeviceCount: %s)\n", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+            return 77;
+        }
+        struct cudaDeviceProp prop;
+        if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
+            printf("device 0: %s, sm_%d%d, %.1f GiB\n", prop.name, prop.major, prop.minor,
+                   (double)prop.totalGlobalMem / (1 << 30));
+        int rc = dt_cuda_init(0);
+        if (rc != DT_OK) {
+            printf("FAIL: dt_cuda_init(0): %s\n", dt_status_str(rc));
+            return 1;
+        }
+        DEV = &dt_backend_cuda;
+    }
+    dt_rng_seed(&RNG, seed, 0);
+    MSEED = seed;
+    printf("seed %llu; references: %s (convolutions, models) and %s (other ops)\n", (unsigned long long)seed,
+           CREF->name, REF->name);
+    printf("max rel = max |got - want| / max(|want|, RMS of want); fp16/bf16 rows add 2^-10 / 2^-7 (one ulp) to "
+           "the fp32 tolerance\n");
+    printf("%-40s %-4s %-30s %9s %9s %8s  %s\n", "op", "type", "shape", "max abs", "max rel", "tol", "result");
+    if (!table_complete()) {
+        printf("ops_check: the table is incomplete; not calling it\n");
+        return 1;
+    }
+    test_memory();
+    test_convs();
+    test_bns();
+    ALL_DTYPES test_eltwise(dt);
+    test_pools();
+    test_misc();
+    test_round_half();
+    ALL_DTYPES test_unscale_check(dt);
+    ALL_DTYPES test_normalize_u8(dt);
+    if (model)
+        test_model();
+    printf("ops_check: %d rows, %d failed (seed %llu)\n", n_rows, n_failed, (unsigned long long)seed);
+    return n_failed ? 1 : 0;
+}
