@@ -509,6 +509,20 @@ static void test_conv(const conv_case *cc, int dt)
     snprintf(name, sizeof name, "conv_fwd [%s]", cc->name);
     check(name, dt, shape, Dy, y, ny, M_RED);
 
+    /* a batch smaller than planned (an epoch's last): conv_workspace never saw it, it must still run
+     * (in the workspace planned for the full batch) */
+    if (d.n > 1) {
+        dt_conv_desc ds = d;
+        ds.n = d.n - 1;
+        const int64_t nys = (int64_t)ds.n * d.oh * d.ow * d.oc;
+        float *ys = h_new(nys), *Dys = d_poisoned(nys);
+        CREF->conv_fwd(&ds, x, w, bias, ys, ws_ref);
+        DEV->conv_fwd(&ds, Dx, Dw, Dbias, Dys, ws_dev);
+        ref_out(ys, nys, dt);
+        snprintf(name, sizeof name, "conv_fwd smaller batch [%s]", cc->name);
+        check(name, dt, shape, Dys, ys, nys, M_RED);
+    }
+
     /* backward-data, overwrite and accumulate */
     float *dx = h_new(nx), *Ddx = d_poisoned(nx);
     CREF->conv_bwd_data(&d, dy, w, dx, 0, ws_ref);

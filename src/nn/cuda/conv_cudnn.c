@@ -92,7 +92,7 @@ static int tensor_math(cudnnMathType_t m)
 }
 
 /* index of the fastest candidate that qualifies under the given relaxations, or -1 */
-static int pick_among(const candidate *c, int n, int any_memory, int any_determinism)
+static int pick_among(const candidate *c, int n, size_t cap, int any_memory, int any_determinism)
 {
     int best = -1;
     for (int i = 0; i < n; i++) {
@@ -100,7 +100,7 @@ static int pick_among(const candidate *c, int n, int any_memory, int any_determi
             continue;
         if (!any_determinism && c[i].determinism != CUDNN_DETERMINISTIC)
             continue;
-        if (!any_memory && c[i].memory > WS_CAP)
+        if (!any_memory && c[i].memory > cap)
             continue;
         if (best < 0 || c[i].time < c[best].time)
             best = i;
@@ -109,15 +109,19 @@ static int pick_among(const candidate *c, int n, int any_memory, int any_determi
 }
 
 /* the chosen candidate's index; fatal when none ran */
-static int pick(const candidate *c, int n, const char *pass, const dt_conv_desc *d)
+static int pick(const candidate *c, int n, const char *pass, const dt_conv_desc *d, size_t cap, int hard_cap)
 {
-    int i = pick_among(c, n, 0, 0);
-    if (i < 0 && (i = pick_among(c, n, 1, 0)) >= 0)
+    int i = pick_among(c, n, cap, 0, 0);
+    if (i < 0 && hard_cap && (i = pick_among(c, n, cap, 0, 1)) >= 0)
+        dt_warn("cuDNN conv %dx%dx%d->%d k%dx%d s%d g%d %s: no deterministic algorithm fits the planned workspace; "
+                "algorithm %d is not deterministic",
+                d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, c[i].algo);
+    if (i < 0 && !hard_cap && (i = pick_among(c, n, cap, 1, 0)) >= 0)
         dt_warn("cuDNN conv %dx%dx%d->%d k%dx%d s%d g%d %s: every deterministic algorithm needs more than %zu MiB "
                 "of workspace; algorithm %d needs %zu MiB",
-                d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, WS_CAP >> 20, c[i].algo,
+                d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, cap >> 20, c[i].algo,
                 c[i].memory >> 20);
-    if (i < 0 && (i = pick_among(c, n, 1, 1)) >= 0)
+    if (i < 0 && !hard_cap && (i = pick_among(c, n, cap, 1, 1)) >= 0)
         dt_warn("cuDNN conv %dx%dx%d->%d k%dx%d s%d g%d %s: no deterministic algorithm runs; algorithm %d is not "
                 "deterministic, so runs are not bit-reproducible",
                 d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, c[i].algo);
@@ -132,7 +136,9 @@ static int pick(const candidate *c, int n, const char *pass, const dt_conv_desc 
 }
 
 /* descriptors and algorithms for e->d */
-static void build(conv_entry *e, cudnnHandle_t h)
+/* cap: the most workspace an algorithm may take; hard_cap: never more (a shape met at run time must
+ * fit the workspace planned for the larger batch) */
+static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
 {
     const dt_conv_desc *d = &e->d;
     candidate c[MAX_ALGOS];
@@ -167,7 +173,7 @@ static void build(conv_entry *e, cudnnHandle_t h)
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
-        i = pick(c, got, "forward", d);
+        i = pick(c, got, "forward", d, cap, hard_cap);
         e->fwd = perf[i].algo;
         FATAL_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(h, e->x, e->w, e->conv, e->y, e->fwd, &e->ws_fwd));
         e->ws_fwd = e->ws_fwd > perf[i].memory ? e->ws_fwd : perf[i].memory;
@@ -181,7 +187,7 @@ static void build(conv_entry *e, cudnnHandle_t h)
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
-        i = pick(c, got, "backward data", d);
+        i = pick(c, got, "backward data", d, cap, hard_cap);
         e->bwd_data = perf[i].algo;
         FATAL_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(h, e->w, e->y, e->conv, e->x, e->bwd_data,
                                                                  &e->ws_data));
@@ -196,7 +202,7 @@ static void build(conv_entry *e, cudnnHandle_t h)
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
-        i = pick(c, got, "backward filter", d);
+        i = pick(c, got, "backward filter", d, cap, hard_cap);
         e->bwd_filter = perf[i].algo;
         FATAL_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, e->x, e->y, e->conv, e->w, e->bwd_filter,
                                                                    &e->ws_filter));
@@ -208,41 +214,65 @@ static void build(conv_entry *e, cudnnHandle_t h)
              (int)e->fwd, (int)e->bwd_data, (int)e->bwd_filter, e->ws_fwd, e->ws_data, e->ws_filter);
 }
 
-size_t dt_cuda_conv_workspace(const dt_conv_desc *d)
+static size_t entry_ws(const conv_entry *e)
 {
-    cudnnHandle_t h = dt_cuda_cudnn();
-    dt_conv_desc key = key_of(d);
-    pthread_mutex_lock(&cache_lock);
-    conv_entry *e = find_locked(&key);
-    if (!e) {
-        if (n_cache == cap_cache) {
-            int cap = cap_cache ? 2 * cap_cache : 64;
-            conv_entry **grown = realloc(cache, (size_t)cap * sizeof *grown);
-            if (!grown)
-                dt_cuda_fatal("cuDNN convolution cache", "out of host memory");
-            cache = grown;
-            cap_cache = cap;
-        }
-        e = calloc(1, sizeof *e);
-        if (!e)
-            dt_cuda_fatal("cuDNN convolution cache", "out of host memory");
-        e->d = key;
-        build(e, h);
-        cache[n_cache++] = e;
-    }
     size_t ws = e->ws_fwd;
     ws = e->ws_data > ws ? e->ws_data : ws;
     ws = e->ws_filter > ws ? e->ws_filter : ws;
-    pthread_mutex_unlock(&cache_lock);
     return (ws + 255) & ~(size_t)255;
 }
 
-/* the planned entry for d (fatal when d was not planned) */
+/* a new entry for key, cached; caller holds cache_lock */
+static conv_entry *add_locked(const dt_conv_desc *key, size_t cap, int hard_cap)
+{
+    if (n_cache == cap_cache) {
+        int cap_n = cap_cache ? 2 * cap_cache : 64;
+        conv_entry **grown = realloc(cache, (size_t)cap_n * sizeof *grown);
+        if (!grown)
+            dt_cuda_fatal("cuDNN convolution cache", "out of host memory");
+        cache = grown;
+        cap_cache = cap_n;
+    }
+    conv_entry *e = calloc(1, sizeof *e);
+    if (!e)
+        dt_cuda_fatal("cuDNN convolution cache", "out of host memory");
+    e->d = *key;
+    build(e, dt_cuda_cudnn(), cap, hard_cap);
+    cache[n_cache++] = e;
+    return e;
+}
+
+size_t dt_cuda_conv_workspace(const dt_conv_desc *d)
+{
+    dt_conv_desc key = key_of(d);
+    pthread_mutex_lock(&cache_lock);
+    conv_entry *e = find_locked(&key);
+    if (!e)
+        e = add_locked(&key, WS_CAP, 0);
+    size_t ws = entry_ws(e);
+    pthread_mutex_unlock(&cache_lock);
+    return ws;
+}
+
+/* d's entry. A batch smaller than the planned one (the last batch of an epoch) was not planned: its
+ * entry is made now, with algorithms that fit the workspace planned for the same layer's larger
+ * batch. A shape with no planned larger batch is fatal. */
 static const conv_entry *lookup(const dt_conv_desc *d)
 {
     dt_conv_desc key = key_of(d);
     pthread_mutex_lock(&cache_lock);
     const conv_entry *e = find_locked(&key);
+    if (!e) {
+        const conv_entry *planned = NULL;
+        for (int i = 0; i < n_cache && !planned; i++) {
+            dt_conv_desc k = cache[i]->d;
+            k.n = key.n;
+            if (cache[i]->d.n > key.n && memcmp(&k, &key, sizeof key) == 0)
+                planned = cache[i];
+        }
+        if (planned)
+            e = add_locked(&key, entry_ws(planned), 1);
+    }
     pthread_mutex_unlock(&cache_lock);
     if (!e) {
         dt_error("cuDNN conv n%d %dx%dx%d->%d k%dx%d s%d g%d was not planned (conv_workspace was not called for it)",
