@@ -98,6 +98,9 @@ typedef struct run {
     dt_progress pr;             /* where training stands */
     int stopped_by;             /* the signal every rank agreed to stop on, or 0 */
     int device;                 /* --device cuda: the GPU */
+    int nodes;                  /* nodes the ranks run on */
+    char dataset[256];          /* the data directory's name, or "synthetic" */
+    char started[32];           /* when this invocation started (UTC, ISO 8601) */
     dt_comm *dc;                /* --device cuda with several ranks: NCCL for DDP's device buffers */
 } run;
 
@@ -159,6 +162,14 @@ static int measure_norm(run *r)
         r->std[c] = (float)sqrt(var > 1e-8 ? var : 1e-8);
     }
     return DT_OK;
+}
+
+/* seconds since the epoch, UTC, with the fraction: when a metrics line was written */
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void normalise(const run *r, const uint8_t *u, int64_t n, float *x)
@@ -226,7 +237,8 @@ static int write_run_json(run *r)
         json_array_append_new(lr_steps, json_integer(c->lr_steps[i]));
     json_t *j = json_pack(
         "{s:s, s:s, s:s?, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f, s:I, s:i, "
-        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:s?, s:i, s:s?, s:s}",
+        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:s?, s:i, s:s?, s:i, s:i, s:s, s:s, "
+        "s:s, s:o}",
         "dtrain", PACKAGE_VERSION, "arch", c->arch, "data", c->data, "launch", dt_launch_kind_name(r->l.kind),
         "world_size", r->l.size, "device", c->cuda ? "cuda" : "cpu", "batch_per_rank", c->batch, "global_batch",
         c->batch * r->l.size * c->accum_steps, "epochs", c->epochs, "workers", c->workers, "lr", c->lr, "lr_scaled",
@@ -237,8 +249,9 @@ static int write_run_json(run *r)
         p->master_weights, "loss_scale", p->dynamic_loss_scale ? "dynamic" : "static", "loss_scale_start",
         p->loss_scale, "ddp", "bucket_mb", c->bucket_mb, "first_bucket_mb", c->first_bucket_mb, "overlap",
         !c->no_overlap, "sync_bn", c->sync_bn, "accum_steps", c->accum_steps, "deterministic", c->deterministic,
-        "pretrained", c->pretrained, "start_epoch", c->start_epoch, "slurm_job_id", getenv("SLURM_JOB_ID"),
-        "run_dir", r->dir);
+        "pretrained", c->pretrained, "start_epoch", c->start_epoch, "slurm_job_id", getenv("SLURM_JOB_ID"), "nodes", r->nodes,
+        "ranks_per_node", r->l.local_size, "dataset", r->dataset, "started", r->started,
+        "run_dir", r->dir, "desired_acc", c->desired_acc > 0 ? json_real(c->desired_acc) : json_null());
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", r->dir);
     int rc = j && json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
@@ -480,12 +493,12 @@ static int log_epoch(run *r, int epoch, const dt_epoch_sums *e, double lr, int v
     if (!r->metrics)
         return DT_OK;
 #define VAL(x) (validated ? json_real(x) : json_null())
-    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:f, s:o, s:f, s:f, s:f, s:I}", "kind",
+    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:f, s:o, s:f, s:f, s:f, s:I, s:f}", "kind",
                           "epoch", "epoch", epoch, "step", (json_int_t)r->pr.global_step, "lr", lr, "train_loss", tloss,
                           "train_top1", ttop1, "train_top5", ttop5, "val_loss", VAL(vloss), "val_top1", VAL(top1),
                           "val_top5", VAL(top5), "img_per_s", rate, "val_img_per_s", VAL(vrate), "time_s", e->seconds,
                           "step_time_s", step_time, "loss_scale", r->amp.scaler.scale, "overflows",
-                          (json_int_t)r->amp.scaler.overflows);
+                          (json_int_t)r->amp.scaler.overflows, "time", wall_now());
 #undef VAL
     if (!j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF || fflush(r->metrics)) {
         json_decref(j);
@@ -523,7 +536,8 @@ static int train_loop(run *r)
         memset(&e, 0, sizeof e);
         if (first > 0) /* resumed inside this epoch: its metrics so far */
             e = r->pr.sums;
-        double t0 = dt_seconds() - e.seconds, lr = lr_at(r, epoch, first);
+        double t0 = dt_seconds() - e.seconds, lr = lr_at(r, epoch, first), t_mark = dt_seconds();
+        int64_t img_mark = e.images; /* where the last print interval began */
         for (int64_t s = first; s < r->steps_per_epoch && !stop; s++) {
             lr = lr_at(r, epoch, s);
             int n = c->batch;
@@ -560,19 +574,23 @@ static int train_loop(run *r)
             global_step++;
             total++;
             if (r->l.rank == 0 && c->print_freq > 0 && ((s + 1) % c->print_freq == 0 || s + 1 == r->steps_per_epoch)) {
-                double t = dt_seconds(), rate = (double)e.images * r->l.size / (t - t0);
+                double t = dt_seconds(), avg = (double)e.images * r->l.size / (t - t0);
+                double rate = (double)(e.images - img_mark) * r->l.size / (t - t_mark); /* this interval's */
                 double eta = (double)(r->steps_per_epoch - s - 1) * (t - t0) / (double)(s + 1);
+                t_mark = t;
+                img_mark = e.images;
                 dt_info("epoch %d [%lld/%lld] loss %.4f top-1 %.2f%% %.1f img/s data %.1f ms/step lr %.4g scale %g "
                         "ETA %.0f s",
                         epoch, (long long)(s + 1), (long long)r->steps_per_epoch, loss,
                         100.0 * (double)e.hits1 / (double)(e.seen ? e.seen : 1), rate,
                         1e3 * e.data_seconds / (double)(s + 1), lr,
                         r->amp.scaler.scale, eta);
-                json_t *j = r->metrics ? json_pack("{s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f}", "kind", "step",
-                                                   "epoch", epoch, "epoch_step", (json_int_t)(s + 1), "step",
+                json_t *j = r->metrics ? json_pack("{s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "kind",
+                                                   "step", "epoch", epoch, "epoch_step", (json_int_t)(s + 1), "step",
                                                    (json_int_t)global_step, "lr", lr, "train_loss", loss, "img_per_s",
-                                                   rate, "data_ms", 1e3 * e.data_seconds / (double)(s + 1), "loss_scale",
-                                                   r->amp.scaler.scale)
+                                                   rate, "epoch_img_per_s", avg, "data_ms",
+                                                   1e3 * e.data_seconds / (double)(s + 1), "loss_scale",
+                                                   r->amp.scaler.scale, "time", wall_now())
                                        : NULL;
                 if (j) {
                     json_dumpf(j, r->metrics, JSON_COMPACT);
@@ -777,6 +795,24 @@ int dt_train(const dt_train_cfg *c)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    int32_t last_node = r.l.node; /* nodes: the highest node index over the ranks, plus one */
+    if (rc == DT_OK && r.c->size > 1)
+        rc = r.c->ops->allreduce(r.c, &last_node, &last_node, 1, DT_INT32, DT_MAX);
+    r.nodes = last_node + 1;
+    if (c->synthetic)
+        snprintf(r.dataset, sizeof r.dataset, "synthetic");
+    else {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s", c->data);
+        size_t n = strlen(tmp);
+        while (n > 1 && tmp[n - 1] == '/')
+            tmp[--n] = 0;
+        snprintf(r.dataset, sizeof r.dataset, "%s", basename(tmp));
+    }
+    time_t now = time(NULL);
+    struct tm utc;
+    gmtime_r(&now, &utc);
+    strftime(r.started, sizeof r.started, "%Y-%m-%dT%H:%M:%SZ", &utc);
     if (rc == DT_OK && r.l.rank == 0) {
         dt_amp_print(&r.defaults, &r.amp.props, stdout);
         fflush(stdout);
