@@ -224,6 +224,20 @@ static void pad_degenerate(double *lo, double *hi, int integer)
     *hi = c + pad;
 }
 
+/* the tick indices i0..i1 (ticks at i x step) for [lo, hi]: inside fixed limits, or covering the
+ * data; returns how many */
+static double tick_range(double lo, double hi, double step, int fixed, double *i0, double *i1)
+{
+    if (fixed) {
+        *i0 = ceil(lo / step - 1e-9);
+        *i1 = floor(hi / step + 1e-9);
+    } else {
+        *i0 = floor(lo / step + 1e-9);
+        *i1 = ceil(hi / step - 1e-9);
+    }
+    return *i1 - *i0 + 1;
+}
+
 /* Ticks at multiples of the smallest step in 1, 2, 5 x 10^k (integers when integer is set) that
  * gives at most MAX_TICKS of them. Data limits (!fixed) grow to the outer multiples, then clear of
  * the data (clear_frame). lo < hi. */
@@ -239,14 +253,7 @@ static void linear_axis(axis *a, double lo, double hi, int fixed, int integer)
             p *= 10;
         if (integer && step < 1)
             continue;
-        if (fixed) {
-            i0 = ceil(lo / step - 1e-9);
-            i1 = floor(hi / step + 1e-9);
-        } else {
-            i0 = floor(lo / step + 1e-9);
-            i1 = ceil(hi / step - 1e-9);
-        }
-        if (i1 - i0 + 1 <= MAX_TICKS)
+        if (tick_range(lo, hi, step, fixed, &i0, &i1) <= MAX_TICKS)
             break;
     }
     a->log = 0;
@@ -287,14 +294,7 @@ static void log_axis(axis *a, double lo, double hi, int fixed)
             l -= 1, h += 1;
     }
     for (step = 1; step < 4096; step++) {
-        if (fixed) {
-            i0 = ceil(l / step - 1e-9);
-            i1 = floor(h / step + 1e-9);
-        } else {
-            i0 = floor(l / step + 1e-9);
-            i1 = ceil(h / step - 1e-9);
-        }
-        if (i1 - i0 + 1 <= MAX_TICKS)
+        if (tick_range(l, h, step, fixed, &i0, &i1) <= MAX_TICKS)
             break;
     }
     a->log = 1;
