@@ -1,0 +1,861 @@
+/* runs.c: finding and reading dtrain's run directories, and deriving each run's numbers (runs.h
+ * states the rules). Every value comes from jansson's parse of one line and is checked for type and
+ * range before it counts; anything else becomes a note. */
+#include "config.h"
+
+#include "report/runs.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/check.h"
+#include "util/log.h"
+
+#define MAX_CONFIG_BYTES (16L << 20)   /* run.json: a few KiB in practice */
+#define MAX_METRICS_BYTES (1024L << 20) /* metrics.jsonl: ~250 bytes a line */
+#define MAX_TEXT 256                   /* longest arch/dataset/device string kept */
+
+static char *dup_str(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+int dt_run_init(dt_run *r, const char *source, const char *dir)
+{
+    memset(r, 0, sizeof *r);
+    r->world_size = r->nodes = r->ranks_per_node = r->batch_per_rank = r->global_batch = r->epochs = r->opt_level = -1;
+    r->desired_acc = r->img_s = r->epoch_time = r->train_time = NAN;
+    r->best_top1 = r->best_top5 = r->time_to_acc = r->speedup = r->efficiency = NAN;
+    r->best_top1_epoch = r->best_top5_epoch = r->acc_epoch = -1;
+    r->baseline = -1;
+    r->source = dup_str(source);
+    r->dir = dup_str(dir);
+    /* the name: dir's last component, without trailing slashes */
+    size_t n = dir ? strlen(dir) : 0;
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && dir[b - 1] != '/')
+        b--;
+    r->name = dir ? strndup(dir + b, n - b) : NULL;
+    if (!r->source || !r->dir || !r->name) {
+        dt_run_free(r);
+        dt_error("out of memory for a run's names");
+        return DT_ERR_NOMEM;
+    }
+    return DT_OK;
+}
+
+void dt_run_free(dt_run *r)
+{
+    free(r->source);
+    free(r->dir);
+    free(r->name);
+    free(r->stem);
+    free(r->arch);
+    free(r->dataset);
+    free(r->device);
+    free(r->precision);
+    free(r->ep);
+    free(r->st);
+    for (size_t i = 0; i < r->n_notes; i++) {
+        free(r->notes[i].text);
+        free(r->notes[i].detail);
+    }
+    free(r->notes);
+    memset(r, 0, sizeof *r);
+}
+
+int dt_run_note_add(dt_run *r, int state, const char *detail, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    dt_run_note *n = realloc(r->notes, (r->n_notes + 1) * sizeof *n);
+    if (!n) {
+        dt_error("out of memory for a note on %s", r->dir ? r->dir : "a run");
+        return DT_ERR_NOMEM;
+    }
+    r->notes = n;
+    n[r->n_notes].text = strdup(text);
+    n[r->n_notes].detail = detail ? strdup(detail) : NULL;
+    if (!n[r->n_notes].text || (detail && !n[r->n_notes].detail)) {
+        free(n[r->n_notes].text);
+        free(n[r->n_notes].detail);
+        dt_error("out of memory for a note on %s", r->dir ? r->dir : "a run");
+        return DT_ERR_NOMEM;
+    }
+    r->n_notes++;
+    if (state > r->state)
+        r->state = state;
+    return DT_OK;
+}
+
+/* a copy of a JSON string fit for a table cell: control characters become '?' */
+static char *clean_copy(const char *s)
+{
+    char *c = strdup(s);
+    if (c)
+        for (char *p = c; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
+    return c;
+}
+
+/* An optional string member: 1 and a copy in *out; 0 absent or null; -1 present but not a string of
+ * 1..MAX_TEXT bytes. *out is NULL unless 1 (or when memory ran out: -2). */
+static int get_text(json_t *o, const char *key, char **out)
+{
+    *out = NULL;
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > MAX_TEXT ||
+        strlen(json_string_value(v)) != json_string_length(v))
+        return -1;
+    *out = clean_copy(json_string_value(v));
+    return *out ? 1 : -2;
+}
+
+/* An integer member in [lo, hi]: 1 and *out; 0 absent or null; -1 of another type or range. */
+static int get_int(json_t *o, const char *key, long long lo, long long hi, long long *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return -1;
+    *out = json_integer_value(v);
+    return 1;
+}
+
+/* A number member (integer or real) in [lo, hi]: 1 and *out; 0 absent or null (*out NaN); -1 other. */
+static int get_num(json_t *o, const char *key, double lo, double hi, double *out)
+{
+    *out = NAN;
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_number(v))
+        return -1;
+    double x = json_number_value(v);
+    if (!isfinite(x) || x < lo || x > hi)
+        return -1;
+    *out = x;
+    return 1;
+}
+
+/* the directory's last component of a path, for a dataset named by its data directory */
+static char *base_of(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/')
+        b--;
+    if (n == b || n - b > MAX_TEXT)
+        return NULL;
+    char *c = strndup(path + b, n - b);
+    char *d = c ? clean_copy(c) : NULL;
+    free(c);
+    return d;
+}
+
+#define NOTE(...) DT_TRY(dt_run_note_add(r, __VA_ARGS__))
+
+int dt_run_parse_config(dt_run *r, const char *text, size_t len)
+{
+    json_error_t err;
+    json_t *j = json_loadb(text, len, 0, &err);
+    int rc = DT_OK;
+    if (!j) {
+        NOTE(DT_RUN_SKIPPED, err.text, "run.json:%d: not valid JSON: run skipped", err.line);
+        return DT_OK;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        NOTE(DT_RUN_SKIPPED, NULL, "run.json: not a JSON object: run skipped");
+        return DT_OK;
+    }
+    /* the fields every row needs */
+    long long ws = 0, bpr = 0, ep = 0, v;
+    int got = get_text(j, "arch", &r->arch);
+    const char *bad = got == -2 ? "" : got != 1 ? "arch" : get_int(j, "world_size", 1, 1000000, &ws) != 1 ? "world_size"
+                    : get_int(j, "batch_per_rank", 1, 1000000000, &bpr) != 1                          ? "batch_per_rank"
+                    : get_int(j, "epochs", 1, 10000000, &ep) != 1                                    ? "epochs"
+                                                                                                      : NULL;
+    if (got == -2) {
+        rc = DT_ERR_NOMEM;
+        goto out;
+    }
+    if (bad) {
+        free(r->arch);
+        r->arch = NULL;
+        rc = dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "run.json: \"%s\" missing or invalid: run skipped", bad);
+        goto out;
+    }
+    r->world_size = (int)ws;
+    r->batch_per_rank = (int)bpr;
+    r->epochs = (int)ep;
+    /* the others: absent shows as "?" or a dash; present but invalid also gets a note */
+    static const char *const ints[] = {"nodes", "ranks_per_node", "global_batch"};
+    int *const iout[] = {&r->nodes, &r->ranks_per_node, &r->global_batch};
+    for (int i = 0; i < 3; i++) {
+        int g = get_int(j, ints[i], 1, 1000000000, &v);
+        if (g == 1)
+            *iout[i] = (int)v;
+        else if (g < 0 && (rc = dt_run_note_add(r, DT_RUN_OK, NULL, "run.json: \"%s\" invalid: not shown", ints[i])))
+            goto out;
+    }
+    static const char *const texts[] = {"dataset", "device"};
+    char **const tout[] = {&r->dataset, &r->device};
+    for (int i = 0; i < 2; i++) {
+        int g = get_text(j, texts[i], tout[i]);
+        if (g == -2) {
+            rc = DT_ERR_NOMEM;
+            goto out;
+        }
+        if (g < 0 && (rc = dt_run_note_add(r, DT_RUN_OK, NULL, "run.json: \"%s\" invalid: shown as ?", texts[i])))
+            goto out;
+    }
+    if (!r->dataset) { /* before dtrain wrote "dataset": the data directory's name, null when synthetic */
+        json_t *d = json_object_get(j, "data");
+        if (json_is_null(d))
+            r->dataset = strdup("synthetic");
+        else if (json_is_string(d) && strlen(json_string_value(d)) == json_string_length(d))
+            r->dataset = base_of(json_string_value(d));
+    }
+    json_t *amp = json_object_get(j, "amp");
+    const char *prec = "?";
+    if (json_is_object(amp)) {
+        if (get_int(amp, "opt_level", 0, 3, &v) == 1)
+            r->opt_level = (int)v;
+        json_t *p = json_object_get(amp, "precision");
+        if (r->opt_level == 0)
+            prec = "fp32";
+        else if (json_is_string(p) && (!strcmp(json_string_value(p), "fp16") || !strcmp(json_string_value(p), "bf16")))
+            prec = json_string_value(p);
+        json_t *ls = json_object_get(amp, "loss_scale");
+        r->dynamic_scale = json_is_string(ls) && !strcmp(json_string_value(ls), "dynamic");
+    }
+    double acc;
+    int g = get_num(j, "desired_acc", 0, 100, &acc);
+    if (g == 1 && acc > 0)
+        r->desired_acc = acc;
+    else if ((g < 0 || (g == 1 && acc <= 0)) &&
+             (rc = dt_run_note_add(r, DT_RUN_OK, NULL, "run.json: \"desired_acc\" invalid: ignored")))
+        goto out;
+    r->precision = strdup(prec);
+    if (!r->dataset)
+        r->dataset = strdup("?");
+    if (!r->device)
+        r->device = strdup("?");
+    if (!r->precision || !r->dataset || !r->device) {
+        rc = DT_ERR_NOMEM;
+        goto out;
+    }
+    r->have_config = 1;
+out:
+    json_decref(j);
+    if (rc == DT_ERR_NOMEM)
+        dt_error("out of memory reading %s/run.json", r->dir ? r->dir : "a run");
+    return rc;
+}
+
+/* grows *p (n used, *cap allocated) to hold one more element of size sz */
+static int grow(void **p, size_t n, size_t *cap, size_t sz)
+{
+    if (n < *cap)
+        return DT_OK;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *q = realloc(*p, c * sz);
+    if (!q)
+        return DT_ERR_NOMEM;
+    *p = q;
+    *cap = c;
+    return DT_OK;
+}
+
+/* One line's object into an epoch or step record. NULL when it checks, else the offending field. */
+static const char *read_epoch(json_t *j, dt_run_epoch *e)
+{
+    long long v = -1;
+    if (get_int(j, "epoch", 0, 10000000, &v) != 1)
+        return "epoch";
+    e->epoch = (int)v;
+    v = -1;
+    if (get_int(j, "step", 0, INT64_MAX, &v) < 0)
+        return "step";
+    e->step = v;
+    if (get_num(j, "train_top1", 0, 100, &e->train_top1) != 1)
+        return "train_top1";
+    if (get_num(j, "train_top5", 0, 100, &e->train_top5) != 1)
+        return "train_top5";
+    if (get_num(j, "img_per_s", 0, 1e12, &e->img_per_s) != 1)
+        return "img_per_s";
+    if (get_num(j, "time_s", 0, 1e12, &e->time_s) != 1)
+        return "time_s";
+    if (get_num(j, "train_loss", -1e30, 1e30, &e->train_loss) < 0)
+        return "train_loss";
+    if (get_num(j, "val_top1", 0, 100, &e->val_top1) < 0)
+        return "val_top1";
+    if (get_num(j, "val_top5", 0, 100, &e->val_top5) < 0)
+        return "val_top5";
+    if (get_num(j, "val_loss", -1e30, 1e30, &e->val_loss) < 0)
+        return "val_loss";
+    if (get_num(j, "loss_scale", 1e-30, 1e30, &e->loss_scale) < 0)
+        return "loss_scale";
+    return NULL;
+}
+
+static const char *read_step(json_t *j, dt_run_step *s)
+{
+    long long v = -1;
+    if (get_int(j, "epoch", 0, 10000000, &v) != 1)
+        return "epoch";
+    s->epoch = (int)v;
+    v = -1;
+    if (get_int(j, "epoch_step", 0, INT64_MAX, &v) < 0)
+        return "epoch_step";
+    s->epoch_step = v;
+    v = -1;
+    if (get_int(j, "step", 0, INT64_MAX, &v) < 0)
+        return "step";
+    s->step = v;
+    if (get_num(j, "img_per_s", 0, 1e12, &s->img_per_s) != 1)
+        return "img_per_s";
+    if (get_num(j, "loss_scale", 1e-30, 1e30, &s->loss_scale) < 0)
+        return "loss_scale";
+    s->warmup = 0;
+    return NULL;
+}
+
+static int cmp_epoch(const void *a, const void *b)
+{
+    int x = ((const dt_run_epoch *)a)->epoch, y = ((const dt_run_epoch *)b)->epoch;
+    return (x > y) - (x < y);
+}
+
+static int blank(const char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r')
+            return 0;
+    return 1;
+}
+
+int dt_run_parse_metrics(dt_run *r, const char *data, size_t len)
+{
+    size_t cap_ep = 0, cap_st = 0, pos = 0;
+    long line = 0, dups = 0, dup_epoch = -1, dup_first = 0, dup_second = 0;
+    long *ep_line = NULL; /* the line each kept epoch came from, for the duplicate note */
+    size_t cap_el = 0;
+    int rc = DT_OK;
+    while (pos < len) {
+        const char *p = data + pos, *nl = memchr(p, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - p) : len - pos;
+        int last = !nl;
+        pos += n + (nl ? 1 : 0);
+        line++;
+        if (blank(p, n))
+            continue;
+        json_error_t err;
+        json_t *j = json_loadb(p, n, 0, &err);
+        const char *kind = j ? json_string_value(json_object_get(j, "kind")) : NULL;
+        const char *bad = NULL;
+        if (j && kind && !strcmp(kind, "epoch")) {
+            dt_run_epoch e;
+            if (!(bad = read_epoch(j, &e))) {
+                size_t k = r->n_ep;
+                while (k > 0 && r->ep[k - 1].epoch != e.epoch)
+                    k--;
+                if (k > 0) { /* logged before: the last line counts */
+                    if (!dups++) {
+                        dup_epoch = e.epoch;
+                        dup_first = ep_line[k - 1];
+                        dup_second = line;
+                    }
+                    r->ep[k - 1] = e;
+                    ep_line[k - 1] = line;
+                } else if (grow((void **)&r->ep, r->n_ep, &cap_ep, sizeof *r->ep) ||
+                           grow((void **)&ep_line, r->n_ep, &cap_el, sizeof *ep_line)) {
+                    json_decref(j);
+                    rc = DT_ERR_NOMEM;
+                    goto out;
+                } else {
+                    ep_line[r->n_ep] = line;
+                    r->ep[r->n_ep++] = e;
+                }
+            }
+        } else if (j && kind && !strcmp(kind, "step")) {
+            dt_run_step s;
+            if (!(bad = read_step(j, &s))) {
+                if (grow((void **)&r->st, r->n_st, &cap_st, sizeof *r->st)) {
+                    json_decref(j);
+                    rc = DT_ERR_NOMEM;
+                    goto out;
+                }
+                r->st[r->n_st++] = s;
+            }
+        } else if (j && !kind) {
+            bad = json_is_object(j) ? "kind" : "";
+        }
+        int parsed = j != NULL;
+        json_decref(j);
+        if (parsed && !bad)
+            continue;
+        if (last) { /* no newline yet: the line is being written, or the writer died */
+            rc = dt_run_note_add(r, DT_RUN_PARTIAL, parsed ? NULL : err.text,
+                                 "metrics.jsonl:%ld: the last line is incomplete and was ignored", line);
+            goto out;
+        }
+        if (!parsed)
+            rc = dt_run_note_add(r, DT_RUN_SKIPPED, err.text, "metrics.jsonl:%ld: not valid JSON: run skipped", line);
+        else if (!*bad)
+            rc = dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: not a JSON object: run skipped", line);
+        else
+            rc = dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: \"%s\" missing or invalid: run skipped",
+                                 line, bad);
+        goto out;
+    }
+    if (dups)
+        rc = dt_run_note_add(r, DT_RUN_OK, NULL,
+                             "%ld epoch line%s repeated (the first: epoch %ld at lines %ld and %ld); "
+                             "the last of each counts",
+                             dups, dups > 1 ? "s" : "", dup_epoch, dup_first, dup_second);
+out:
+    free(ep_line);
+    if (rc == DT_ERR_NOMEM)
+        dt_error("out of memory reading %s/metrics.jsonl", r->dir ? r->dir : "a run");
+    if (rc != DT_OK)
+        return rc;
+    if (r->state == DT_RUN_SKIPPED) { /* no number from a file that did not check */
+        r->n_ep = r->n_st = 0;
+        return DT_OK;
+    }
+    if (r->n_ep > 1)
+        qsort(r->ep, r->n_ep, sizeof *r->ep, cmp_epoch);
+    if (!r->n_ep)
+        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "no complete epoch yet (%zu print interval%s logged): no row",
+                               r->n_st, r->n_st == 1 ? "" : "s");
+    int done = r->epochs > 0 && r->ep[r->n_ep - 1].epoch >= r->epochs - 1;
+    for (size_t i = 0; i < r->n_ep && !done && isfinite(r->desired_acc); i++)
+        done = isfinite(r->ep[i].val_top1) && r->ep[i].val_top1 >= r->desired_acc;
+    if (!done && r->have_config) {
+        r->in_progress = 1;
+        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "in progress or stopped: %zu of %d epochs logged", r->n_ep,
+                               r->epochs);
+    }
+    return DT_OK;
+}
+
+/* the whole file into a NUL-terminated buffer: DT_OK, or -errno style: 1 absent, 2 unreadable, 3 too big */
+static int slurp(const char *path, long max, char **out, size_t *len, int *err)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *err = errno;
+        return errno == ENOENT ? 1 : 2;
+    }
+    size_t cap = 0, n = 0;
+    char *b = NULL;
+    int rc = 0;
+    for (;;) {
+        if (n + 65536 + 1 > cap) {
+            size_t c = cap ? cap * 2 : 65536 + 1;
+            char *q = realloc(b, c);
+            if (!q) {
+                rc = -1;
+                break;
+            }
+            b = q;
+            cap = c;
+        }
+        size_t got = fread(b + n, 1, cap - n - 1, f);
+        n += got;
+        if ((long)n > max) {
+            rc = 3;
+            break;
+        }
+        if (got == 0) {
+            if (ferror(f)) {
+                *err = errno;
+                rc = 2;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    b[n] = 0;
+    *out = b;
+    *len = n;
+    return 0;
+}
+
+/* reads one run directory (run.json present or not) and appends it */
+static int load_run(dt_run_set *s, const char *source, const char *dir, int has_config)
+{
+    dt_run r;
+    DT_TRY(dt_run_init(&r, source, dir));
+    char path[4200], *buf = NULL;
+    size_t len;
+    int err = 0, rc = DT_OK, got;
+    if (!strcmp(r.name, ".") || !strcmp(r.name, "..") || !*r.name) { /* "dtreport ." in a run directory */
+        char *real = realpath(dir, NULL), *b = real ? strrchr(real, '/') : NULL;
+        if (b && b[1]) {
+            char *nm = strdup(b + 1);
+            if (nm) {
+                free(r.name);
+                r.name = nm;
+            }
+        }
+        free(real);
+    }
+    if (!has_config) {
+        rc = dt_run_note_add(&r, DT_RUN_SKIPPED, NULL, "metrics.jsonl but no run.json: skipped");
+        goto done;
+    }
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    if ((got = slurp(path, MAX_CONFIG_BYTES, &buf, &len, &err)) != 0) {
+        rc = got < 0 ? DT_ERR_NOMEM
+                     : dt_run_note_add(&r, DT_RUN_SKIPPED, got == 3 ? NULL : strerror(err),
+                                       "run.json: %s: run skipped", got == 3 ? "over 16 MiB" : "cannot be read");
+        goto done;
+    }
+    rc = dt_run_parse_config(&r, buf, len);
+    free(buf);
+    buf = NULL;
+    if (rc != DT_OK || r.state == DT_RUN_SKIPPED)
+        goto done;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
+    if ((got = slurp(path, MAX_METRICS_BYTES, &buf, &len, &err)) != 0) {
+        rc = got < 0 ? DT_ERR_NOMEM
+             : got == 1 ? dt_run_note_add(&r, DT_RUN_PARTIAL, NULL, "no metrics.jsonl yet: no row")
+                        : dt_run_note_add(&r, DT_RUN_SKIPPED, got == 3 ? NULL : strerror(err),
+                                          "metrics.jsonl: %s: run skipped", got == 3 ? "over 1 GiB" : "cannot be read");
+        goto done;
+    }
+    rc = dt_run_parse_metrics(&r, buf, len);
+done:
+    free(buf);
+    if (rc == DT_OK)
+        rc = dt_runs_append(s, &r);
+    if (rc != DT_OK) {
+        if (rc == DT_ERR_NOMEM)
+            dt_error("out of memory reading %s", dir);
+        dt_run_free(&r);
+    }
+    return rc;
+}
+
+static int is_file(const char *dir, const char *name)
+{
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int load_path(dt_run_set *s, const char *path)
+{
+    struct stat st;
+    if (strlen(path) > 4000) {
+        dt_error("%s: path too long", path);
+        return DT_ERR_INPUT;
+    }
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        dt_error("%s: %s", path, strerror(e));
+        return e == ENOENT || e == ENOTDIR ? DT_ERR_INPUT : DT_ERR_SYS;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        dt_error("%s: not a directory (give results folders or run directories)", path);
+        return DT_ERR_INPUT;
+    }
+    if (is_file(path, "run.json"))
+        return load_run(s, path, path, 1);
+    DIR *d = opendir(path);
+    if (!d) {
+        dt_error("%s: cannot list it: %s", path, strerror(errno));
+        return DT_ERR_SYS;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = DT_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *nm = strdup(e->d_name);
+        if (!nm || grow((void **)&names, n, &cap, sizeof *names)) {
+            free(nm);
+            rc = DT_ERR_NOMEM;
+            break;
+        }
+        names[n++] = nm;
+    }
+    closedir(d);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_str);
+    size_t found = 0, len = strlen(path);
+    while (len > 1 && path[len - 1] == '/')
+        len--;
+    for (size_t i = 0; i < n && rc == DT_OK; i++) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%.*s/%s", (int)len, path, names[i]);
+        if (strlen(dir) > 4000 || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        int cfg = is_file(dir, "run.json");
+        if (cfg || is_file(dir, "metrics.jsonl")) {
+            rc = load_run(s, path, dir, cfg);
+            found++;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (rc == DT_ERR_NOMEM)
+        dt_error("out of memory listing %s", path);
+    if (rc == DT_OK && !found)
+        dt_warn("%s: no run directories (with run.json) in it", path);
+    return rc;
+}
+
+int dt_runs_append(dt_run_set *s, dt_run *r)
+{
+    dt_run *p = realloc(s->runs, (s->n + 1) * sizeof *p);
+    if (!p)
+        return DT_ERR_NOMEM;
+    s->runs = p;
+    p[s->n++] = *r;
+    memset(r, 0, sizeof *r);
+    return DT_OK;
+}
+
+int dt_runs_load(dt_run_set *s, const char *const *paths, int n_paths)
+{
+    s->sources = calloc(n_paths > 0 ? (size_t)n_paths : 1, sizeof *s->sources);
+    if (!s->sources) {
+        dt_error("out of memory");
+        return DT_ERR_NOMEM;
+    }
+    for (int i = 0; i < n_paths; i++) {
+        int repeat = 0;
+        for (size_t k = 0; k < s->n_sources; k++)
+            repeat |= !strcmp(s->sources[k], paths[i]);
+        if (repeat) /* the same text twice: read once */
+            continue;
+        if (!(s->sources[s->n_sources] = strdup(paths[i]))) {
+            dt_error("out of memory");
+            return DT_ERR_NOMEM;
+        }
+        s->n_sources++;
+        DT_TRY(load_path(s, paths[i]));
+    }
+    return dt_runs_compute(s);
+}
+
+int dt_run_in_table(const dt_run *r)
+{
+    return r->have_config && r->state != DT_RUN_SKIPPED && r->n_ep > 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* median of v[0..n) (sorted in place); NaN for n == 0 */
+static double median(double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int derive(dt_run *r)
+{
+    size_t m = r->n_st > r->n_ep ? r->n_st : r->n_ep;
+    double *v = malloc((m ? m : 1) * sizeof *v);
+    if (!v)
+        return DT_ERR_NOMEM;
+    /* warm-up: the first print interval of each run of step lines of one epoch with rising epoch_step */
+    for (size_t i = 0, start = 0; i < r->n_st; i++) {
+        const dt_run_step *a = &r->st[i], *b = i + 1 < r->n_st ? &r->st[i + 1] : NULL;
+        int ends = !b || b->epoch != a->epoch ||
+                   (a->epoch_step >= 0 && b->epoch_step >= 0 && b->epoch_step <= a->epoch_step);
+        if (ends) {
+            r->st[start].warmup = i > start; /* an epoch's only interval counts */
+            start = i + 1;
+        }
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < r->n_st; i++)
+        if (!r->st[i].warmup)
+            v[n++] = r->st[i].img_per_s;
+    if (!n)
+        for (size_t i = 0; i < r->n_ep; i++)
+            v[n++] = r->ep[i].img_per_s;
+    r->img_s = median(v, n);
+    double sum = 0, best1 = -1, best5 = -1;
+    for (size_t i = 0; i < r->n_ep; i++) {
+        const dt_run_epoch *e = &r->ep[i];
+        v[i] = e->time_s;
+        sum += e->time_s;
+        if (isfinite(e->val_top1) && e->val_top1 > best1) {
+            best1 = e->val_top1;
+            r->best_top1_epoch = e->epoch;
+        }
+        if (isfinite(e->val_top5) && e->val_top5 > best5) {
+            best5 = e->val_top5;
+            r->best_top5_epoch = e->epoch;
+        }
+        if (isfinite(r->desired_acc) && r->acc_epoch < 0 && isfinite(e->val_top1) && e->val_top1 >= r->desired_acc) {
+            r->acc_epoch = e->epoch;
+            r->time_to_acc = sum;
+        }
+    }
+    r->best_top1 = best1 >= 0 ? best1 : NAN;
+    r->best_top5 = best5 >= 0 ? best5 : NAN;
+    r->train_time = r->n_ep ? sum : NAN;
+    r->epoch_time = median(v, r->n_ep);
+    free(v);
+    return DT_OK;
+}
+
+static int same_config(const dt_run *a, const dt_run *b)
+{
+    return !strcmp(a->arch, b->arch) && !strcmp(a->dataset, b->dataset) && !strcmp(a->device, b->device) &&
+           a->batch_per_rank == b->batch_per_rank && a->opt_level == b->opt_level &&
+           !strcmp(a->precision, b->precision);
+}
+
+static int cmp_run(const void *pa, const void *pb)
+{
+    const dt_run *a = pa, *b = pb;
+    int ta = dt_run_in_table(a), tb = dt_run_in_table(b), c;
+    if (ta != tb)
+        return tb - ta;
+    if (ta) {
+        if ((c = strcmp(a->arch, b->arch)) || (c = strcmp(a->dataset, b->dataset)))
+            return c;
+        if (a->world_size != b->world_size)
+            return a->world_size < b->world_size ? -1 : 1;
+        if ((c = strcmp(a->name, b->name)))
+            return c;
+    }
+    return strcmp(a->dir, b->dir);
+}
+
+int dt_runs_compute(dt_run_set *s)
+{
+    /* names: a name two runs share becomes each one's dir */
+    int *clash = calloc(s->n ? s->n : 1, sizeof *clash);
+    if (!clash)
+        return DT_ERR_NOMEM;
+    for (size_t i = 0; i < s->n; i++)
+        for (size_t k = i + 1; k < s->n; k++)
+            if (!strcmp(s->runs[i].name, s->runs[k].name))
+                clash[i] = clash[k] = 1;
+    int rc = DT_OK;
+    for (size_t i = 0; i < s->n && rc == DT_OK; i++) {
+        dt_run *r = &s->runs[i];
+        if (clash[i]) {
+            char *d = strdup(r->dir);
+            if (!d)
+                rc = DT_ERR_NOMEM;
+            else {
+                free(r->name);
+                r->name = d;
+            }
+        }
+        if (rc == DT_OK && dt_run_in_table(r))
+            rc = derive(r);
+    }
+    free(clash);
+    if (rc != DT_OK) {
+        dt_error("out of memory deriving the runs' numbers");
+        return rc;
+    }
+    if (s->n > 1)
+        qsort(s->runs, s->n, sizeof *s->runs, cmp_run);
+    /* stems: [A-Za-z0-9._-] only, no leading dot, unique (a -2, -3, ... suffix) */
+    for (size_t i = 0; i < s->n; i++) {
+        dt_run *r = &s->runs[i];
+        size_t n = strlen(r->name);
+        char *st = malloc(n + 24);
+        if (!st) {
+            dt_error("out of memory");
+            return DT_ERR_NOMEM;
+        }
+        for (size_t k = 0; k <= n; k++) {
+            char c = r->name[k];
+            int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                     c == '_' || (c == '.' && k > 0);
+            st[k] = k == n ? 0 : ok ? c : '_';
+        }
+        if (!n)
+            strcpy(st, "run");
+        size_t base = strlen(st);
+        for (int suffix = 2;; suffix++) {
+            int taken = 0;
+            for (size_t k = 0; k < i && !taken; k++)
+                taken = !strcmp(s->runs[k].stem, st);
+            if (!taken)
+                break;
+            snprintf(st + base, 24, "-%d", suffix);
+        }
+        free(r->stem);
+        r->stem = st;
+    }
+    /* baselines: the first row of the same config in this order is the one with the fewest ranks */
+    for (size_t i = 0; i < s->n; i++) {
+        dt_run *r = &s->runs[i];
+        if (!dt_run_in_table(r) || !isfinite(r->img_s))
+            continue;
+        for (size_t k = 0; k < i; k++) {
+            const dt_run *b = &s->runs[k];
+            if (dt_run_in_table(b) && isfinite(b->img_s) && b->img_s > 0 && same_config(r, b)) {
+                r->baseline = (long)k;
+                r->speedup = r->img_s / b->img_s;
+                r->efficiency = 100.0 * r->speedup * (double)b->world_size / (double)r->world_size;
+                break;
+            }
+        }
+    }
+    return DT_OK;
+}
+
+void dt_runs_free(dt_run_set *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        dt_run_free(&s->runs[i]);
+    free(s->runs);
+    for (size_t i = 0; i < s->n_sources; i++)
+        free(s->sources[i]);
+    free(s->sources);
+    memset(s, 0, sizeof *s);
+}
