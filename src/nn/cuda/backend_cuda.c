@@ -174,22 +174,24 @@ void dt_cuda_mem_free(void *p)
     FATAL_CUDA(cudaFree(p)); /* waits for the device's queued work */
 }
 
-void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes)
+/* a copy in either direction, on the stream, complete at return */
+static void copy_and_wait(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
     if (!bytes)
         return;
     ready();
-    FATAL_CUDA(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, st.stream));
+    FATAL_CUDA(cudaMemcpyAsync(dst, src, bytes, kind, st.stream));
     FATAL_CUDA(cudaStreamSynchronize(st.stream));
+}
+
+void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes)
+{
+    copy_and_wait(dst, src_host, bytes, cudaMemcpyHostToDevice);
 }
 
 void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes)
 {
-    if (!bytes)
-        return;
-    ready();
-    FATAL_CUDA(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, st.stream));
-    FATAL_CUDA(cudaStreamSynchronize(st.stream));
+    copy_and_wait(dst_host, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 void dt_cuda_sync(void)
