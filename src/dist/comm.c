@@ -132,6 +132,14 @@ int dt_comm_nccl(dt_comm **c, const dt_launch *l, int device, double timeout_s)
     dt_error("NCCL communicator: this dtrain was built without CUDA (configure --with-cuda)");
     return DT_ERR_STATE;
 }
+
+int dt_comm_nccl_host(dt_comm **c, dt_comm *dev)
+{
+    (void)dev;
+    *c = NULL;
+    dt_error("NCCL communicator: this dtrain was built without CUDA (configure --with-cuda)");
+    return DT_ERR_STATE;
+}
 #endif
 
 #ifndef HAVE_MPI

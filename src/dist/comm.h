@@ -1,7 +1,8 @@
 /* comm.h: collective operations behind one small interface, with three implementations:
  *   self  world size 1: every operation is a copy or nothing;
  *   mpi   host buffers through MPI (non-blocking collectives polled against a deadline);
- *   nccl  device buffers through NCCL (CUDA builds), on its own stream.
+ *   nccl  device buffers through NCCL (CUDA builds), on its own stream; and host buffers staged
+ *         through the device, for GPU ranks without MPI.
  * Every operation either completes or fails within the communicator's timeout: a rank that died
  * or stalls makes the others fail with one line naming the operation and the step, never hang.
  * fp16 and bf16 are reduced in fp32 on hosts (MPI has no such types), with correct rounding. */
@@ -57,6 +58,10 @@ int dt_comm_mpi(dt_comm **c, double timeout_s);
 /* NCCL over the launch's ranks on CUDA device `device` (the local rank's), for device buffers
  * (CUDA builds; DT_ERR_STATE otherwise). */
 int dt_comm_nccl(dt_comm **c, const dt_launch *l, int device, double timeout_s);
+/* Host buffers over NCCL, for GPU ranks started without MPI (srun --mpi=pmi2): a communicator of its
+ * own (split from dev, which stays the caller's), staged through pinned memory and the device
+ * (CUDA builds with NCCL 2.18 or later; DT_ERR_STATE otherwise). */
+int dt_comm_nccl_host(dt_comm **c, dt_comm *dev);
 /* CUDA devices this process can use (0 without CUDA or a driver). */
 int dt_gpu_count(void);
 /* The communicator a launch gives for host (CPU) buffers: self for one rank, MPI under MPI; other

@@ -146,12 +146,49 @@ static void nccl_destroy(dt_comm *c)
     free(m);
 }
 
+static const dt_comm_ops nccl_ops;
+
+/* a second communicator over the same ranks and device (ncclCommSplit, NCCL 2.18 and later), with
+ * its own stream, so that two threads can each run their own sequence of collectives */
 static int nccl_dup(dt_comm *c, dt_comm **out)
 {
-    (void)c;
     *out = NULL;
-    dt_error("a second NCCL communicator (for SyncBN) comes with the CUDA backend");
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+    nccl_impl *m = c->impl;
+    dt_comm *d = calloc(1, sizeof *d);
+    nccl_impl *n = calloc(1, sizeof *n);
+    if (!d || !n) {
+        free(d);
+        free(n);
+        return DT_ERR_NOMEM;
+    }
+    *d = *c;
+    d->impl = n;
+    d->n_ops = 0;
+    int rc = DT_OK;
+    DT_CHECK_CUDA_GOTO(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaMalloc((void **)&n->scratch, sizeof(int)), rc, fail);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclResult_t r = ncclCommSplit(m->comm, 0, c->rank, &n->comm, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        dt_error("ncclCommSplit on rank %d of %d: %s", c->rank, c->size, ncclGetErrorString(r));
+        rc = DT_ERR_NCCL;
+        goto fail;
+    }
+    DT_TRY_GOTO(settle(d, r, "communicator split", dt_seconds() + c->timeout_s), rc, fail);
+    *out = d;
+    return DT_OK;
+fail:
+    nccl_destroy(d);
+    free(d);
+    return rc;
+#else
+    (void)c;
+    dt_error("a second NCCL communicator needs NCCL 2.18 or later (ncclCommSplit); this build has %d.%d",
+             NCCL_MAJOR, NCCL_MINOR);
     return DT_ERR_STATE;
+#endif
 }
 
 static void nccl_abort(dt_comm *c, int code)
@@ -167,6 +204,166 @@ static void nccl_abort(dt_comm *c, int code)
 
 static const dt_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_barrier, nccl_dup,
                                      nccl_abort, nccl_destroy};
+
+/* --- host buffers over NCCL ---------------------------------------------------------------------
+ * For GPU ranks started without MPI (srun --mpi=pmi2): the trainer's few host collectives (start-up
+ * agreement, the stop flag each step, metrics) go through a communicator of their own (a split of
+ * the device one), staged through pinned host memory and a device buffer on its stream: copy in,
+ * the collective, copy out, all polled against the deadline like any other NCCL operation. */
+typedef struct host_impl {
+    dt_comm *dev;   /* the split communicator */
+    void *pinned;   /* cudaMallocHost */
+    void *dbuf;     /* cudaMalloc, the same size */
+    size_t cap;
+} host_impl;
+
+static int host_room(dt_comm *c, size_t bytes)
+{
+    host_impl *h = c->impl;
+    if (bytes <= h->cap)
+        return DT_OK;
+    size_t cap = h->cap ? h->cap : 65536;
+    while (cap < bytes)
+        cap *= 2;
+    cudaFreeHost(h->pinned);
+    cudaFree(h->dbuf);
+    h->pinned = h->dbuf = NULL;
+    h->cap = 0;
+    DT_CHECK_CUDA(cudaMallocHost(&h->pinned, cap));
+    DT_CHECK_CUDA(cudaMalloc(&h->dbuf, cap));
+    h->cap = cap;
+    return DT_OK;
+}
+
+/* in (n_in bytes) to the device, the collective enqueued by op, out (n_out bytes) back */
+typedef ncclResult_t (*host_call)(void *dbuf, size_t count, dt_dtype t, dt_redop op, int root, nccl_impl *m);
+
+static int host_run(dt_comm *c, const void *in, size_t n_in, void *out, size_t n_out, host_call call, size_t count,
+                    dt_dtype t, dt_redop op, int root, const char *what)
+{
+    host_impl *h = c->impl;
+    nccl_impl *m = h->dev->impl;
+    DT_TRY(host_room(c, n_in > n_out ? n_in : n_out));
+    memcpy(h->pinned, in, n_in);
+    DT_CHECK_CUDA(cudaMemcpyAsync(h->dbuf, h->pinned, n_in, cudaMemcpyHostToDevice, m->stream));
+    h->dev->step = c->step;
+    h->dev->n_ops++;
+    c->n_ops++;
+    ncclResult_t r = call(h->dbuf, count, t, op, root, m);
+    if (r == ncclSuccess || r == ncclInProgress)
+        DT_TRY(settle(h->dev, r, what, dt_seconds() + c->timeout_s));
+    if (r == ncclSuccess || r == ncclInProgress)
+        r = ncclSuccess;
+    DT_CHECK_CUDA(cudaMemcpyAsync(h->pinned, h->dbuf, n_out, cudaMemcpyDeviceToHost, m->stream));
+    DT_TRY(finish(h->dev, r, what));
+    memcpy(out, h->pinned, n_out);
+    return DT_OK;
+}
+
+static ncclResult_t call_allreduce(void *d, size_t count, dt_dtype t, dt_redop op, int root, nccl_impl *m)
+{
+    (void)root;
+    return ncclAllReduce(d, d, count, nccl_type(t), nccl_op(op), m->comm, m->stream);
+}
+
+static ncclResult_t call_broadcast(void *d, size_t count, dt_dtype t, dt_redop op, int root, nccl_impl *m)
+{
+    (void)op;
+    return ncclBroadcast(d, d, count, nccl_type(t), root, m->comm, m->stream);
+}
+
+/* in place: each rank's part already sits at its offset of the device buffer */
+static ncclResult_t call_allgather(void *d, size_t count, dt_dtype t, dt_redop op, int root, nccl_impl *m)
+{
+    (void)op;
+    (void)root;
+    size_t part = count * dt_dtype_size(t);
+    int rank = 0;
+    ncclCommUserRank(m->comm, &rank);
+    return ncclAllGather((char *)d + (size_t)rank * part, d, count, nccl_type(t), m->comm, m->stream);
+}
+
+static int host_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
+{
+    size_t n = count * dt_dtype_size(t);
+    return host_run(c, send, n, recv, n, call_allreduce, count, t, op, 0, "allreduce (host)");
+}
+
+static int host_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int root)
+{
+    size_t n = count * dt_dtype_size(t);
+    return host_run(c, buf, n, buf, n, call_broadcast, count, t, DT_SUM, root, "broadcast (host)");
+}
+
+static int host_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t)
+{
+    size_t part = count * dt_dtype_size(t), all = part * (size_t)c->size;
+    char *tmp = calloc(1, all); /* this rank's part at its offset, copied in with the rest */
+    if (!tmp)
+        return DT_ERR_NOMEM;
+    memcpy(tmp + (size_t)c->rank * part, send, part);
+    int rc = host_run(c, tmp, all, recv, all, call_allgather, count, t, DT_SUM, 0, "allgather (host)");
+    free(tmp);
+    return rc;
+}
+
+static int host_barrier(dt_comm *c)
+{
+    host_impl *h = c->impl;
+    c->n_ops++;
+    return h->dev->ops->barrier(h->dev);
+}
+
+static void host_destroy(dt_comm *c)
+{
+    host_impl *h = c->impl;
+    if (!h)
+        return;
+    cudaFreeHost(h->pinned);
+    cudaFree(h->dbuf);
+    dt_comm_free(h->dev);
+    free(h);
+}
+
+static void host_abort(dt_comm *c, int code)
+{
+    host_impl *h = c->impl;
+    h->dev->ops->abort(h->dev, code);
+}
+
+static int host_dup(dt_comm *c, dt_comm **out)
+{
+    return dt_comm_nccl_host(out, ((host_impl *)c->impl)->dev);
+}
+
+static const dt_comm_ops host_ops = {"nccl (host buffers)", host_allreduce, host_broadcast, host_allgather,
+                                     host_barrier, host_dup, host_abort, host_destroy};
+
+int dt_comm_nccl_host(dt_comm **out, dt_comm *dev)
+{
+    *out = NULL;
+    dt_comm *c = calloc(1, sizeof *c);
+    host_impl *h = calloc(1, sizeof *h);
+    if (!c || !h) {
+        free(c);
+        free(h);
+        return DT_ERR_NOMEM;
+    }
+    *c = *dev;
+    c->ops = &host_ops;
+    c->impl = h;
+    c->n_ops = 0;
+    int rc = dev->ops->dup(dev, &h->dev);
+    if (rc == DT_OK)
+        rc = host_room(c, 65536);
+    if (rc != DT_OK) {
+        host_destroy(c);
+        free(c);
+        return rc;
+    }
+    *out = c;
+    return DT_OK;
+}
 
 /* the id through a file: rank 0 writes dir/.dtrain-nccl-<job> atomically, the others wait for it */
 static int id_by_file(const dt_launch *l, ncclUniqueId *id, double timeout_s)

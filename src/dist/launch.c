@@ -29,6 +29,40 @@ const char *dt_launch_kind_name(enum dt_launch_kind k)
     }
 }
 
+int dt_launch_pick_gpu(const char *visible, int count, int local_rank, int local_size, char *name, size_t n)
+{
+    int listed = 0;
+    if (visible && *visible) /* entries: indices, GPU-<uuid> or MIG-<uuid>, comma-separated */
+        for (const char *p = visible; p; p = strchr(p, ','), p = p ? p + 1 : NULL)
+            listed++;
+    if (count < 0)
+        count = listed;
+    if (count < 1) {
+        snprintf(name, n, "no GPU is visible to this process (CUDA_VISIBLE_DEVICES=%s)",
+                 visible ? (*visible ? visible : "empty") : "unset");
+        return -1;
+    }
+    int idx;
+    if (count == 1)
+        idx = 0;
+    else if (count >= local_size)
+        idx = local_rank;
+    else {
+        snprintf(name, n, "%d ranks on this node and %d GPUs visible (CUDA_VISIBLE_DEVICES=%s): ranks would share a "
+                 "GPU; ask Slurm for one GPU per task (--gpus-per-node equal to --ntasks-per-node, or "
+                 "--gpus-per-task=1)", local_size, count, visible ? visible : "unset");
+        return -1;
+    }
+    const char *p = visible && *visible && idx < listed ? visible : NULL;
+    for (int k = 0; p && k < idx; k++)
+        p = strchr(p, ',') + 1;
+    if (p)
+        snprintf(name, n, "%.*s", (int)strcspn(p, ","), p);
+    else
+        snprintf(name, n, "%d", idx);
+    return idx;
+}
+
 int dt_pmi_map_rank(const char *map, int size, int rank, int *node, int *local_rank, int *local_size)
 {
     const char *v = map ? strstr(map, "vector,") : NULL;

@@ -12,6 +12,8 @@
 #ifndef DT_DIST_LAUNCH_H
 #define DT_DIST_LAUNCH_H
 
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -38,6 +40,14 @@ const char *dt_launch_kind_name(enum dt_launch_kind k);
  * fewer ranks than size): the node, local rank and local size of rank. 0, or -1 when the text
  * does not parse or does not cover the rank. */
 int dt_pmi_map_rank(const char *map, int size, int rank, int *node, int *local_rank, int *local_size);
+
+/* The GPU of a rank, as an index among the devices CUDA sees. visible: CUDA_VISIBLE_DEVICES as Slurm
+ * (or the user) set it, or NULL; count: how many devices CUDA sees, or -1 to count visible's entries.
+ * One device: that one (Slurm bound a GPU to each task: --gpus-per-task=1, --gpu-bind); at least
+ * local_size: the local rank's; fewer would make ranks share a GPU, so that is refused. Returns the
+ * index and writes the device's name in visible's list (or its index) into name; or -1 with the
+ * reason in name. */
+int dt_launch_pick_gpu(const char *visible, int count, int local_rank, int local_size, char *name, size_t n);
 
 /* PMI2 key-value exchange (only with DT_LAUNCH_PMI2): rank `root` publishes n bytes under key
  * (hex-encoded, n <= 500), everyone fences and reads them. DT_OK or an error after one line. */

@@ -257,7 +257,18 @@ out:
     return rc;
 }
 
-int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t n)
+/* a run directory's name ends in -job<ID>, or has -job<ID>- before its run name or suffix */
+static int of_job(const char *name, const char *job)
+{
+    char key[96];
+    snprintf(key, sizeof key, "-job%s", job);
+    for (const char *p = strstr(name, key); p; p = strstr(p + 1, key))
+        if (p[strlen(key)] == 0 || p[strlen(key)] == '-')
+            return 1;
+    return 0;
+}
+
+int dt_checkpoint_find(const char *results, const char *arch, const char *job, char *out, size_t n)
 {
     DIR *d = opendir(results);
     time_t newest = 0;
@@ -265,7 +276,7 @@ int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t 
     if (d) {
         struct dirent *de;
         while ((de = readdir(d))) {
-            if (de->d_name[0] == '.')
+            if (de->d_name[0] == '.' || (job && !of_job(de->d_name, job)))
                 continue;
             char p[4400];
             struct stat st;
@@ -286,9 +297,5 @@ int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t 
         }
         closedir(d);
     }
-    if (!out[0]) {
-        dt_error("--resume auto: no readable checkpoint of %s in the runs under %s", arch, results);
-        return DT_ERR_INPUT;
-    }
-    return DT_OK;
+    return out[0] ? DT_OK : DT_ERR_INPUT;
 }

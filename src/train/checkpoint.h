@@ -47,9 +47,10 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
  * as tools/dt-export-torchvision writes from a torchvision model or state_dict; its arch attribute is
  * optional), for --pretrained. Names and shapes are checked; DT_OK or DT_ERR_INPUT after one line. */
 int dt_checkpoint_load_weights(const char *path, dt_model *m);
-/* The newest readable checkpoint.h5 of this architecture in a run directory under results, into out; DT_OK, or
- * DT_ERR_INPUT after one line when there is none. */
-int dt_checkpoint_find(const char *results, const char *arch, char *out, size_t n);
+/* The newest readable checkpoint.h5 of this architecture in a run directory under results, into out; with
+ * job, only in the directories of that Slurm job (names with -job<job>). DT_OK, or DT_ERR_INPUT (nothing
+ * logged) when there is none. */
+int dt_checkpoint_find(const char *results, const char *arch, const char *job, char *out, size_t n);
 
 #ifdef __cplusplus
 }

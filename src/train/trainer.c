@@ -95,9 +95,12 @@ typedef struct run {
     double lr0;                 /* after scaling */
     int64_t steps_per_epoch;
     char ckpt_in[4200];         /* the checkpoint to resume from (rank 0) */
+    int32_t resuming;           /* from ckpt_in (--resume job may find none) */
     dt_progress pr;             /* where training stands */
     int stopped_by;             /* the signal every rank agreed to stop on, or 0 */
     int device;                 /* --device cuda: the GPU */
+    char where[512];            /* this rank's device, for its first log line */
+    int device_ready;           /* choose_device has run */
     int nodes;                  /* nodes the ranks run on */
     char dataset[256];          /* the data directory's name, or "synthetic" */
     char started[32];           /* when this invocation started (UTC, ISO 8601) */
@@ -352,6 +355,43 @@ static int validate(run *r, int epoch, double *top1, double *top5, double *loss,
     return DT_OK;
 }
 
+/* this rank's device: --device cuda takes the local rank's GPU (dt_launch_pick_gpu) and makes it
+ * current; r->where says where the rank runs, for its first log line. DT_OK or DT_ERR_INPUT. */
+static int choose_device(run *r)
+{
+    const dt_train_cfg *c = r->cfg;
+    const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+    r->device_ready = 1;
+    snprintf(r->where, sizeof r->where, "cpu, %d compute thread%s", dt_cpu_threads(), dt_cpu_threads() > 1 ? "s" : "");
+    if (!c->cuda && visible && *visible) { /* a CPU run in a GPU allocation: say what --device cuda would take */
+        char gpu[256];
+        if (dt_launch_pick_gpu(visible, -1, r->l.local_rank, r->l.local_size, gpu, sizeof gpu) >= 0)
+            snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where),
+                     "; its GPU %s stays unused (CUDA_VISIBLE_DEVICES=%s)", gpu, visible);
+        else
+            snprintf(r->where + strlen(r->where), sizeof r->where - strlen(r->where), "; with --device cuda: %s", gpu);
+    }
+    if (!c->cuda)
+        return DT_OK;
+#ifdef HAVE_CUDA
+    char gpu[256];
+    r->device = dt_launch_pick_gpu(visible, dt_gpu_count(), r->l.local_rank, r->l.local_size, gpu, sizeof gpu);
+    if (r->device < 0) {
+        dt_error("--device cuda: %s", gpu);
+        return DT_ERR_INPUT;
+    }
+    snprintf(r->where, sizeof r->where, "GPU %s (device %d; CUDA_VISIBLE_DEVICES=%s)", gpu, r->device,
+             visible ? visible : "unset");
+    if (dt_cuda_init(r->device) != DT_OK)
+        return DT_ERR_INPUT;
+    dt_log_set_device(r->device);
+    return DT_OK;
+#else
+    dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
+    return DT_ERR_INPUT;
+#endif
+}
+
 static int setup(run *r)
 {
     const dt_train_cfg *c = r->cfg;
@@ -382,25 +422,13 @@ static int setup(run *r)
         r->in_c = 3;
         r->size = c->crop ? c->crop : 224;
     }
+    if (!r->device_ready)
+        DT_TRY(choose_device(r));
     const dt_backend *be = &dt_backend_cpu;
-    if (c->cuda) {
 #ifdef HAVE_CUDA
-        int gpus = dt_gpu_count();
-        if (gpus < 1) {
-            dt_error("--device cuda: no CUDA device is visible to this process (CUDA_VISIBLE_DEVICES=%s)",
-                     getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
-            return DT_ERR_INPUT;
-        }
-        r->device = r->l.local_rank % gpus;
-        if (dt_cuda_init(r->device) != DT_OK)
-            return DT_ERR_INPUT;
-        dt_log_set_device(r->device);
+    if (c->cuda)
         be = &dt_backend_cuda;
-#else
-        dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
-        return DT_ERR_INPUT;
 #endif
-    }
     if ((rc = dt_model_create(&r->m, c->arch, r->in_c, r->classes, be)) != DT_OK)
         return DT_ERR_INPUT;
     r->have_model = 1;
@@ -640,8 +668,11 @@ static int train_loop(run *r)
             stop = 1;
     }
     if (r->l.rank == 0 && r->stopped_by)
-        dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
-                r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir);
+        dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto%s",
+                r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir,
+                getenv("SLURM_JOB_ID") && r->stopped_by == SIGUSR1
+                    ? " (at a time limit, a batch job under dtrain-srun requeues and continues by itself)"
+                    : "");
     else if (r->l.rank == 0 && r->pr.step > 0)
         dt_info("stopped after --max-steps %ld at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
                 c->max_steps, (long long)r->pr.epoch, (long long)r->pr.step, r->dir);
@@ -679,9 +710,27 @@ static int setup_data(run *r)
 static int find_resume(run *r)
 {
     const dt_train_cfg *c = r->cfg;
-    if (!strcmp(c->resume, "auto"))
-        DT_TRY(dt_checkpoint_find(c->results, c->arch, r->ckpt_in, sizeof r->ckpt_in));
-    else if (access(c->resume, R_OK) != 0) {
+    if (!strcmp(c->resume, "auto")) {
+        if (dt_checkpoint_find(c->results, c->arch, NULL, r->ckpt_in, sizeof r->ckpt_in) != DT_OK) {
+            dt_error("--resume auto: no readable checkpoint of %s in the runs under %s", c->arch, c->results);
+            return DT_ERR_INPUT;
+        }
+    } else if (!strcmp(c->resume, "job")) { /* a batch job, maybe requeued: its own run, or a new one */
+        const char *job = getenv("SLURM_JOB_ID");
+        if (!job || !*job) {
+            dt_error("--resume job: not inside a Slurm job (SLURM_JOB_ID is unset); use --resume auto or PATH");
+            return DT_ERR_INPUT;
+        }
+        if (dt_checkpoint_find(c->results, c->arch, job, r->ckpt_in, sizeof r->ckpt_in) != DT_OK) {
+            if (c->evaluate) {
+                dt_error("--resume job: no checkpoint of %s from Slurm job %s under %s", c->arch, job, c->results);
+                return DT_ERR_INPUT;
+            }
+            dt_info("--resume job: Slurm job %s has no checkpoint of %s under %s yet: a new run", job, c->arch,
+                    c->results);
+            return DT_OK;
+        }
+    } else if (access(c->resume, R_OK) != 0) {
         dt_error("--resume %s: %s", c->resume, strerror(errno));
         return DT_ERR_INPUT;
     } else
@@ -689,6 +738,7 @@ static int find_resume(run *r)
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s", r->ckpt_in);
     snprintf(r->dir, sizeof r->dir, "%s", dirname(tmp));
+    r->resuming = 1;
     return DT_OK;
 }
 
@@ -696,7 +746,7 @@ static int find_resume(run *r)
  * cleared of what a writer killed mid-checkpoint left) and its logs/ */
 static int prepare_run_dir(run *r)
 {
-    if (r->cfg->resume) {
+    if (r->resuming) {
         dt_remove_stale_tmp(r->dir, "checkpoint.h5");
         dt_remove_stale_tmp(r->dir, "model_best.h5");
     } else
@@ -717,13 +767,24 @@ int dt_train(const dt_train_cfg *c)
     r.cfg = c;
     if (dt_launch_init(&r.l) != DT_OK)
         return 1;
-    if (dt_comm_host(&r.c, &r.l, c->comm_timeout) != DT_OK) {
-        dt_launch_finalize(&r.l);
-        return 1;
-    }
     dt_cpu_set_threads(c->threads);
+    int rc;
+    if (c->cuda && r.l.size > 1 && r.l.kind != DT_LAUNCH_MPI) {
+        /* GPU ranks without MPI (srun --mpi=pmi2): NCCL carries the few host collectives too */
+        rc = choose_device(&r);
+        if (rc == DT_OK)
+            rc = dt_comm_nccl(&r.dc, &r.l, r.device, c->comm_timeout);
+        if (rc == DT_OK)
+            rc = dt_comm_nccl_host(&r.c, r.dc);
+    } else
+        rc = dt_comm_host(&r.c, &r.l, c->comm_timeout);
+    if (rc != DT_OK) { /* a launch that cannot carry this run is a bad start (exit 2) */
+        dt_comm_free(r.dc);
+        dt_launch_finalize(&r.l);
+        return rc == DT_ERR_INPUT || rc == DT_ERR_STATE ? 2 : 1;
+    }
     /* start: every input check, on every rank, agreed; nothing is written until all have passed */
-    int rc = setup(&r);
+    rc = setup(&r);
     if (rc == DT_OK)
         rc = setup_data(&r);
     if (rc == DT_OK && c->evaluate && !c->resume && !c->pretrained) {
@@ -740,11 +801,11 @@ int dt_train(const dt_train_cfg *c)
     r.pr.global_step = (int64_t)c->start_epoch * r.steps_per_epoch;
     if (rc == DT_OK && c->resume && r.l.rank == 0) { /* rank 0 reads the file, the others get it by broadcast */
         rc = find_resume(&r);
-        if (rc == DT_OK)
+        if (rc == DT_OK && r.resuming)
             rc = dt_checkpoint_load(r.ckpt_in, &r.m, &r.opt, &r.amp, &r.pr);
-        if (rc == DT_OK && c->scale_window) /* given again: it wins over the checkpoint's */
+        if (rc == DT_OK && r.resuming && c->scale_window) /* given again: it wins over the checkpoint's */
             r.amp.scaler.growth_interval = c->scale_window;
-        if (rc == DT_OK && c->start_epoch)
+        if (rc == DT_OK && r.resuming && c->start_epoch)
             dt_warn("--start-epoch %d: ignored, the checkpoint says where to resume", c->start_epoch);
     }
     rc = agree(&r, rc);
@@ -757,22 +818,27 @@ int dt_train(const dt_train_cfg *c)
     /* from here on, failures are run-time ones (exit 1) */
     if (r.c->size > 1) /* every rank logs into the run directory */
         rc = r.c->ops->broadcast(r.c, r.dir, sizeof r.dir, DT_UINT8, 0);
+    if (rc == DT_OK && r.c->size > 1)
+        rc = r.c->ops->broadcast(r.c, &r.resuming, 1, DT_INT32, 0);
     if (rc == DT_OK && !c->evaluate) { /* on a node without the shared file system: a warning, stderr only */
         char log[4300];
         snprintf(log, sizeof log, "%s/logs/rank-%d.log", r.dir, r.l.rank);
         dt_log_open_file(log);
     }
-    if (rc == DT_OK && c->resume && r.l.rank == 0)
+    if (rc == DT_OK && !c->evaluate) /* every rank: where it runs, first in its log */
+        dt_info("rank %d of %d: node %d, local rank %d of %d, pid %ld, %s", r.l.rank, r.l.size, r.l.node,
+                r.l.local_rank, r.l.local_size, (long)getpid(), r.where);
+    if (rc == DT_OK && r.resuming && r.l.rank == 0)
         dt_info("resuming from %s at epoch %lld, step %lld", r.ckpt_in, (long long)r.pr.epoch, (long long)r.pr.step);
     dt_ddp_cfg dc = {.bucket_bytes = (size_t)(c->bucket_mb * 1048576.0),
                      .first_bucket_bytes = (size_t)(c->first_bucket_mb * 1048576.0), .no_overlap = c->no_overlap,
                      .sync_bn = c->sync_bn, .grad_scale = 1.0f / (float)c->accum_steps,
                      .wire = r.amp.props.allreduce_type};
-    if (rc == DT_OK && !r.m.be->host_memory && r.c->size > 1) /* gradients in device memory: NCCL */
+    if (rc == DT_OK && !r.dc && !r.m.be->host_memory && r.c->size > 1) /* gradients in device memory: NCCL */
         rc = dt_comm_nccl(&r.dc, &r.l, r.device, c->comm_timeout);
     if (rc == DT_OK)
         rc = dt_ddp_create(&r.ddp, &r.m, r.dc ? r.dc : r.c, &dc); /* rank 0's weights and buffers to all */
-    if (rc == DT_OK && c->resume)
+    if (rc == DT_OK && r.resuming)
         rc = share_state(&r);
     if (rc == DT_OK && c->pretrained && r.amp.master) /* O2's master copy of the weights rank 0 loaded */
         r.m.be->copy_grad(r.m.n_weights, r.m.weights, r.amp.master, 0);
@@ -785,7 +851,7 @@ int dt_train(const dt_train_cfg *c)
                 rc = validate(&r, (int)r.pr.epoch, &t1, &t5, &vl, &vt);
         }
         if (rc == DT_OK && r.l.rank == 0)
-            printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", c->resume ? r.ckpt_in : c->pretrained, t1, t5);
+            printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", r.resuming ? r.ckpt_in : c->pretrained, t1, t5);
         exit_code = rc == DT_OK ? 0 : 1;
         goto done;
     }
@@ -823,7 +889,7 @@ int dt_train(const dt_train_cfg *c)
         rc = write_run_json(&r);
         char path[4200];
         snprintf(path, sizeof path, "%s/metrics.jsonl", r.dir);
-        if (rc == DT_OK && !(r.metrics = fopen(path, c->resume ? "a" : "w"))) {
+        if (rc == DT_OK && !(r.metrics = fopen(path, r.resuming ? "a" : "w"))) {
             dt_error("%s: cannot create: %s", path, strerror(errno));
             rc = DT_ERR_SYS;
         }
@@ -860,8 +926,8 @@ done:
         dt_dataset_close(&r.val);
     free(r.z);
     free(r.y);
-    dt_comm_free(r.dc);
     dt_comm_free(r.c);
+    dt_comm_free(r.dc);
     dt_launch_finalize(&r.l);
     return exit_code;
 }

@@ -7,7 +7,7 @@
 # Slurm 22.05 details that matter: SlurmdParameters=config_overrides lets a node claim more CPUs
 # than the machine has; every per-node path (spool, pid, log, TmpFS) carries %n, or pmix steps of
 # two nodes collide; plain files are not accepted as GPU devices; batch_sched_delay=0 starts jobs
-# at once.
+# at once; FirstJobId differs per cluster (see below).
 CL_NODES=${CL_NODES:-2}
 CL_CPUS=${CL_CPUS:-4}
 CL_GPUS=${CL_GPUS:-4}
@@ -26,9 +26,15 @@ cluster_start() {
   /usr/sbin/munged --socket="$CL/munge/munge.sock" --key-file="$CL/munge/munge.key" \
     --pid-file="$CL/run/munged.pid" --log-file="$CL/munge/munged.log" --seed-file="$CL/munge/munged.seed"
   g=0; while [ $g -lt "$CL_GPUS" ]; do mknod "$CL/dev/nvidia$g" c 195 $g; g=$((g + 1)); done
-  port=$(( 20000 + $$ % 20000 ))   # a port per test run: parallel test runs do not collide
+  # ports of its own (slurmctld's, then one per node), so that test runs in parallel do not collide
+  port=$(( 20000 + ($$ % 4000) * 8 ))
+  # and job ids of their own: two clusters' job 1.0 on the same host names would share Open MPI's
+  # session directory and shared memory (named after the PMIx namespace, slurm.pmix.<job>.<step>),
+  # and MPI_Init hangs
+  first_job=$(( ($$ % 20000) * 1000 + 1 ))
   cat > "$CL/etc/slurm.conf" <<EOC
 ClusterName=dttest
+FirstJobId=$first_job
 SlurmctldHost=$(hostname -s)(127.0.0.1)
 SlurmctldPort=$port
 SlurmUser=root
@@ -67,7 +73,7 @@ EOC
   done
   echo "PartitionName=debug Nodes=n[1-$CL_NODES] Default=YES MaxTime=INFINITE State=UP" >> "$CL/etc/slurm.conf"
   export SLURM_CONF=$CL/etc/slurm.conf
-  trap 'cluster_stop; rm -rf "$DT_TMP"' EXIT
+  trap 'cluster_stop; [ -n "${CL_KEEP:-}" ] && cp -r "$CL/log" "$CL_KEEP"; rm -rf "$DT_TMP"' EXIT
   slurmctld
   i=1
   while [ $i -le "$CL_NODES" ]; do unshare --uts sh -c "hostname n$i && exec slurmd -N n$i"; i=$((i + 1)); done

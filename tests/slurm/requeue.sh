@@ -1,0 +1,60 @@
+#!/bin/sh
+# requeue.sh: a job near its time limit checkpoints, requeues itself and finishes with the same
+# result as a job that was never stopped. On a real 2-node Slurm cluster started here, the CPU batch
+# script (2 ranks, one per node, --deterministic) is submitted twice at once: with the time it needs,
+# and with a 1-minute limit and --signal=B:USR1@58, so Slurm warns it within its first half minute.
+# dtrain-srun passes SIGUSR1 on, every rank finishes its step, rank 0 writes the checkpoint, all exit
+# 3, and the job requeues itself; when it runs again (Slurm holds a requeued job about 2 minutes:
+# the test releases it as soon as the nodes have cleaned up after it, with scontrol update StartTime=now), --resume job continues its own
+# run, not the other job's, though both write to the same results directory. At the end the two
+# checkpoints hold the same weights, BN statistics and momentum bit for bit, and metrics.jsonl the
+# same epoch lines (losses, accuracies, lr).
+. "$top_srcdir/tests/common.sh"
+. "$top_srcdir/tests/slurm/cluster.sh"
+command -v h5diff >/dev/null || skip "no h5diff (Debian: hdf5-tools)"
+. "$top_srcdir/tests/slurm/jobs.sh"
+jobs_start
+fmnist_subset 30000 1000 "$DT_TMP/fm"
+# 6 epochs of about 12 s here (2 cores, both jobs at once): the warning comes well before the end
+export DT_DATA="$DT_TMP/fm" DT_ARCH=resnet8 DT_BATCH=32 DT_EPOCHS=6 DT_THREADS=1 DT_ARGS="--deterministic -p 100"
+sub="--parsable --ntasks-per-node=1 --cpus-per-task=1 --output=$DT_TMP/job-%j.out"
+ref=$(sbatch $sub --time=10 "$top_srcdir/slurm/cpu_2x2.sbatch")
+id=$(sbatch $sub --time=1 --signal=B:USR1@58 "$top_srcdir/slurm/cpu_2x2.sbatch")
+out="$DT_TMP/job-$id.out"
+k=0
+while [ -n "$(squeue -h -j "$id" -o %i 2>/dev/null)" ]; do
+  # released once its last run's step daemons are gone from the nodes (their PMIx sockets removed)
+  if [ "$(job_field "$id" JobState)" = PENDING ] && [ "$(job_field "$id" Reason)" = BeginTime ] &&
+     [ -z "$(sinfo -h -t completing -o %N)" ] && ! ls "$CL"/state/d-n*/stepd.slurm.pmix."$id".* >/dev/null 2>&1; then
+    scontrol update JobId="$id" StartTime=now
+    echo "released the requeued job $id (restart $(job_field "$id" Restarts))"
+  fi
+  [ $k -lt 1200 ] || { cat "$out"; fail "job $id still in the queue after 10 minutes"; }
+  sleep 0.5; k=$((k + 1))
+done
+job_wait "$ref" 300
+cat "$out"
+[ "$(job_field "$ref" JobState)" = COMPLETED ] || { cat "$DT_TMP/job-$ref.out"; fail "the reference job $ref: $(job_field "$ref" JobState)"; }
+[ "$(job_field "$id" JobState)" = COMPLETED ] && [ "$(job_field "$id" ExitCode)" = 0:0 ] ||
+  fail "job $id: $(job_field "$id" JobState), exit $(job_field "$id" ExitCode)"
+restarts=$(job_field "$id" Restarts)
+[ "$restarts" -ge 1 ] || fail "job $id was never requeued: the warning came after training ended (a faster machine?)"
+grep -q "dtrain-srun: SIGUSR1: the time limit is near" "$out" || fail "no SIGUSR1 line"
+grep -q "stopping after this step, writing the checkpoint" "$out" || fail "dtrain did not say it stops"
+grep -q "dtrain-srun: checkpoint written; requeueing job $id" "$out" || fail "no requeue line"
+grep -q "dtrain-srun: job $id (run 1 after requeues)" "$out" || fail "the second run is missing"
+grep -q "resuming from $DT_RESULTS/[^ ]*-job$id/checkpoint.h5 at epoch" "$out" || fail "not resumed from its own checkpoint"
+pass "job $id: SIGUSR1 near the 1-minute limit, checkpoint, requeue, resumed from its own run; $restarts restart(s), COMPLETED"
+
+set -- "$DT_RESULTS"/*-job"$ref"/checkpoint.h5 "$DT_RESULTS"/*-job"$id"/checkpoint.h5
+[ -f "$1" ] && [ -f "$2" ] || fail "checkpoints: $*"
+for g in /model /optimizer; do
+  h5diff -q "$1" "$2" $g $g || { h5diff -r "$1" "$2" $g $g | head -n 20; fail "$g differs from the uninterrupted run's"; }
+done
+# the epoch lines without their timings
+epochs() { grep '"kind":"epoch"' "$1" | sed -E 's/"(img_per_s|val_img_per_s|time_s|step_time_s|time)":[^,}]*,?//g'; }
+epochs "$(dirname "$1")/metrics.jsonl" > "$DT_TMP/ref.epochs"
+epochs "$(dirname "$2")/metrics.jsonl" > "$DT_TMP/job.epochs"
+[ "$(wc -l < "$DT_TMP/ref.epochs")" -eq 6 ] || fail "the reference logged $(wc -l < "$DT_TMP/ref.epochs") epochs, not 6"
+cmp "$DT_TMP/ref.epochs" "$DT_TMP/job.epochs" || { diff "$DT_TMP/ref.epochs" "$DT_TMP/job.epochs"; fail "epoch lines differ"; }
+pass "the requeued job's weights, BN statistics, momentum and 6 epoch lines equal the uninterrupted job's, bit for bit"

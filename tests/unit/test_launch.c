@@ -1,0 +1,60 @@
+/* test_launch.c: the pure parts of launch detection. Which GPU a rank takes from CUDA_VISIBLE_DEVICES
+ * as Slurm sets it (all of a node's GPUs, one bound GPU per task, UUIDs, too few, none), and where
+ * PMI_process_mapping puts a rank (block, cyclic, uneven, repeated lists, bad text). */
+#include "config.h"
+
+#include <string.h>
+
+#include "dist/launch.h"
+#include "tap.h"
+
+/* pick: the index and name dt_launch_pick_gpu gives, or -1 and its reason */
+static int pick(const char *visible, int count, int lr, int ls, char *name)
+{
+    return dt_launch_pick_gpu(visible, count, lr, ls, name, 256);
+}
+
+int main(void)
+{
+    char name[256];
+    /* --gpus-per-node=4, 4 tasks per node: every task sees the node's four */
+    for (int lr = 0; lr < 4; lr++) {
+        int i = pick("0,1,2,3", -1, lr, 4, name);
+        char want[8];
+        snprintf(want, sizeof want, "%d", lr);
+        TAP_OK(i == lr && !strcmp(name, want), "0,1,2,3, local rank %d of 4: device %d named %s", lr, i, name);
+    }
+    /* the same GPUs with other physical numbers (a node shared with another job) */
+    TAP_OK(pick("4,5,6,7", -1, 2, 4, name) == 2 && !strcmp(name, "6"), "4,5,6,7, local rank 2: device 2 = GPU 6 (%s)",
+           name);
+    /* --gpus-per-task=1 or --gpu-bind: each task sees only its own */
+    TAP_OK(pick("3", -1, 3, 4, name) == 0 && !strcmp(name, "3"), "one bound GPU: device 0 = GPU 3 (%s)", name);
+    /* CUDA's own count wins over the list (a MIG or UUID list CUDA counts differently) */
+    TAP_OK(pick("GPU-aa,GPU-bb", 2, 1, 2, name) == 1 && !strcmp(name, "GPU-bb"), "UUIDs: %s", name);
+    TAP_OK(pick(NULL, 8, 5, 8, name) == 5 && !strcmp(name, "5"), "unset, CUDA sees 8: local rank 5 takes device 5");
+    TAP_OK(pick(NULL, 1, 0, 1, name) == 0, "unset, one GPU, one rank");
+    /* more ranks than GPUs on the node: refused, saying how to ask Slurm */
+    TAP_OK(pick("0,1", -1, 2, 4, name) == -1 && strstr(name, "4 ranks on this node and 2 GPUs visible") &&
+               strstr(name, "--gpus-per-task=1"),
+           "0,1 for 4 ranks refused: %s", name);
+    TAP_OK(pick("", -1, 0, 1, name) == -1 && strstr(name, "CUDA_VISIBLE_DEVICES=empty"), "empty list: %s", name);
+    TAP_OK(pick(NULL, 0, 0, 1, name) == -1 && strstr(name, "unset"), "no GPU at all: %s", name);
+    TAP_OK(pick("0,1,2,3", -1, 0, 2, name) == 0 && pick("0,1,2,3", -1, 1, 2, name) == 1,
+           "more GPUs than ranks: the first ones");
+
+    /* PMI_process_mapping */
+    int node, lr, ls;
+    TAP_OK(dt_pmi_map_rank("(vector,(0,2,4))", 8, 5, &node, &lr, &ls) == 0 && node == 1 && lr == 1 && ls == 4,
+           "block 2x4: rank 5 is node 1, local 1 of 4");
+    TAP_OK(dt_pmi_map_rank("(vector,(0,2,1))", 4, 3, &node, &lr, &ls) == 0 && node == 1 && lr == 1 && ls == 2,
+           "cyclic (the list repeats): rank 3 is node 1, local 1 of 2");
+    TAP_OK(dt_pmi_map_rank("(vector,(0,1,2),(1,1,1))", 3, 2, &node, &lr, &ls) == 0 && node == 1 && lr == 0 &&
+               ls == 1,
+           "uneven 2+1: rank 2 alone on node 1");
+    TAP_OK(dt_pmi_map_rank("(vector,(0,1,2),(1,1,1))", 3, 1, &node, &lr, &ls) == 0 && node == 0 && lr == 1 &&
+               ls == 2,
+           "uneven 2+1: rank 1 second of 2 on node 0");
+    TAP_OK(dt_pmi_map_rank("(vector,(0,2", 4, 1, &node, &lr, &ls) == -1, "cut text refused");
+    TAP_OK(dt_pmi_map_rank("hello", 4, 1, &node, &lr, &ls) == -1, "not a mapping refused");
+    return tap_done();
+}
