@@ -18,7 +18,7 @@ fmnist_subset 30000 1000 "$DT_TMP/fm"
 # 6 epochs of about 12 s here (2 cores, both jobs at once): the warning comes well before the end
 export DT_DATA="$DT_TMP/fm" DT_ARCH=resnet8 DT_BATCH=32 DT_EPOCHS=6 DT_THREADS=1 DT_ARGS="--deterministic -p 100"
 sub="--parsable --ntasks-per-node=1 --cpus-per-task=1 --output=$DT_TMP/job-%j.out"
-ref=$(sbatch $sub --time=10 "$top_srcdir/slurm/cpu_2x2.sbatch")
+ref=$(sbatch $sub --time=30 "$top_srcdir/slurm/cpu_2x2.sbatch")
 id=$(sbatch $sub --time=1 --signal=B:USR1@58 "$top_srcdir/slurm/cpu_2x2.sbatch")
 out="$DT_TMP/job-$id.out"
 k=0
