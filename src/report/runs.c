@@ -340,6 +340,30 @@ static const char *read_step(json_t *j, dt_run_step *s)
     return NULL;
 }
 
+/* dtrain's end line: why the run stopped */
+static const char *read_end(json_t *j, dt_run *r)
+{
+    static const char *reasons[] = {"done", "max-steps", "desired-acc", "signal"};
+    const char *why = json_string_value(json_object_get(j, "reason"));
+    size_t k = 0;
+    while (why && k < sizeof reasons / sizeof reasons[0] && strcmp(why, reasons[k]))
+        k++;
+    if (!why || k == sizeof reasons / sizeof reasons[0])
+        return "reason";
+    long long epoch = -1, step = -1, sig = 0;
+    if (get_int(j, "epoch", 0, 10000000, &epoch) != 1)
+        return "epoch";
+    if (get_int(j, "step", 0, INT64_MAX, &step) != 1)
+        return "step";
+    if (get_int(j, "signal", 0, 128, &sig) < 0)
+        return "signal";
+    snprintf(r->end_reason, sizeof r->end_reason, "%s", reasons[k]);
+    r->end_epoch = (int)epoch;
+    r->end_step = step;
+    r->end_signal = (int)sig;
+    return NULL;
+}
+
 static int cmp_epoch(const void *a, const void *b)
 {
     int x = ((const dt_run_epoch *)a)->epoch, y = ((const dt_run_epoch *)b)->epoch;
@@ -407,9 +431,14 @@ int dt_run_parse_metrics(dt_run *r, const char *data, size_t len)
                 }
                 r->st[r->n_st++] = s;
             }
+        } else if (j && kind && !strcmp(kind, "end")) {
+            if (!(bad = read_end(j, r)))
+                r->ended = 1;
         } else if (j && !kind) {
             bad = json_is_object(j) ? "kind" : "";
         }
+        if (j && kind && (!strcmp(kind, "epoch") || !strcmp(kind, "step")))
+            r->ended = 0; /* training went on after an end line: a resumed run */
         int parsed = j != NULL;
         json_decref(j);
         if (parsed && !bad)
@@ -445,16 +474,26 @@ out:
     }
     if (r->n_ep > 1)
         qsort(r->ep, r->n_ep, sizeof *r->ep, cmp_epoch);
+    char how[128] = ""; /* a stop dtrain wrote down */
+    if (r->ended && !strcmp(r->end_reason, "signal"))
+        snprintf(how, sizeof how, "stopped by signal %d at epoch %d, step %lld (resumable)", r->end_signal,
+                 r->end_epoch, r->end_step);
+    else if (r->ended && !strcmp(r->end_reason, "max-steps"))
+        snprintf(how, sizeof how, "stopped by --max-steps at epoch %d, step %lld", r->end_epoch, r->end_step);
     if (!r->n_ep)
-        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "no complete epoch yet (%zu print interval%s logged): no row",
-                               r->n_st, r->n_st == 1 ? "" : "s");
+        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s%sno complete epoch yet (%zu print interval%s logged): no row",
+                               how, *how ? "; " : "", r->n_st, r->n_st == 1 ? "" : "s");
     int done = r->epochs > 0 && r->ep[r->n_ep - 1].epoch >= r->epochs - 1;
     for (size_t i = 0; i < r->n_ep && !done && isfinite(r->desired_acc); i++)
         done = isfinite(r->ep[i].val_top1) && r->ep[i].val_top1 >= r->desired_acc;
+    if (!done && r->have_config && *how) {
+        r->stopped = 1;
+        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s: %zu of %d epochs logged", how, r->n_ep, r->epochs);
+    }
     if (!done && r->have_config) {
         r->in_progress = 1;
-        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "in progress or stopped: %zu of %d epochs logged", r->n_ep,
-                               r->epochs);
+        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "in progress (or killed before its end line): %zu of %d epochs "
+                               "logged", r->n_ep, r->epochs);
     }
     return DT_OK;
 }

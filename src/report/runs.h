@@ -16,9 +16,10 @@
  *   - an epoch logged twice (a resumed run): the last line counts, and a note says so;
  *   - lines of an unknown kind are ignored (later dtrain versions may add some).
  * A run is complete when an epoch line for its last epoch (run.json's epochs - 1) exists, or its
- * --desired-acc was reached (dtrain stops there); otherwise it is "in progress" (still running, or
- * stopped before its last epoch by a signal, --max-steps or a crash: the files cannot tell these
- * apart) and partial. A run with no complete epoch has no row, only a note.
+ * --desired-acc was reached (dtrain stops there); otherwise it is partial: stopped, when its last
+ * line is dtrain's "kind":"end" line (by a signal, resumable, or by --max-steps), else "in
+ * progress" (still running, or killed before it could write that line). A run with no complete
+ * epoch has no row, only a note.
  *
  * Library code: nothing is printed except dt_error lines for failures of the calls themselves
  * (memory, reading a PATH given); what is wrong with a run is in its notes, for the caller to show.
@@ -76,6 +77,12 @@ typedef struct dt_run {
     size_t n_st;
     int state;        /* enum dt_run_state */
     int in_progress;  /* has epochs, but not the last one (see above) */
+    /* the last "kind":"end" line, unless training lines follow it (a resumed run): why dtrain stopped */
+    int ended;            /* 1: such a line ends the file */
+    int stopped;          /* ended before its last epoch (a signal: resumable; or --max-steps) */
+    char end_reason[16];  /* done, max-steps, desired-acc, signal */
+    int end_signal, end_epoch;
+    long long end_step;
     dt_run_note *notes;
     size_t n_notes;
     /* derived by dt_runs_compute; NaN or -1 where there is nothing to show */

@@ -219,6 +219,8 @@ static void md_row(FILE *f, const dt_run *r, int acc_column)
     md_text(f, r->name);
     if (r->in_progress)
         fputs(" (in progress)", f);
+    else if (r->stopped)
+        fputs(" (stopped)", f);
     if (r->nodes > 0 && r->ranks_per_node > 0)
         fprintf(f, " | %d x %d (%d) | ", r->nodes, r->ranks_per_node, r->world_size);
     else
@@ -514,7 +516,8 @@ int dt_report_json(FILE *f, const dt_run_set *s)
             bad = json_array_append_new(notes, jstr(r->notes[k].text)) != 0;
         bad = bad || set(o, "run", jstr(r->name)) || set(o, "dir", jstr(r->dir)) || set(o, "source", jstr(r->source)) ||
               set(o, "state", json_string(state_names[r->state])) ||
-              set(o, "in_progress", json_boolean(r->in_progress)) || set(o, "arch", jstr(r->arch)) ||
+              set(o, "in_progress", json_boolean(r->in_progress)) || set(o, "stopped", json_boolean(r->stopped)) ||
+              set(o, "end", r->ended ? json_string(r->end_reason) : json_null()) || set(o, "arch", jstr(r->arch)) ||
               set(o, "dataset", jstr(r->dataset)) || set(o, "device", jstr(r->device)) ||
               set(o, "nodes", jint(r->nodes)) || set(o, "ranks_per_node", jint(r->ranks_per_node)) ||
               set(o, "ranks", jint(r->world_size)) || set(o, "batch_per_rank", jint(r->batch_per_rank)) ||

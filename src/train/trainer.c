@@ -537,6 +537,20 @@ static int log_epoch(run *r, int epoch, const dt_epoch_sums *e, double lr, int v
     return DT_OK;
 }
 
+/* rank 0: the run's last line in metrics.jsonl, saying why it ended (dtreport tells a run that
+ * stopped from one still going, or killed): reason done, max-steps, desired-acc or signal */
+static void log_end(run *r, const char *reason)
+{
+    if (!r->metrics)
+        return;
+    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:f}", "kind", "end", "reason", reason, "epoch",
+                          (json_int_t)r->pr.epoch, "step", (json_int_t)r->pr.global_step, "signal",
+                          (json_int_t)r->stopped_by, "time", wall_now());
+    if (!j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF || fflush(r->metrics))
+        dt_warn("%s/metrics.jsonl: cannot write its end line: %s", r->dir, strerror(errno));
+    json_decref(j);
+}
+
 static int train_loop(run *r)
 {
     const dt_train_cfg *c = r->cfg;
@@ -555,7 +569,7 @@ static int train_loop(run *r)
     }
     int64_t total = 0, global_step = r->pr.global_step;
     double best = r->pr.best_top1;
-    int stop = 0;
+    int stop = 0, why_max = 0, why_acc = 0; /* why_*: what stopped the run, for its end line */
     for (int epoch = (int)r->pr.epoch; epoch < c->epochs && !stop; epoch++) {
         int64_t first = epoch == r->pr.epoch ? r->pr.step : 0;
         if (!c->synthetic)
@@ -627,7 +641,7 @@ static int train_loop(run *r)
                 }
             }
             if (c->max_steps && total >= c->max_steps)
-                stop = 1;
+                stop = why_max = 1;
             if (agree_signal(r))
                 stop = 1;
             e.seconds = dt_seconds() - t0;
@@ -659,7 +673,7 @@ static int train_loop(run *r)
         if (validated && c->desired_acc > 0 && top1 >= c->desired_acc) {
             if (r->l.rank == 0)
                 dt_info("validation top-1 %.2f%% reached --desired-acc %.2f: stopping", top1, c->desired_acc);
-            stop = 1;
+            stop = why_acc = 1;
         }
         if (r->l.rank == 0)
             DT_TRY(log_epoch(r, epoch, &e, lr, validated, top1, top5, vloss, validated && tv > 0 ? (double)r->val.count / tv : 0,
@@ -667,6 +681,8 @@ static int train_loop(run *r)
         if (!stop && agree_signal(r)) /* a signal during validation: the checkpoint is already written */
             stop = 1;
     }
+    if (r->l.rank == 0)
+        log_end(r, r->stopped_by ? "signal" : why_acc ? "desired-acc" : why_max ? "max-steps" : "done");
     if (r->l.rank == 0 && r->stopped_by)
         dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto%s",
                 r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir,

@@ -10,7 +10,9 @@ Designed numbers (what expected.md must show):
     of the 1-rank run would read 997.5). The 4-rank run repeats epoch 1 (a crash after its epoch line,
     resumed from the epoch-0 checkpoint): its first epoch-1 line must not count, and the replayed
     steps start with a warm-up interval of their own. The 16-rank run is in progress: one complete
-    epoch, three intervals of the next and a last line cut mid-write.
+    epoch, three intervals of the next and a last line cut mid-write. A second 4-rank run
+    ("-stopped") was stopped by SIGUSR1 inside epoch 1: its last line is dtrain's end line. The
+    complete runs end with an end line saying "done".
   resnet50 on imagenet, O2 bf16, 8 ranks at 11200 img/s: alone in its configuration; epoch 1 not
     validated (null).
   a 2-rank run with a corrupt line 9 (a crash mid-line, then a resumed run appending): skipped.
@@ -72,6 +74,11 @@ class Metrics:
             prev = m
         return marks
 
+    def end(self, reason, epoch, step, signal=0):
+        self.t += 1.0
+        self.lines.append(line({"kind": "end", "reason": reason, "epoch": epoch, "step": step,
+                                "signal": signal, "time": round(self.t, 3)}))
+
     def epoch(self, epoch, rate, time_s, top1, top5, val1, val5, scale=1.0, overflows=0):
         self.t += 20.0
         val = val1 is not None
@@ -97,7 +104,7 @@ def write_run(parent, name, cfg, text):
 
 
 def imagenet_run(world, rate, times, vals, epochs=3, opt=0, prec="fp16", job=0, suffix="",
-                 repeat_epoch1=False, in_progress=False):
+                 repeat_epoch1=False, in_progress=False, stopped_by=None):
     nodes, rpn = (1, world) if world <= 4 else (world // 4, 4)
     name = "20261026-%02d0000-gpu01-resnet50-w%d-job%d%s" % (9 + job % 10, world, 1000 + job, suffix)
     cfg = run_json("resnet50", "imagenet", "/scratch/imagenet", "cuda", world, nodes, rpn, 256, epochs,
@@ -109,12 +116,20 @@ def imagenet_run(world, rate, times, vals, epochs=3, opt=0, prec="fp16", job=0, 
             m.steps(1, rate)
             m.lines = m.lines[:n + 3] + ['{"kind":"step","epoch":1,"epoch_step":1']
             break
+        if stopped_by and e == 1:  # three intervals of epoch 1, then the signal: dtrain's end line
+            n = len(m.lines)
+            m.steps(1, rate)
+            m.lines = m.lines[:n + 3]
+            m.end("signal", 1, json.loads(m.lines[-1])["step"], stopped_by)
+            break
         m.steps(e, rate)
         if repeat_epoch1 and e == 1:  # the crashed attempt's epoch line, then the replay
             m.epoch(1, rate, times[e] + 41.0, 41.0, 66.0, vals[e][0] - 3.0, vals[e][1] - 3.0)
             m.steps(1, rate)
         v1, v5 = vals[e] if vals[e] else (None, None)
         m.epoch(e, rate, times[e], 20.0 + 15 * e, 42.0 + 14 * e, v1, v5)
+    if not in_progress and not stopped_by:
+        m.end("done", epochs, m.step)
     write_run("results", name, cfg, "".join(m.lines))
 
 
@@ -128,6 +143,7 @@ def main():
                  repeat_epoch1=True)
     imagenet_run(8, 6800.0, [191.3, 189.9, 190.6], [(29.41, 54.9), (44.73, 69.88), (52.18, 77.35)], job=4)
     imagenet_run(16, 12800.0, [102.4], [(28.7, 54.1)], job=6, in_progress=True)
+    imagenet_run(4, 3600.0, [361.0], [(29.95, 55.35)], job=8, suffix="-stopped", stopped_by=10)
     imagenet_run(8, 11200.0, [116.1, 115.2, 115.6], [(29.8, 55.2), None, (52.5, 77.6)], opt=2, prec="bf16",
                  job=5, suffix="-o2bf16")
     # the corrupt one: a crash mid-line 9, then a resumed run appending to the same line

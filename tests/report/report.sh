@@ -28,12 +28,12 @@ pass "stderr names the damaged runs"
 grep -o '](plots/[^)]*)' "$DT_TMP/RESULTS.md" | sed 's/^](plots\///; s/)$//' | sort >"$DT_TMP/linked"
 (cd "$DT_TMP/plots" && ls) | sort >"$DT_TMP/written"
 diff -u "$DT_TMP/linked" "$DT_TMP/written" || fail "the plots linked and written differ"
-[ "$(wc -l <"$DT_TMP/linked")" -eq 16 ] || fail "expected 16 plots, got $(wc -l <"$DT_TMP/linked")"
+[ "$(wc -l <"$DT_TMP/linked")" -eq 18 ] || fail "expected 18 plots, got $(wc -l <"$DT_TMP/linked")"
 while read -r f; do
   head -c 300 "$DT_TMP/plots/$f" | grep -q '<svg' || fail "plots/$f is not SVG"
 done <"$DT_TMP/linked"
 grep -q 'fmnist-run-loss-scale.svg' "$DT_TMP/linked" || fail "no loss-scale plot for the dynamic-scale run"
-pass "plots: 16 SVG files, exactly those linked"
+pass "plots: 18 SVG files, exactly those linked"
 
 # the same report again, to stdout, without plots: the same tables
 expect_status 0 "$DTREPORT" results fmnist-run
@@ -52,6 +52,7 @@ for want in '| 1 x 1 (1) | cuda | 256 | 256 | O0 | 3/3 | 1000.0 | — | — |' \
   '| 1 x 4 (4) | cuda | 256 | 1024 | O0 | 3/3 | 3600.0 | 3.60x | 90.0% |' \
   '| 2 x 4 (8) | cuda | 256 | 2048 | O0 | 3/3 | 6800.0 | 6.80x | 85.0% |' \
   '(in progress) | 4 x 4 (16) | cuda | 256 | 4096 | O0 | 1/3 | 12800.0 | 12.80x | 80.0% |' \
+  '-stopped (stopped) | 1 x 4 (4) | cuda | 256 | 1024 | O0 | 1/3 | 3600.0 | 3.60x | 90.0% |' \
   '| 2 x 4 (8) | cuda | 256 | 2048 | O2 bf16 | 3/3 | 11200.0 | — | — |'; do
   grep -qF -- "$want" "$DT_TMP/RESULTS.md" || fail "no row with: $want"
 done
@@ -61,7 +62,7 @@ cp "$DT_TMP/out" "$DT_TMP/runs.csv"
 awk -F, 'NR > 1 && $3 == "resnet50" && $5 == "cuda" && $9 == 256 && $11 == 0 && $17 != "" {
     n++; ranks[n] = $8; rate[n] = $17; sp[n] = $18; eff[n] = $19 }
   END {
-    if (n != 5) { print "expected 5 rated O0 resnet50 runs, got " n; exit 1 }
+    if (n != 6) { print "expected 6 rated O0 resnet50 runs, got " n; exit 1 }
     b = 1; for (i = 2; i <= n; i++) if (ranks[i] < ranks[b]) b = i
     for (i = 1; i <= n; i++) {
       s = rate[i] / rate[b]; e = 100 * s / (ranks[i] / ranks[b])
@@ -80,7 +81,7 @@ if [ -x /usr/bin/python3 ]; then
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1], newline="")))
 runs = json.load(open(sys.argv[2]))
-assert len(rows) == 9 and len(runs) == 9, (len(rows), len(runs))
+assert len(rows) == 10 and len(runs) == 10, (len(rows), len(runs))
 assert [r["run"] for r in rows] == [r["run"] for r in runs]
 by = {r["run"]: r for r in runs}
 for r in rows:
@@ -91,13 +92,18 @@ for r in rows:
             assert abs(float(r[k]) - j[k]) < 1e-6 * max(1, abs(j[k])), (r["run"], k, r[k], j[k])
     assert r["state"] == j["state"]
 states = sorted(j["state"] for j in runs)
-assert states == ["ok"] * 6 + ["partial"] + ["skipped"] * 2, states
+assert states == ["ok"] * 6 + ["partial"] * 2 + ["skipped"] * 2, states
 fm = by["fmnist-run"]
 assert fm["acc_epoch"] == 3 and abs(fm["time_to_acc_s"] - 237.8) < 1e-9 and fm["desired_acc"] == 90, fm
 bad = [j for j in runs if j["dir"].endswith("job1007")][0]
 assert bad["img_per_s"] is None and bad["state"] == "skipped" and "metrics.jsonl:9" in bad["notes"][0], bad
 w16 = [j for j in runs if j["ranks"] == 16][0]
 assert w16["in_progress"] is True and w16["epochs_done"] == 1 and abs(w16["efficiency_pct"] - 80) < 1e-9, w16
+assert w16["stopped"] is False and w16["end"] is None, w16
+st = [j for j in runs if j["dir"].endswith("-stopped")][0]
+assert st["stopped"] is True and st["in_progress"] is False and st["end"] == "signal" and st["epochs_done"] == 1, st
+assert "stopped by signal 10 at epoch 1, step 612 (resumable)" in st["notes"][0], st
+assert by["fmnist-run"]["end"] is None and [j for j in runs if j["dir"].endswith("job1001")][0]["end"] == "done"
 print("csv and json: %d runs, the same numbers" % len(runs))
 PY
   pass "CSV and JSON parse and agree"
@@ -126,7 +132,7 @@ expect_status 0 "$DTREPORT" res
 grep -q '^## resnet8 on synthetic$' "$DT_TMP/out" || { cat "$DT_TMP/out"; fail "no resnet8 table"; }
 rows=$(grep -c '^| [^ ]*-resnet8-w1-\(first\|second\)' "$DT_TMP/out")
 [ "$rows" -eq 2 ] || { cat "$DT_TMP/out"; fail "expected 2 rows, got $rows"; }
-grep -q -- '-w1-first (in progress) | 1 x 1 (1) | cpu | 8 | 8 | O0 | 1/2 | [0-9]*\.[0-9] |' "$DT_TMP/out" ||
+grep -q -- '-w1-first (stopped) | 1 x 1 (1) | cpu | 8 | 8 | O0 | 1/2 | [0-9]*\.[0-9] |' "$DT_TMP/out" ||
   { cat "$DT_TMP/out"; fail "the stopped run's row"; }
 grep -q -- '-w1-second | 1 x 1 (1) | cpu | 8 | 8 | O0 | 1/1 | [0-9]*\.[0-9] |' "$DT_TMP/out" ||
   { cat "$DT_TMP/out"; fail "the complete run's row"; }

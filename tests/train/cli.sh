@@ -40,9 +40,10 @@ run = json.load(open(sys.argv[1] + "/run.json"))
 assert run["arch"] == "resnet8" and run["world_size"] == 1 and run["amp"]["opt_level"] == 2, run
 lines = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl")]
 kinds = [l["kind"] for l in lines]
-assert kinds == ["step", "epoch"], kinds   # -p 10 (default) and 3 steps: the epoch's last step prints
-assert all(l["step"] == 3 and l["loss_scale"] == 65536 for l in lines), lines
+assert kinds == ["step", "epoch", "end"], kinds   # -p 10 (default) and 3 steps: the epoch's last step prints
+assert all(l["step"] == 3 and l["loss_scale"] == 65536 for l in lines[:2]), lines
 assert lines[1]["val_top1"] is None, lines[1]   # synthetic: no validation
+assert lines[2]["reason"] == "max-steps" and lines[2]["epoch"] == 1 and lines[2]["step"] == 3, lines[2]   # --max-steps 3
 print("run.json and metrics.jsonl parse:", lines[1])
 PY
 fi

@@ -16,12 +16,14 @@ set +e; wait $pid; rc=$?; set -e
 cat "$DT_TMP/err1" | grep -E "signal|stopped|error" || true
 [ "$rc" -eq 3 ] || fail "SIGTERM: exit $rc, expected 3"
 grep -q "stopped by signal 15 at epoch 0, step [0-9]*: checkpoint in" "$DT_TMP/err1" || fail "no stop line"
+grep -q '^{"kind":"end","reason":"signal","epoch":0,"step":[1-9][0-9]*,"signal":15,' "$DT_TMP"/res/*/metrics.jsonl ||
+  fail "metrics.jsonl: no end line saying signal 15"
 pass "SIGTERM: step finished, checkpoint written, exit 3"
 expect_status 0 "$top_builddir/dtrain" --resume auto $args
 grep -q "resuming from .* at epoch 0, step [1-9]" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume mid-epoch"; }
 pass "--resume auto finished the epoch"
 run=$(ls -d "$DT_TMP"/res/*)
-logged=$(tail -n 1 "$run/metrics.jsonl" | sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p')
+logged=$(grep '"kind":"epoch"' "$run/metrics.jsonl" | tail -n 1 | sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p')
 before=$(ls -l --time-style=+%s.%N "$run" | md5sum)
 expect_status 0 "$top_builddir/dtrain" -e --resume "$run/checkpoint.h5" -a resnet8 -b 128 -j 1 --results "$DT_TMP/res" \
   "$DT_TMP/fm"
