@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include "pack/pack.h"
-#include "util/buildinfo.h"
 #include "util/check.h"
 #include "util/cli.h"
 #include "util/log.h"
@@ -77,14 +76,18 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     dt_log_init();
     dt_pack_opts o = {.shard_bytes = 256L << 20, .quality = 90, .progress = isatty(2)};
     const char *splits[16];
-    int n_splits = 0, c, lv;
+    int n_splits = 0, c;
     long v;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:hV", opts, NULL)) != -1) {
+        int common = dt_cli_common(c, OPT_LOG, "dtpack", argv, usage);
+        if (common == DT_CLI_GO_ON)
+            continue;
+        if (common != DT_CLI_MINE)
+            return common;
         switch (c) {
         case 'o': o.out = optarg; break;
         case OPT_SPLIT:
@@ -116,15 +119,6 @@ int main(int argc, char **argv)
             break;
         case OPT_STRICT: o.strict = 1; break;
         case OPT_NO_PROGRESS: o.progress = 0; break;
-        case OPT_LOG:
-            if (dt_parse_choice("--log-level", optarg, levels, &lv))
-                return EXIT_USAGE;
-            dt_log_set_level((enum dt_log_level)lv);
-            break;
-        case 'h': usage(stdout); return EXIT_SUCCESS;
-        case 'V': dt_buildinfo_print(stdout, "dtpack"); return EXIT_SUCCESS;
-        case ':': dt_error("%s: missing value (see dtpack --help)", argv[optind - 1]); return EXIT_USAGE;
-        default: dt_error("%s: unknown option (see dtpack --help)", argv[optind - 1]); return EXIT_USAGE;
         }
     }
     int nargs = argc - optind;

@@ -12,7 +12,6 @@
 #include "dist/comm.h"
 #include "dist/spawn.h"
 #include "train/trainer.h"
-#include "util/buildinfo.h"
 #include "util/check.h"
 #include "util/cli.h"
 #include "util/log.h"
@@ -150,7 +149,6 @@ int main(int argc, char **argv)
         {"loss-scale-window", required_argument, NULL, OPT_SCALE_WINDOW},
         {NULL, 0, NULL, 0},
     };
-    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
     static const char *const schedules[] = {"step", "cosine", NULL};
     static const char *const precisions[] = {"fp16", "bf16", NULL};
@@ -159,24 +157,22 @@ int main(int argc, char **argv)
     dt_train_cfg cfg;
     dt_train_defaults(&cfg);
     opterr = 0; /* our own one-line messages */
-    int c, bad = 0, ch;
+    int c, bad = 0;
     long nproc = 0, v;
     double d;
     bool bv;
     while (!bad && (c = getopt_long(argc, argv, ":hVea:j:b:p:", opts, NULL)) != -1) {
+        int common = dt_cli_common(c, OPT_LOG_LEVEL, "dtrain", argv, usage);
+        if (common == DT_CLI_GO_ON)
+            continue;
+        if (common != DT_CLI_MINE)
+            return common;
         switch (c) {
-        case 'h': usage(stdout); return EXIT_SUCCESS;
-        case 'V': dt_buildinfo_print(stdout, "dtrain"); return EXIT_SUCCESS;
         case 'a': cfg.arch = optarg; break;
         case 'e': cfg.evaluate = 1; break;
         case 'j': bad = dt_parse_long("--workers", optarg, 1, 1024, &v) || ((cfg.workers = (int)v), 0); break;
         case 'b': bad = dt_parse_long("--batch-size", optarg, 1, 65536, &v) || ((cfg.batch = (int)v), 0); break;
         case 'p': bad = dt_parse_long("--print-freq", optarg, 0, 1000000, &v) || ((cfg.print_freq = (int)v), 0); break;
-        case OPT_LOG_LEVEL:
-            bad = dt_parse_choice("--log-level", optarg, levels, &ch);
-            if (!bad)
-                dt_log_set_level((enum dt_log_level)ch);
-            break;
         case OPT_NPROC: bad = dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc); break;
         case OPT_EPOCHS: bad = dt_parse_long("--epochs", optarg, 1, 1000000, &v) || ((cfg.epochs = (int)v), 0); break;
         case OPT_LR: bad = num("--lr", optarg, 0, 1e6, &cfg.lr); break;
@@ -234,13 +230,6 @@ int main(int argc, char **argv)
         case OPT_ACCUM: bad = dt_parse_long("--accum-steps", optarg, 1, 1024, &v) || ((cfg.accum_steps = (int)v), 0); break;
         case OPT_TIMEOUT: bad = num("--comm-timeout", optarg, 1, 1e7, &cfg.comm_timeout); break;
         case OPT_DEVICE: bad = dt_parse_choice("--device", optarg, devices, &cfg.cuda); break;
-        case ':': dt_error("%s: missing value (see dtrain --help)", argv[optind - 1]); return EXIT_USAGE;
-        default:
-            if (optopt)
-                dt_error("-%c: unknown option (see dtrain --help)", optopt);
-            else
-                dt_error("%s: unknown option (see dtrain --help)", argv[optind - 1]);
-            return EXIT_USAGE;
         }
     }
     if (bad)

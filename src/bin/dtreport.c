@@ -19,7 +19,6 @@
 #include "report/runs.h"
 #include "report/table.h"
 #include "util/atomic.h"
-#include "util/buildinfo.h"
 #include "util/check.h"
 #include "util/cli.h"
 #include "util/log.h"
@@ -127,15 +126,19 @@ int main(int argc, char **argv)
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    static const char *const levels[] = {"error", "warn", "info", "debug", NULL};
     static const char *const formats[] = {"md", "csv", "json", NULL};
     dt_log_init();
     if (!getenv("DT_LOG_LEVEL"))
         dt_log_set_level(DT_LOG_WARN);
     const char *out = NULL, *plots = NULL;
-    int fmt = FMT_MD, c, lv;
+    int fmt = FMT_MD, c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:o:hV", opts, NULL)) != -1) {
+        int common = dt_cli_common(c, OPT_LOG, "dtreport", argv, usage);
+        if (common == DT_CLI_GO_ON)
+            continue;
+        if (common != DT_CLI_MINE)
+            return common;
         switch (c) {
         case 'f':
             if (dt_parse_choice("--format", optarg, formats, &fmt))
@@ -155,15 +158,6 @@ int main(int argc, char **argv)
             }
             plots = optarg;
             break;
-        case OPT_LOG:
-            if (dt_parse_choice("--log-level", optarg, levels, &lv))
-                return EXIT_USAGE;
-            dt_log_set_level((enum dt_log_level)lv);
-            break;
-        case 'h': usage(stdout); return EXIT_SUCCESS;
-        case 'V': dt_buildinfo_print(stdout, "dtreport"); return EXIT_SUCCESS;
-        case ':': dt_error("%s: missing value (see dtreport --help)", argv[optind - 1]); return EXIT_USAGE;
-        default: dt_error("%s: unknown option (see dtreport --help)", argv[optind - 1]); return EXIT_USAGE;
         }
     }
     if (optind >= argc) {

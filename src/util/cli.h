@@ -9,6 +9,7 @@
 #define DT_UTIL_CLI_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,6 +26,15 @@ int dt_parse_choice(const char *flag, const char *text, const char *const *choic
 /* comma-separated integers in [min, max], strictly increasing, 1..max_n of them, e.g. "30,60,80";
  * on failure *n is untouched but out[] may have been partly written */
 int dt_parse_long_list(const char *flag, const char *text, long min, long max, long *out, int max_n, int *n);
+
+/* Inside a program's getopt_long loop (optstring starting with ':', opterr = 0): the options all of
+ * dtrain, dtpack and dtreport share. -h prints usage to stdout, -V the build (as prog), log_opt is
+ * --log-level; ':' (a missing value) and '?' (an unknown option) get one line naming the option
+ * and pointing to prog --help. Returns DT_CLI_MINE when opt is none of these (the program's own),
+ * DT_CLI_GO_ON after --log-level, else the exit status to return now (0 after -h/-V, 2). In
+ * libdtcore (cli_main.c). */
+enum { DT_CLI_MINE = -1, DT_CLI_GO_ON = -2 };
+int dt_cli_common(int opt, int log_opt, const char *prog, char *const argv[], void (*usage)(FILE *));
 
 #ifdef __cplusplus
 }
