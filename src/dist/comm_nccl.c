@@ -146,8 +146,6 @@ static void nccl_destroy(dt_comm *c)
     free(m);
 }
 
-static const dt_comm_ops nccl_ops;
-
 /* a second communicator over the same ranks and device (ncclCommSplit, NCCL 2.18 and later), with
  * its own stream, so that two threads can each run their own sequence of collectives */
 static int nccl_dup(dt_comm *c, dt_comm **out)
@@ -250,10 +248,10 @@ static int host_run(dt_comm *c, const void *in, size_t n_in, void *out, size_t n
     h->dev->n_ops++;
     c->n_ops++;
     ncclResult_t r = call(h->dbuf, count, t, op, root, m);
-    if (r == ncclSuccess || r == ncclInProgress)
+    if (r == ncclSuccess || r == ncclInProgress) { /* enqueued: then the copy back, behind it on the stream */
         DT_TRY(settle(h->dev, r, what, dt_seconds() + c->timeout_s));
-    if (r == ncclSuccess || r == ncclInProgress)
         r = ncclSuccess;
+    }
     DT_CHECK_CUDA(cudaMemcpyAsync(h->pinned, h->dbuf, n_out, cudaMemcpyDeviceToHost, m->stream));
     DT_TRY(finish(h->dev, r, what));
     memcpy(out, h->pinned, n_out);
