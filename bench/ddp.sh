@@ -23,6 +23,9 @@ off=$($MPIRUN -np 2 "$build/bench/bench_ddp" "$arch" "$batch" "$size" "$steps" 0
 t1=$("$py" "$here/torch_ddp.py" "$arch" "$batch" "$size" "$steps" 1 2>/dev/null)
 t2=$("$py" "$here/torch_ddp.py" "$arch" "$batch" "$size" "$steps" 2 2>/dev/null)
 printf '%s\n%s\n%s\n%s\n%s\n' "$one" "$on" "$off" "$t1" "$t2"
+for t in "$one" "$on" "$off" "$t1" "$t2"; do
+  [ -n "$(echo "$t" | ms)" ] || { echo "ddp.sh: a run printed no ms/step (run torch_ddp.py alone for its errors)" >&2; exit 1; }
+done
 awk -v a="$(echo "$one" | ms)" -v b="$(echo "$on" | ms)" -v c="$(echo "$off" | ms)" \
     -v d="$(echo "$t1" | ms)" -v e="$(echo "$t2" | ms)" 'BEGIN {
   printf "step-time ratio 2 ranks / 1 rank: dtrain overlap %.2f, dtrain no overlap %.2f, PyTorch DDP (gloo) %.2f\n", b/a, c/a, e/d }'

@@ -39,4 +39,5 @@ t=$("$py" "$here/torch_loader.py" "$tmp/tree/train" "$workers" 64 "$epochs")
 echo "$d"
 echo "$t"
 rate() { sed -n 's/.*workers: \([0-9.]*\) img\/s.*/\1/p'; }
+[ -n "$(echo "$d" | rate)" ] && [ -n "$(echo "$t" | rate)" ] || { echo "loader.sh: a side printed no img/s" >&2; exit 1; }
 awk -v a="$(echo "$d" | rate)" -v b="$(echo "$t" | rate)" 'BEGIN{printf "ratio dtrain/torchvision: %.2f\n", a/b}'

@@ -7,6 +7,7 @@ Spawns WORLD processes with one thread each; every rank trains on its own synthe
   torch ddp ARCH ranks W: X ms/step
 """
 import os
+import socket
 import sys
 import time
 
@@ -46,7 +47,9 @@ def run(rank, world, arch, batch, size, steps, port):
 
 def main():
     arch, batch, size, steps, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-    port = 29500 + os.getpid() % 1000
+    with socket.socket() as s:  # a port free now: one taken from the pid can be another run's
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     mp.spawn(run, args=(world, arch, batch, size, steps, port), nprocs=world, join=True)
 
 

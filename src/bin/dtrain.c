@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,8 @@ enum {
     OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_SMOOTH, OPT_DESIRED, OPT_SEED, OPT_SYNTHETIC, OPT_MAX_STEPS, OPT_THREADS,
     OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
-    OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW
+    OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
+    OPT_MAX_NONFINITE
 };
 
 static void usage(FILE *out)
@@ -66,6 +68,9 @@ static void usage(FILE *out)
             "      --loss-scale dynamic|X        (default: the level's)\n"
             "      --loss-scale-window N         dynamic: clean steps before the scale doubles (default 2000)\n"
             "      --allreduce-fp32              all-reduce gradients in fp32 at every level\n"
+            "      --max-nonfinite N             stop the run after N steps in a row whose loss or gradients\n"
+            "                                    hold NaN/inf (default 10; under a dynamic loss scale: when\n"
+            "                                    the scale is at its floor, 2^-24)\n"
             "Data parallelism:\n"
             "      --bucket-mb X         gradient bucket size (default 25)   --first-bucket-mb X (default 1)\n"
             "      --no-overlap          all-reduce after backward instead of during it\n"
@@ -147,12 +152,17 @@ int main(int argc, char **argv)
         {"pretrained", required_argument, NULL, OPT_PRETRAINED},
         {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
         {"loss-scale-window", required_argument, NULL, OPT_SCALE_WINDOW},
+        {"max-nonfinite", required_argument, NULL, OPT_MAX_NONFINITE},
         {NULL, 0, NULL, 0},
     };
     static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
     static const char *const schedules[] = {"step", "cosine", NULL};
     static const char *const precisions[] = {"fp16", "bf16", NULL};
     static const char *const devices[] = {"cpu", "cuda", NULL};
+    /* HDF5 1.10's exit handler crashes on a file whose H5Fclose failed (a full disk while writing a
+     * checkpoint: SIGSEGV after the error was said). dtrain closes every file itself, so the handler
+     * has nothing to do; this must come before any other HDF5 call. */
+    H5dont_atexit();
     dt_log_init();
     dt_train_cfg cfg;
     dt_train_defaults(&cfg);
@@ -182,6 +192,7 @@ int main(int argc, char **argv)
         case OPT_PRETRAINED: cfg.pretrained = optarg; break;
         case OPT_DETERMINISTIC: cfg.deterministic = 1; break;
         case OPT_SCALE_WINDOW: bad = dt_parse_long("--loss-scale-window", optarg, 1, 1L << 40, &cfg.scale_window); break;
+        case OPT_MAX_NONFINITE: bad = dt_parse_long("--max-nonfinite", optarg, 1, 1L << 40, &cfg.max_nonfinite); break;
         case OPT_NO_LR_SCALING: cfg.no_lr_scaling = 1; break;
         case OPT_WARMUP: bad = num("--warmup-epochs", optarg, 0, 1e6, &cfg.warmup_epochs); break;
         case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, schedules, &cfg.cosine); break;

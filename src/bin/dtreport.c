@@ -1,7 +1,8 @@
 /* dtreport.c: turns dtrain's run directories into one comparison (doc/dtreport.1 is the manual).
  *   dtreport [--format md|csv|json] [--plots DIR] [-o FILE] PATH...
  * Reads src/report/runs.h's runs under each PATH, writes the report (Markdown by default) to
- * standard output or atomically to FILE, and with --plots the SVG charts it links. What is wrong
+ * standard output or to FILE (report/output.h: atomically over a regular file or a link's target,
+ * straight into a FIFO or a device), and with --plots the SVG charts it links. What is wrong
  * with a run goes to standard error and the report's footnote; it is no error.
  * Exit codes: 0 report written, 1 failure at run time (I/O), 2 bad command line or PATH. */
 #include "config.h"
@@ -16,9 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "report/output.h"
 #include "report/runs.h"
 #include "report/table.h"
-#include "util/atomic.h"
 #include "util/check.h"
 #include "util/cli.h"
 #include "util/log.h"
@@ -37,7 +38,8 @@ static void usage(FILE *out)
             "\n"
             "Options:\n"
             "  -f, --format FMT      md (Markdown), csv or json (default md)\n"
-            "  -o, --output FILE     write the report to FILE, replaced atomically (default: standard output)\n"
+            "  -o, --output FILE     write the report to FILE (default: standard output): a regular file (or\n"
+            "                        a link's target) is replaced atomically, a FIFO or device written to\n"
             "      --plots DIR       also write SVG charts into DIR (created when missing): per run top-1\n"
             "                        and top-5 by epoch and the loss scale, per table throughput against\n"
             "                        ranks; the Markdown links them relative to FILE's folder (default:\n"
@@ -92,26 +94,25 @@ static int write_report(FILE *f, int fmt, const dt_run_set *s, const dt_report_o
     return fmt == FMT_CSV ? dt_report_csv(f, s) : fmt == FMT_JSON ? dt_report_json(f, s) : dt_report_md(f, s, o);
 }
 
-/* the report into path through path.tmp.<pid>, renamed when complete */
+/* the report built in memory, then written to path by report/output.h: a regular file replaced
+ * atomically, a symbolic link's target likewise, a FIFO or a device written through */
 static int write_file(const char *path, int fmt, const dt_run_set *s, const dt_report_opts *o)
 {
-    char tmp[4300], dir[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    dir_of(path, dir, sizeof dir);
-    FILE *f = fopen(tmp, "w");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
     if (!f) {
-        dt_error("-o %s: cannot write %s: %s", path, tmp, strerror(errno));
-        return DT_ERR_SYS;
+        dt_error("-o %s: cannot build the report: %s", path, strerror(errno));
+        return DT_ERR_NOMEM;
     }
     int rc = write_report(f, fmt, s, o);
     if (fclose(f) != 0 && rc == DT_OK) {
-        dt_error("-o %s: cannot write %s: %s", path, tmp, strerror(errno));
-        rc = DT_ERR_SYS;
+        dt_error("-o %s: cannot build the report: %s", path, strerror(errno));
+        rc = DT_ERR_NOMEM;
     }
     if (rc == DT_OK)
-        rc = dt_commit_file(dir, tmp, path);
-    if (rc != DT_OK)
-        unlink(tmp);
+        rc = dt_output_write("-o", path, buf, len);
+    free(buf);
     return rc;
 }
 

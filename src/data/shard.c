@@ -20,21 +20,53 @@
 #include "util/h5.h"
 #include "util/log.h"
 
-/* CRC-32 and size of a whole file */
-static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes)
+static const char *file_kind(mode_t m)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        dt_error("%s: cannot open: %s", path, strerror(errno));
-        return DT_ERR_SYS;
+    return S_ISFIFO(m)  ? "a FIFO"
+           : S_ISDIR(m)  ? "a directory"
+           : S_ISSOCK(m) ? "a socket"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+                         : "not a plain file";
+}
+
+int dt_open_regular(const char *path, const char *what, const char *hint, uint64_t *size)
+{
+    /* O_NONBLOCK: opening a FIFO with no writer returns at once instead of waiting for one */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        dt_error("%s: cannot open the %s: %s%s%s%s", path, what, strerror(errno), hint ? " (" : "", hint ? hint : "",
+                 hint ? ")" : "");
+        if (fd >= 0)
+            close(fd);
+        return -1;
     }
+    if (!S_ISREG(st.st_mode)) {
+        dt_error("%s: the %s is %s, not a regular file", path, what, file_kind(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        dt_error("%s: cannot use the %s: %s", path, what, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    *size = (uint64_t)st.st_size;
+    return fd;
+}
+
+/* CRC-32 and size of a whole file, read from fd's start; fd stays open */
+static int file_crc(int fd, const char *path, uint32_t *crc, uint64_t *bytes)
+{
     enum { BUF = 1 << 20 };
     uint8_t *buf = malloc(BUF);
     uint32_t c = 0;
     uint64_t total = 0;
     int rc = buf ? DT_OK : DT_ERR_NOMEM;
     while (rc == DT_OK) {
-        ssize_t got = read(fd, buf, BUF);
+        ssize_t got = pread(fd, buf, BUF, (off_t)total);
         if (got < 0 && errno == EINTR)
             continue;
         if (got < 0) {
@@ -47,7 +79,6 @@ static int file_crc(const char *path, uint32_t *crc, uint64_t *bytes)
         total += (uint64_t)got;
     }
     free(buf);
-    close(fd);
     *crc = c;
     *bytes = total;
     return rc;
@@ -111,12 +142,9 @@ int dt_shard_writer_add(dt_shard_writer *w, const uint8_t *data, size_t bytes, i
 static int write_shard_file(const dt_shard_writer *w, const char *path)
 {
     const dt_shard_spec *s = &w->spec;
-    dt_check_hdf5_init();
-    hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) {
-        dt_error("%s: cannot create: %s", path, dt_errstr_hdf5(f, errno));
-        return DT_ERR_SYS;
-    }
+    hid_t f = dt_atomic_create_h5(path, "shard");
+    if (f < 0)
+        return DT_ERR_SYS; /* it said why, and left nothing at path */
     int rc = DT_OK;
     hsize_t n = (hsize_t)w->count;
     DT_TRY_GOTO(dt_h5_attr_write_str(f, "schema", DT_SHARD_SCHEMA), rc, out);
@@ -157,12 +185,20 @@ int dt_shard_writer_flush(dt_shard_writer *w, char *file, size_t file_len, int64
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", w->spec.dir, file);
     snprintf(final, sizeof final, "%s/%s", w->spec.dir, file);
     int rc = write_shard_file(w, tmp);
-    if (rc == DT_OK)
-        rc = file_crc(tmp, crc, bytes);
+    if (rc == DT_OK) {
+        int fd = open(tmp, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            dt_error("%s: cannot open: %s", tmp, strerror(errno));
+            rc = DT_ERR_SYS;
+        } else {
+            rc = file_crc(fd, tmp, crc, bytes);
+            close(fd);
+        }
+    }
     if (rc == DT_OK)
         rc = dt_commit_file(w->spec.dir, tmp, final);
     if (rc != DT_OK)
-        unlink(tmp);
+        unlink(tmp); /* every failure above: no temporary stays behind */
     *count = w->count;
     for (int64_t i = 0; i < w->count; i++)
         free(w->names[i]);
@@ -191,9 +227,15 @@ int dt_manifest_write(const char *dir, const dt_manifest_entry *e, int n)
     char tmp[4200], final[4200];
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, DT_MANIFEST_NAME);
     snprintf(final, sizeof final, "%s/%s", dir, DT_MANIFEST_NAME);
-    FILE *f = fopen(tmp, "w");
+    unlink(tmp); /* ours: left by a killed dtpack (or a FIFO, which fopen would block on) */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
     if (!f) {
         dt_error("%s: cannot create: %s", tmp, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         return DT_ERR_SYS;
     }
     fprintf(f, "%s\n# split\tfile\tcount\tbytes\tcrc32\n", DT_MANIFEST_HEADER);
@@ -205,7 +247,41 @@ int dt_manifest_write(const char *dir, const dt_manifest_entry *e, int n)
         unlink(tmp);
         return DT_ERR_SYS;
     }
-    return dt_commit_file(dir, tmp, final);
+    return dt_commit_file(dir, tmp, final); /* removes tmp when it fails */
+}
+
+typedef struct file_line {
+    const char *file;
+    int line;
+} file_line;
+
+static int cmp_file_line(const void *a, const void *b)
+{
+    const file_line *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : (x->line > y->line) - (x->line < y->line);
+}
+
+/* a shard listed twice would be read twice (its images counted twice, or in two splits) */
+static int check_listed_once(const char *path, const dt_manifest_entry *e, const int *lines, int n)
+{
+    if (n < 2)
+        return DT_OK;
+    file_line *v = malloc((size_t)n * sizeof *v);
+    if (!v)
+        return DT_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+        v[i] = (file_line){e[i].file, lines[i]};
+    qsort(v, (size_t)n, sizeof *v, cmp_file_line);
+    int rc = DT_OK;
+    for (int i = 1; i < n && rc == DT_OK; i++)
+        if (!strcmp(v[i].file, v[i - 1].file)) {
+            dt_error("%s:%d: shard %s is listed again (first on line %d): a shard may appear once", path, v[i].line,
+                     v[i].file, v[i - 1].line);
+            rc = DT_ERR_INPUT;
+        }
+    free(v);
+    return rc;
 }
 
 int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)
@@ -214,12 +290,26 @@ int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)
     snprintf(path, sizeof path, "%s/%s", dir, DT_MANIFEST_NAME);
     *out = NULL;
     *n_out = 0;
-    FILE *f = fopen(path, "r");
+    char hint[4300];
+    snprintf(hint, sizeof hint, "is %s a directory packed by dtpack?", dir);
+    uint64_t size;
+    int fd = dt_open_regular(path, "manifest", hint, &size);
+    if (fd < 0)
+        return DT_ERR_INPUT;
+    if (size == 0) {
+        dt_error("%s: the manifest is empty (its first line should be '%s'; was the copy cut short?)", path,
+                 DT_MANIFEST_HEADER);
+        close(fd);
+        return DT_ERR_INPUT;
+    }
+    FILE *f = fdopen(fd, "r");
     if (!f) {
-        dt_error("%s: cannot open the manifest: %s (is %s a directory packed by dtpack?)", path, strerror(errno), dir);
+        dt_error("%s: cannot read the manifest: %s", path, strerror(errno));
+        close(fd);
         return DT_ERR_INPUT;
     }
     dt_manifest_entry *e = NULL;
+    int *lines = NULL;
     int n = 0, cap = 0, lineno = 0, rc = DT_OK;
     while (rc == DT_OK && fgets(line, sizeof line, f)) {
         lineno++;
@@ -233,11 +323,15 @@ int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             dt_manifest_entry *q = realloc(e, (size_t)cap * sizeof *e);
-            if (!q) {
+            int *ql = q ? realloc(lines, (size_t)cap * sizeof *lines) : NULL;
+            if (q)
+                e = q;
+            if (ql)
+                lines = ql;
+            if (!q || !ql) {
                 rc = DT_ERR_NOMEM;
                 break;
             }
-            e = q;
         }
         dt_manifest_entry *m = &e[n];
         long long count = -1;
@@ -254,9 +348,17 @@ int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)
         m->count = count;
         m->bytes = bytes;
         m->crc = crc;
+        lines[n] = lineno;
         n++;
     }
+    if (rc == DT_OK && ferror(f)) {
+        dt_error("%s: reading the manifest failed: %s", path, strerror(errno));
+        rc = DT_ERR_INPUT;
+    }
     fclose(f);
+    if (rc == DT_OK)
+        rc = check_listed_once(path, e, lines, n);
+    free(lines);
     if (rc != DT_OK) {
         free(e);
         return rc;
@@ -293,20 +395,21 @@ static uint64_t data_address(hid_t ds, const char *path, const char *name)
 static int open_shard(dt_dataset *ds, dt_shard *sh, const dt_manifest_entry *me, int first_shard, int verify_crc)
 {
     const char *p = sh->path;
-    struct stat st;
-    if (stat(p, &st) != 0) {
-        dt_error("shard %s (listed in %s/%s) cannot be read: %s", p, ds->dir, DT_MANIFEST_NAME, strerror(errno));
+    char hint[4300];
+    snprintf(hint, sizeof hint, "listed in %s/%s", ds->dir, DT_MANIFEST_NAME);
+    uint64_t size;
+    /* a regular file before HDF5 sees it: H5Fopen of a FIFO blocks, of a directory says little */
+    if ((sh->fd = dt_open_regular(p, "shard", hint, &size)) < 0)
         return DT_ERR_INPUT;
-    }
-    if ((uint64_t)st.st_size != me->bytes) {
+    if (size != me->bytes) {
         dt_error("shard %s is %llu bytes but the manifest says %llu: truncated or changed since packing", p,
-                 (unsigned long long)st.st_size, (unsigned long long)me->bytes);
+                 (unsigned long long)size, (unsigned long long)me->bytes);
         return DT_ERR_INPUT;
     }
     if (verify_crc) {
         uint32_t crc;
         uint64_t bytes;
-        if (file_crc(p, &crc, &bytes) != DT_OK)
+        if (file_crc(sh->fd, p, &crc, &bytes) != DT_OK)
             return DT_ERR_INPUT;
         if (crc != me->crc) {
             dt_error("shard %s has CRC-32 %08x but the manifest says %08x: the file is corrupt", p, crc, me->crc);
@@ -425,17 +528,22 @@ static int open_shard(dt_dataset *ds, dt_shard *sh, const dt_manifest_entry *me,
             goto out;
         }
     }
-    sh->fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (sh->fd < 0) {
-        dt_error("shard %s: cannot open: %s", p, strerror(errno));
-        goto out;
-    }
-    rc = DT_OK;
+    rc = DT_OK; /* sh->fd, opened above, serves the reads */
 out:
     if (d >= 0)
         H5Dclose(d);
     H5Fclose(f);
     return rc;
+}
+
+/* whether name is one of the items of list ("a, b, c") */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ',' || p[n] == 0))
+            return 1;
+    return 0;
 }
 
 int dt_dataset_open(dt_dataset *ds, const char *dir, const char *split, int verify_crc)
@@ -448,6 +556,11 @@ int dt_dataset_open(dt_dataset *ds, const char *dir, const char *split, int veri
     int rc = dt_manifest_read(dir, &e, &n);
     if (rc != DT_OK)
         return rc;
+    if (n == 0) {
+        dt_error("%s/%s lists no shards, only its header (was dtpack interrupted?)", dir, DT_MANIFEST_NAME);
+        free(e);
+        return DT_ERR_INPUT;
+    }
     int64_t total = 0;
     for (int i = 0; i < n; i++)
         if (!strcmp(e[i].split, split)) {
@@ -457,7 +570,7 @@ int dt_dataset_open(dt_dataset *ds, const char *dir, const char *split, int veri
     if (!ds->n_shards || !total) {
         char have[256] = "";
         for (int i = 0; i < n; i++)
-            if (!strstr(have, e[i].split) && strlen(have) + strlen(e[i].split) + 3 < sizeof have)
+            if (!in_list(have, e[i].split) && strlen(have) + strlen(e[i].split) + 3 < sizeof have)
                 snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", *have ? ", " : "", e[i].split);
         dt_error("%s/%s lists no images of split '%s' (it has: %s)", dir, DT_MANIFEST_NAME, split, *have ? have : "none");
         free(e);
@@ -488,6 +601,35 @@ int dt_dataset_open(dt_dataset *ds, const char *dir, const char *split, int veri
     if (rc != DT_OK)
         dt_dataset_close(ds);
     return rc;
+}
+
+int dt_dataset_check_splits(const dt_dataset *ref, const dt_dataset *other)
+{
+    const char *rp = ref->n_shards ? ref->shards[0].path : ref->dir;
+    const char *op = other->n_shards ? other->shards[0].path : other->dir;
+    static const char *const kinds[] = {"encoded", "raw"};
+    if (other->kind != ref->kind) {
+        dt_error("split %s (%s) holds %s images, split %s (%s) %s ones: pack the splits from one source", other->split,
+                 op, kinds[other->kind], ref->split, rp, kinds[ref->kind]);
+        return DT_ERR_INPUT;
+    }
+    if (other->num_classes != ref->num_classes) {
+        dt_error("split %s (%s) has %d classes, split %s (%s) %d: every split needs the same class list", other->split,
+                 op, other->num_classes, ref->split, rp, ref->num_classes);
+        return DT_ERR_INPUT;
+    }
+    for (int i = 0; i < ref->num_classes; i++)
+        if (strcmp(other->classes[i], ref->classes[i]) != 0) {
+            dt_error("split %s (%s): class %d is '%s', in split %s (%s) '%s': every split needs the same class list",
+                     other->split, op, i, other->classes[i], ref->split, rp, ref->classes[i]);
+            return DT_ERR_INPUT;
+        }
+    if (ref->kind == DT_SHARD_RAW && (other->h != ref->h || other->w != ref->w || other->c != ref->c)) {
+        dt_error("split %s (%s) holds %dx%dx%d images, split %s (%s) %dx%dx%d: every split needs the same size",
+                 other->split, op, other->h, other->w, other->c, ref->split, rp, ref->h, ref->w, ref->c);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
 }
 
 void dt_dataset_close(dt_dataset *ds)

@@ -56,7 +56,8 @@ void dt_shard_writer_init(dt_shard_writer *w, const dt_shard_spec *spec, int ind
 /* Appends one image (encoded bytes, or h*w*c raw pixels). DT_OK or DT_ERR_NOMEM. */
 int dt_shard_writer_add(dt_shard_writer *w, const uint8_t *data, size_t bytes, int32_t label, const char *name);
 /* Writes the shard (temporary name, fsync, rename); fills its manifest line values. Resets the
- * writer for reuse with the next index. Errors are logged naming the file. */
+ * writer for reuse with the next index. Errors are logged naming the file; a failure at any step
+ * (H5Fcreate included) leaves no temporary file. */
 int dt_shard_writer_flush(dt_shard_writer *w, char *file, size_t file_len, int64_t *count, uint64_t *bytes,
                           uint32_t *crc);
 void dt_shard_writer_free(dt_shard_writer *w);
@@ -70,10 +71,21 @@ typedef struct dt_manifest_entry {
     uint32_t crc;
 } dt_manifest_entry;
 
-/* Writes <dir>/manifest.tsv atomically (temporary name, fsync, rename). */
+/* Writes <dir>/manifest.tsv atomically (temporary name, fsync, rename); a failure leaves no
+ * temporary behind. */
 int dt_manifest_write(const char *dir, const dt_manifest_entry *e, int n);
-/* Reads <dir>/manifest.tsv; *e is malloc'd. Errors name the file and line. */
+/* Reads <dir>/manifest.tsv; *e is malloc'd. Refuses, with one line naming the file (and the line),
+ * returning DT_ERR_INPUT: anything but a regular file (a FIFO is refused without blocking), an
+ * empty file, a wrong first line, a malformed line, a shard file listed twice. A manifest with no
+ * shard lines (a split being packed) reads as n = 0. */
 int dt_manifest_read(const char *dir, dt_manifest_entry **e, int *n);
+
+/* Opens path read-only without blocking on it (open() and read() of a FIFO with no writer never
+ * return) and refuses anything but a regular file. Returns the descriptor (blocking again,
+ * close-on-exec) and the file's size in *size, or -1 after one line: "<path>: cannot open the
+ * <what>: <reason>[ (<hint>)]" or "<path>: the <what> is a FIFO, not a regular file". hint
+ * (optional) follows a failed open. */
+int dt_open_regular(const char *path, const char *what, const char *hint, uint64_t *size);
 
 /* ---- reading (the loader) -------------------------------------------------------------------- */
 
@@ -99,13 +111,20 @@ typedef struct dt_dataset {
     int32_t *labels;            /* count labels, global order */
 } dt_dataset;
 
-/* Opens every shard of `split` listed in dir's manifest and checks it: schema and version, the
- * manifest's count and size, the same classes and kind in every shard, contiguous data, offsets
- * that increase and end at the data's size, labels within the classes. verify_crc also reads every
- * file in full against the manifest's CRC-32. Each failure is one line naming the shard (and the
+/* Opens every shard of `split` listed in dir's manifest and checks it: a regular file (a FIFO or a
+ * directory is refused before anything reads it), schema and version, the manifest's count and
+ * size, the same classes and kind in every shard, contiguous data, offsets that increase and end
+ * at the data's size, labels within the classes. verify_crc also reads every file in full against
+ * the manifest's CRC-32. Each failure is one line naming the manifest or the shard (and the
  * index), returning DT_ERR_INPUT. */
 int dt_dataset_open(dt_dataset *ds, const char *dir, const char *split, int verify_crc);
 void dt_dataset_close(dt_dataset *ds);
+
+/* The checks across splits that dtrain makes at start-up and dtpack verify makes for every split:
+ * `other` (val, ...) has the kind, the class list (names in the same order) and, raw, the image
+ * shape of `ref` (train). DT_OK, or DT_ERR_INPUT after one line naming both splits' first shards
+ * (and the first class index that differs). */
+int dt_dataset_check_splits(const dt_dataset *ref, const dt_dataset *other);
 
 /* Bytes of image i (global index): encoded size, or h*w*c for raw. */
 size_t dt_dataset_item_bytes(const dt_dataset *ds, int64_t i);

@@ -27,6 +27,29 @@ const char *dt_dtype_name(dt_dtype t)
     return (unsigned)t < sizeof n / sizeof *n ? n[t] : "?";
 }
 
+void dt_comm_startup(dt_comm *c, double seconds)
+{
+    c->startup = seconds > 0;
+    c->startup_left = seconds > 0 ? seconds : 0;
+    if (c->startup)
+        c->step = DT_COMM_STARTUP;
+}
+
+double dt_comm_wait_limit(dt_comm *c)
+{
+    if (c->startup && c->step != DT_COMM_STARTUP) /* the caller is at a step: training began */
+        c->startup = 0;
+    if (!c->startup)
+        return c->timeout_s;
+    return c->startup_left < c->timeout_s ? c->startup_left : c->timeout_s;
+}
+
+void dt_comm_waited(dt_comm *c, double seconds)
+{
+    if (c->startup)
+        c->startup_left = c->startup_left > seconds ? c->startup_left - seconds : 0;
+}
+
 /* ---- one rank ---------------------------------------------------------------------------------- */
 
 static int self_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)

@@ -48,8 +48,25 @@ struct dt_comm {
     double timeout_s;       /* every operation's deadline */
     int64_t step;           /* the training step, for messages (set by the caller) */
     uint64_t n_ops;         /* operations so far (the same sequence on every rank) */
+    int startup;            /* dt_comm_startup: in the start-up phase */
+    double startup_left;    /* its seconds of waiting left, shared by all of its operations */
     void *impl;
 };
+
+/* c->step during start-up: the caller setting a step (>= 0) ends the phase */
+#define DT_COMM_STARTUP (-1)
+
+/* Start-up: from now until the caller first sets c->step (training began), the operations share one
+ * budget of `seconds` of waiting, instead of timeout_s each, so a rank that never arrives ends the
+ * start-up once, within the budget, however many collectives the start-up has; a time-out then says
+ * "start-up" and names the missing ranks. Only waiting counts: a slow start whose ranks are all
+ * busy (opening data, loading a checkpoint) uses none of it. Honoured by the MPI communicator (the
+ * NCCL ones keep timeout_s per operation). seconds <= 0 ends the phase. */
+void dt_comm_startup(dt_comm *c, double seconds);
+/* For implementations: the seconds the next operation may wait (timeout_s, or what is left of the
+ * start-up's budget), and the charge of one that waited `seconds`. */
+double dt_comm_wait_limit(dt_comm *c);
+void dt_comm_waited(dt_comm *c, double seconds);
 
 /* World size 1. */
 int dt_comm_self(dt_comm **c);

@@ -1,8 +1,11 @@
 /* comm_mpi.c: the MPI communicator (comm.h). Collectives are MPI's non-blocking ones, tested in a
  * loop against the communicator's deadline: a rank that died or stalls turns into a timeout with
- * one line (the operation, its size, the step), never a hang. A timeout leaves a collective
- * pending, which no MPI call can cancel, so the process must not call MPI_Finalize afterwards:
- * dt_comm_mpi_abort ends the job instead. */
+ * one line (the operation, its size, the step, the ranks that did not arrive), never a hang. In the
+ * start-up phase (dt_comm_startup) the deadline is what is left of the start-up's budget, and the
+ * asking who is missing fits inside it. A timeout leaves a collective pending, which no MPI call can
+ * cancel: every later operation fails at once without a line, and freeing the communicator ends
+ * the job (MPI_Abort with exit code 1, a failure at run time: never 3, which says "stopped with a
+ * checkpoint") instead of waiting in MPI_Finalize forever. */
 #include "config.h"
 
 #include <mpi.h>
@@ -21,7 +24,7 @@ typedef struct mpi_impl {
     MPI_Comm comm; /* a duplicate of MPI_COMM_WORLD: its own sequence of collectives */
     float *tmp; /* fp16/bf16 reductions in fp32 */
     size_t tmp_n;
-    int failed; /* a timeout left a collective pending */
+    int failed; /* a timeout left a collective pending: its status */
 } mpi_impl;
 
 static MPI_Datatype mpi_type(dt_dtype t)
@@ -40,13 +43,20 @@ static MPI_Op mpi_op(dt_redop op)
     return op == DT_MAX ? MPI_MAX : op == DT_MIN ? MPI_MIN : MPI_SUM;
 }
 
+/* how long the ranks that timed out listen for each other */
+static double grace_of(const dt_comm *c)
+{
+    return c->timeout_s < 10 ? c->timeout_s / 2 + 0.5 : 5;
+}
+
 /* After a timeout: which ranks reached this operation? Every rank that timed out sends its
- * operation number to all others (point to point, a tag of its own) and listens for a grace period;
- * the ranks it hears nothing from died or stall elsewhere. Returns the description in buf. */
-static void who_is_missing(dt_comm *c, char *buf, size_t n)
+ * operation number to all others (point to point, a tag of its own) and listens for `grace`
+ * seconds; the ranks it hears nothing from died or stall elsewhere. Returns the description in buf,
+ * and the lowest rank heard from (this rank, or one below it that reports too). */
+static int who_is_missing(dt_comm *c, double grace, char *buf, size_t n)
 {
     enum { TAG = 31337 };
-    const double grace = c->timeout_s < 10 ? c->timeout_s / 2 + 0.5 : 5;
+    int lowest = c->rank;
     unsigned long long me = c->n_ops, *seen = calloc((size_t)c->size, sizeof *seen);
     char *heard = calloc((size_t)c->size, 1);
     MPI_Request *sends = calloc((size_t)c->size, sizeof *sends);
@@ -75,6 +85,8 @@ static void who_is_missing(dt_comm *c, char *buf, size_t n)
             got++;
         heard[st.MPI_SOURCE] = 1;
         seen[st.MPI_SOURCE] = op;
+        if (st.MPI_SOURCE < lowest)
+            lowest = st.MPI_SOURCE;
     }
     size_t k = (size_t)snprintf(buf, n, "rank%s", c->size - got > 1 ? "s" : "");
     int listed = 0;
@@ -97,13 +109,32 @@ out:
     free(seen);
     free(heard);
     free(sends);
+    return lowest;
+}
+
+/* An operation on a communicator whose earlier one timed out or failed: that one was said, and a
+ * collective is still pending, so this one fails at once (the caller is on its way out). */
+static int refuse_after_failure(dt_comm *c, const char *what)
+{
+    dt_debug("%s (operation %llu): not started, an earlier operation of this communicator failed", what,
+             (unsigned long long)c->n_ops);
+    return ((mpi_impl *)c->impl)->failed;
 }
 
 /* Tests req until it completes or the deadline passes. Spins briefly (small collectives finish in
- * microseconds), then sleeps between tests so that a waiting thread leaves the cores to compute. */
+ * microseconds), then sleeps between tests so that a waiting thread leaves the cores to compute.
+ * Of the ranks that time out together, the lowest says it (the others at debug level): one line. */
 static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t count, dt_dtype t)
 {
-    double start = dt_seconds(), deadline = start + c->timeout_s;
+    double limit = dt_comm_wait_limit(c), ask = grace_of(c);
+    int startup = c->startup;
+    if (startup) { /* one deadline for the whole start-up: asking who is missing fits inside it */
+        double budget = limit;
+        ask = ask < budget ? ask : budget;
+        ask = ask > 0.5 ? ask : 0.5;
+        limit = budget > ask ? budget - ask : 0;
+    }
+    double start = dt_seconds(), deadline = start + limit;
     char desc[96];
     if (count)
         snprintf(desc, sizeof desc, "%s of %zu %s", what, count, dt_dtype_name(t));
@@ -115,20 +146,28 @@ static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t 
         if (rc != MPI_SUCCESS) {
             dt_error("%s (operation %llu, step %lld) failed: %s", desc, (unsigned long long)c->n_ops,
                      (long long)c->step, dt_errstr_mpi(rc, 0));
-            ((mpi_impl *)c->impl)->failed = 1;
+            ((mpi_impl *)c->impl)->failed = DT_ERR_MPI;
             return DT_ERR_MPI;
         }
-        if (done)
+        if (done) {
+            dt_comm_waited(c, dt_seconds() - start);
             return DT_OK;
+        }
         if (i > 200) {
             double t_now = dt_seconds();
             if (t_now > deadline) {
                 char missing[256];
-                who_is_missing(c, missing, sizeof missing);
-                dt_error("%s (operation %llu, step %lld) did not complete within %.0f s: %s (--comm-timeout sets "
-                         "the limit)",
-                         desc, (unsigned long long)c->n_ops, (long long)c->step, c->timeout_s, missing);
-                ((mpi_impl *)c->impl)->failed = 1;
+                int lowest = who_is_missing(c, ask, missing, sizeof missing);
+                dt_comm_waited(c, dt_seconds() - start);
+                enum dt_log_level lv = lowest == c->rank ? DT_LOG_ERROR : DT_LOG_DEBUG;
+                if (startup)
+                    dt_log(lv, "start-up did not complete within %.0f s: %s (%s, operation %llu; --comm-timeout "
+                           "sets the limit)", c->timeout_s, missing, desc, (unsigned long long)c->n_ops);
+                else
+                    dt_log(lv, "%s (operation %llu, step %lld) did not complete within %.0f s: %s (--comm-timeout "
+                           "sets the limit)", desc, (unsigned long long)c->n_ops, (long long)c->step, c->timeout_s,
+                           missing);
+                ((mpi_impl *)c->impl)->failed = DT_ERR_TIMEOUT;
                 return DT_ERR_TIMEOUT;
             }
             dt_poll_pause(start);
@@ -140,6 +179,8 @@ static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count,
 {
     mpi_impl *m = c->impl;
     c->n_ops++;
+    if (m->failed)
+        return refuse_after_failure(c, "allreduce");
     if (count > (size_t)INT32_MAX) {
         dt_error("allreduce of %zu elements: MPI takes at most %d per call", count, INT32_MAX);
         return DT_ERR_STATE;
@@ -189,6 +230,8 @@ static int mpi_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int ro
 {
     mpi_impl *m = c->impl;
     c->n_ops++;
+    if (m->failed)
+        return refuse_after_failure(c, "broadcast");
     size_t bytes = count * dt_dtype_size(t);
     if (bytes > (size_t)INT32_MAX || root < 0 || root >= c->size) {
         dt_error("broadcast of %zu bytes from rank %d of %d: too large or no such rank", bytes, root, c->size);
@@ -203,6 +246,8 @@ static int mpi_allgather(dt_comm *c, const void *send, void *recv, size_t count,
 {
     mpi_impl *m = c->impl;
     c->n_ops++;
+    if (m->failed)
+        return refuse_after_failure(c, "allgather");
     size_t bytes = count * dt_dtype_size(t);
     if (bytes > (size_t)INT32_MAX) {
         dt_error("allgather of %zu bytes per rank: too large for one MPI call", bytes);
@@ -220,17 +265,26 @@ static int mpi_barrier(dt_comm *c)
 {
     mpi_impl *m = c->impl;
     c->n_ops++;
+    if (m->failed)
+        return refuse_after_failure(c, "barrier");
     MPI_Request req;
     DT_CHECK_MPI(MPI_Ibarrier(m->comm, &req));
     return wait_deadline(c, &req, "barrier", 0, DT_UINT8);
 }
 
+/* A collective is still pending: MPI_Finalize would wait for it forever, so the job ends here, with
+ * exit code 1 (a failure at run time; mpirun exits with MPI_Abort's code). */
+static void abort_pending(int rank)
+{
+    dt_error("rank %d: a collective did not complete: ending every rank of the job", rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 static void mpi_destroy(dt_comm *c)
 {
     mpi_impl *m = c->impl;
-    int failed = m->failed;
-    if (failed) /* a collective is still pending: MPI_Finalize would wait for it forever */
-        MPI_Abort(MPI_COMM_WORLD, 3);
+    if (m->failed)
+        abort_pending(c->rank);
     if (m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
     free(m->tmp);
@@ -270,16 +324,24 @@ int dt_comm_mpi(dt_comm **out, double timeout_s)
     c->ops = &mpi_ops;
     c->impl = m;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* a dead peer is an error to report, not an abort */
-    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
-        dt_error("MPI_Comm_dup failed");
+    c->timeout_s = timeout_s > 0 ? timeout_s : 600;
+    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    /* the duplicate is a collective too: waited for against the deadline (asking on the world) */
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Request req;
+    m->comm = MPI_COMM_WORLD; /* not counted in n_ops: operation 1 stays the caller's first */
+    int rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req);
+    if (rc != MPI_SUCCESS) {
+        dt_error("MPI_Comm_idup(MPI_COMM_WORLD) failed: %s", dt_errstr_mpi(rc, 0));
         free(c);
         free(m);
         return DT_ERR_MPI;
     }
+    if (wait_deadline(c, &req, "duplicate of MPI_COMM_WORLD", 0, DT_UINT8) != DT_OK)
+        abort_pending(c->rank); /* the caller would finalize MPI, which waits for the duplicate forever */
+    m->comm = dup;
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
-    c->timeout_s = timeout_s > 0 ? timeout_s : 600;
-    MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &c->size);
     *out = c;
     return DT_OK;
 }

@@ -1,12 +1,18 @@
-/* launch.c: rank, size and local rank from PMI2, MPI, Slurm's environment or nothing (launch.h). */
+/* launch.c: rank, size and local rank from PMI2, MPI, Slurm's environment or nothing (launch.h).
+ * Under MPI a watchdog thread holds MPI_Init and the launch's collectives to the start-up deadline
+ * (dt_launch_set_timeout). */
 #include "config.h"
 
 #include "dist/launch.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #ifdef HAVE_PMI2
 #include <slurm/pmi2.h>
 #endif
@@ -16,7 +22,15 @@
 
 #include "util/check.h"
 #include "util/cli.h"
+#include "util/clock.h"
 #include "util/log.h"
+
+static double launch_timeout; /* dt_launch_set_timeout; 0: none */
+
+void dt_launch_set_timeout(double seconds)
+{
+    launch_timeout = seconds > 0 ? seconds : 0;
+}
 
 const char *dt_launch_kind_name(enum dt_launch_kind k)
 {
@@ -189,6 +203,61 @@ int dt_pmi2_bcast_bytes(const dt_launch *l, const char *key, void *buf, int n, i
 #endif
 
 #ifdef HAVE_MPI
+/* The watchdog of MPI's start: MPI_Init_thread and init_mpi's collectives wait for every rank, with
+ * no deadline of their own. */
+typedef struct watchdog {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;       /* the start completed (under mu) */
+    double seconds; /* the limit */
+    int rank, size; /* from the launcher's environment (-1: not given) */
+} watchdog;
+
+/* the first of three environment variables that is set, as a number (for a message only), or -1 */
+static int env_rank_size(const char *a, const char *b, const char *c)
+{
+    const char *s = getenv(a);
+    s = s ? s : getenv(b);
+    s = s ? s : getenv(c);
+    return s ? atoi(s) : -1;
+}
+
+static void *watch_start(void *arg)
+{
+    watchdog *w = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    /* rank 0 says it; the others give the launcher time to end them after rank 0 exits */
+    double s = w->seconds + (w->rank > 0 ? 2 : 0);
+    until.tv_sec += (time_t)s;
+    until.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    int rc = 0;
+    while (!w->done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
+    int fire = !w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!fire)
+        return NULL;
+    char who[160];
+    if (w->size == 2 && (w->rank == 0 || w->rank == 1))
+        snprintf(who, sizeof who, "rank %d did not arrive", 1 - w->rank);
+    else if (w->size > 2)
+        snprintf(who, sizeof who, "not every one of the %d ranks arrived (MPI cannot name them before it is up)",
+                 w->size);
+    else
+        snprintf(who, sizeof who, "not every rank arrived");
+    if (w->rank >= 0 && w->size > 0)
+        dt_log_set_rank(w->rank, w->size);
+    dt_error("start-up did not complete within %.0f s: %s (MPI_Init waits for every rank; --comm-timeout sets the "
+             "limit): ending this rank, the launcher ends the others", w->seconds, who);
+    _exit(1); /* MPI_Init cannot be left or aborted from here; exit handlers could wait on it */
+}
+
 static int init_mpi(dt_launch *l)
 {
     int provided = 0, inited = 0;
@@ -218,6 +287,33 @@ static int init_mpi(dt_launch *l)
     l->node = node;
     return DT_OK;
 }
+
+/* init_mpi under the watchdog (when a deadline is set) */
+static int init_mpi_watched(dt_launch *l)
+{
+    if (launch_timeout <= 0)
+        return init_mpi(l);
+    watchdog w = {.seconds = launch_timeout,
+                  .rank = env_rank_size("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID"),
+                  .size = env_rank_size("OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS")};
+    pthread_condattr_t ca;
+    DT_CHECK_POSIX(pthread_condattr_init(&ca));
+    DT_CHECK_POSIX(pthread_condattr_setclock(&ca, CLOCK_MONOTONIC));
+    DT_CHECK_POSIX(pthread_cond_init(&w.cv, &ca));
+    pthread_condattr_destroy(&ca);
+    DT_CHECK_POSIX(pthread_mutex_init(&w.mu, NULL));
+    pthread_t th;
+    DT_CHECK_POSIX(pthread_create(&th, NULL, watch_start, &w));
+    int rc = init_mpi(l);
+    pthread_mutex_lock(&w.mu);
+    w.done = 1;
+    pthread_cond_signal(&w.cv);
+    pthread_mutex_unlock(&w.mu);
+    pthread_join(th, NULL);
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
 #endif
 
 int dt_launch_init(dt_launch *l)
@@ -241,7 +337,9 @@ int dt_launch_init(dt_launch *l)
     } else if (getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK")) {
 #ifdef HAVE_MPI
         l->kind = DT_LAUNCH_MPI;
-        DT_TRY(init_mpi(l));
+        double t0 = dt_seconds();
+        DT_TRY(init_mpi_watched(l));
+        l->waited_s = dt_seconds() - t0;
 #else
         dt_error("started by mpirun or srun --mpi=pmix but this dtrain was built without MPI; rebuild with --with-mpi");
         return DT_ERR_STATE;

@@ -26,7 +26,16 @@ typedef struct dt_launch {
     int local_rank, local_size; /* among the ranks on this node */
     int node;                   /* this node's index (0 for a single node) */
     char jobid[64];             /* PMI2's job id, or Slurm's job.step, or "" */
+    double waited_s;            /* seconds dt_launch_init took (under MPI: waiting for every rank in MPI_Init) */
 } dt_launch;
+
+/* The start-up deadline for dt_launch_init (dtrain's --comm-timeout), 0 (the default) for none.
+ * MPI_Init and the launch's collectives wait for every rank, and a rank that never starts (its node's
+ * file system hangs before it could load) would keep them waiting forever: past the deadline this
+ * process says so in one line (naming the rank when the world is 2; MPI cannot say which before it
+ * is up) and exits 1, and the launcher (mpirun, srun --kill-on-bad-exit) ends the others. Rank 0
+ * says it; the other ranks wait 2 s more for the launcher, and say it only when it did not end them. */
+void dt_launch_set_timeout(double seconds);
 
 /* Detects how this process was started and initialises PMI2 or MPI accordingly (MPI with thread
  * support for a communication thread). DT_OK, or an error after one line (a PMI2 or MPI failure,

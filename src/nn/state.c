@@ -3,6 +3,7 @@
 
 #include "nn/state.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,14 @@ int dt_h5_read_floats(hid_t loc, const char *source, const char *name, int ndim,
 int dt_h5_read_doubles(hid_t loc, const char *source, const char *name, int ndim, const int64_t *shape, double *out)
 {
     return dt_h5_read(loc, source, "tensor", name, ndim, shape, H5T_NATIVE_DOUBLE, out);
+}
+
+int64_t dt_floats_nonfinite(const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
 }
 
 /* two host buffers the size of m's largest tensor (PyTorch's layout, then ours), or NULL */
@@ -47,6 +56,12 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
             continue;
         }
         rc = dt_h5_read_floats(loc, source, p->name, p->ndim, shape, tmp);
+        int64_t bad = rc == DT_OK ? dt_floats_nonfinite(tmp, p->numel) : -1;
+        if (bad >= 0) { /* what a diverged run (or a damaged file) holds: nothing to start from */
+            dt_error("%s: tensor %s holds %g at element %lld: every value must be finite (a diverged run?)", source, p->name, tmp[bad],
+                     (long long)bad);
+            rc = DT_ERR_INPUT;
+        }
         if (rc == DT_OK) {
             dt_param_from_torch(p, tmp, ours);
             m->be->mem_put(dt_param_data(m, p), ours, (size_t)p->numel * sizeof(float));
@@ -83,6 +98,12 @@ int dt_model_save_state(const dt_model *m, hid_t loc)
             DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &m->counts[p->off]), rc, next);
         } else {
             m->be->mem_get(ours, dt_param_data(m, p), (size_t)p->numel * sizeof(float));
+            int64_t bad = dt_floats_nonfinite(ours, p->numel);
+            if (bad >= 0) { /* never a file that cannot be resumed from */
+                dt_error("tensor %s holds %g: a diverged model is not saved", p->name, ours[bad]);
+                rc = DT_ERR_STATE;
+                goto next;
+            }
             dt_param_to_torch(p, ours, tmp);
             DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, p->name, H5T_IEEE_F32LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, next);
             DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, tmp), rc, next);

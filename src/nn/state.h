@@ -26,6 +26,9 @@ int dt_h5_read_doubles(hid_t loc, const char *source, const char *name, int ndim
 /* Loads every parameter and buffer of m from group loc (each must exist with its exact shape; the
  * group must hold no entry the model lacks). DT_OK or DT_ERR_INPUT (one line) / DT_ERR_HDF5. */
 int dt_model_load_state(dt_model *m, hid_t loc, const char *source);
+/* The index of x's first NaN or infinity, or -1 when all n are finite. Saving refuses a tensor
+ * that is not finite (DT_ERR_STATE after one line naming it), loading too (DT_ERR_INPUT). */
+int64_t dt_floats_nonfinite(const float *x, int64_t n);
 /* Writes every parameter and buffer of m into group loc. */
 int dt_model_save_state(const dt_model *m, hid_t loc);
 

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,11 +37,90 @@ static int make_dir(const char *path)
                 goto fail;
             *s = '/';
         }
-    if (mkdir(p, 0777) == 0 || errno == EEXIST)
+    if (mkdir(p, 0777) == 0)
+        return DT_OK;
+    struct stat st;
+    if (errno == EEXIST && stat(p, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        dt_error("%s: the output directory exists and is not a directory", p);
+        return DT_ERR_INPUT;
+    }
+    if (errno == EEXIST)
         return DT_OK;
 fail:
     dt_error("%s: cannot create the output directory: %s", p, strerror(errno));
     return DT_ERR_SYS;
+}
+
+/* path's real path in out (PATH_MAX). When path does not exist (yet), the real path of its deepest
+ * existing ancestor with the rest appended, "." and ".." applied to the text (the directories
+ * make_dir creates are plain directories, so ".." there is their parent). DT_OK or DT_ERR_SYS. */
+static int resolve_path(const char *path, char *out)
+{
+    char abs[2 * PATH_MAX], head[2 * PATH_MAX];
+    if (path[0] == '/') {
+        snprintf(abs, sizeof abs, "%s", path);
+    } else {
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd))
+            return DT_ERR_SYS;
+        snprintf(abs, sizeof abs, "%s/%s", cwd, path);
+    }
+    snprintf(head, sizeof head, "%s", abs);
+    while (!realpath(head, out)) { /* drop components until what is left exists */
+        if (errno != ENOENT)
+            return DT_ERR_SYS;
+        char *slash = strrchr(head, '/');
+        if (!slash)
+            return DT_ERR_SYS;
+        if (slash == head) { /* "/x" with no x: the root exists */
+            snprintf(out, PATH_MAX, "/");
+            head[1] = 0;
+            break;
+        }
+        *slash = 0;
+    }
+    const char *rest = abs + strlen(head);
+    while (*rest) {
+        while (*rest == '/')
+            rest++;
+        size_t n = strcspn(rest, "/");
+        if (n == 0 || (n == 1 && rest[0] == '.')) {
+            /* nothing */
+        } else if (n == 2 && rest[0] == '.' && rest[1] == '.') {
+            char *slash = strrchr(out, '/');
+            if (slash)
+                slash[slash == out] = 0; /* "/a" -> "/", "/a/b" -> "/a" */
+        } else {
+            size_t len = strlen(out);
+            if (len + 1 + n >= PATH_MAX)
+                return DT_ERR_SYS;
+            snprintf(out + len, PATH_MAX - len, "%s%.*s", len > 1 ? "/" : "", (int)n, rest);
+        }
+        rest += n;
+    }
+    return DT_OK;
+}
+
+/* An output directory inside the tree being packed would be packed as well: under SRC/<split>/ it
+ * becomes a class (its shards skipped as undecodable images), and a second run finds it among the
+ * classes. Compared by real path, so symbolic links and ".." do not hide it. */
+static int check_out_outside(const char *src, const char *out)
+{
+    char rs[PATH_MAX], ro[PATH_MAX];
+    if (!realpath(src, rs))
+        return DT_OK; /* listing src says what is wrong with it */
+    if (resolve_path(out, ro) != DT_OK) {
+        dt_error("-o %s: cannot resolve the path: %s", out, strerror(errno));
+        return DT_ERR_INPUT;
+    }
+    size_t n = strlen(rs);
+    if (!strcmp(rs, "/") || (!strncmp(ro, rs, n) && (ro[n] == '/' || ro[n] == 0))) {
+        dt_error("-o %s: the output directory (%s) is inside the input tree %s (%s), so dtpack would read its own "
+                 "output as images or classes: choose one outside",
+                 out, ro, src, rs);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
 }
 
 /* the manifest's entries other than split's, then (when add) add[0..n_add) */
@@ -51,7 +131,7 @@ static int manifest_replace(const char *dir, const char *split, const dt_manifes
     dt_manifest_entry *e = NULL;
     int n = 0;
     if (access(path, F_OK) == 0 && dt_manifest_read(dir, &e, &n) != DT_OK)
-        return DT_ERR_INPUT;
+        return DT_ERR_INPUT; /* it said why: a damaged manifest is not overwritten */
     dt_manifest_entry *all = malloc((size_t)(n + n_add + 1) * sizeof *all);
     if (!all) {
         free(e);
@@ -160,6 +240,10 @@ static int split_begin(split_out *so, const dt_shard_spec *spec, const dt_pack_o
 static int split_end(split_out *so, dt_pack_stats *st, int ok)
 {
     int rc = ok ? split_flush(so, st) : DT_ERR_INPUT;
+    if (rc == DT_OK && so->n == 0) { /* a split dtrain would refuse: say so now, not at training time */
+        dt_error("%s: no images to pack into split %s", so->w.spec.source, so->w.spec.split);
+        rc = DT_ERR_INPUT;
+    }
     if (rc == DT_OK)
         rc = manifest_replace(so->w.spec.dir, so->w.spec.split, so->e, so->n);
     dt_shard_writer_free(&so->w);
@@ -368,31 +452,29 @@ static int list_split(const char *root, char **classes, int n_classes, item **ou
     return rc;
 }
 
-static int pack_tree_split(const char *src, const char *split, char **classes, int n_classes, const dt_pack_opts *o,
-                           dt_pack_stats *st)
+static void free_items(item *items, int64_t n)
 {
-    char root[4096];
-    snprintf(root, sizeof root, "%s/%s", src, split);
-    item *items;
-    int64_t n;
-    int rc = list_split(root, classes, n_classes, &items, &n);
-    if (rc == DT_OK && n == 0) {
-        dt_error("%s: no image files under its class folders", root);
-        rc = DT_ERR_INPUT;
+    for (int64_t i = 0; items && i < n; i++) {
+        free(items[i].bytes);
+        free(items[i].path);
+        free(items[i].name);
     }
+    free(items);
+}
+
+/* packs one split's listed files (items is consumed) */
+static int pack_tree_split(const char *root, const char *split, char **classes, int n_classes, item *items, int64_t n,
+                           const dt_pack_opts *o, dt_pack_stats *st)
+{
     dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_ENCODED, .num_classes = n_classes,
                           .classes = (const char *const *)classes, .source = root};
     split_out so;
-    if (rc == DT_OK)
-        rc = split_begin(&so, &spec, o);
+    int rc = split_begin(&so, &spec, o);
     if (rc != DT_OK) {
-        for (int64_t i = 0; i < n; i++) {
-            free(items[i].path);
-            free(items[i].name);
-        }
-        free(items);
+        free_items(items, n);
         return rc;
     }
+    int64_t added = 0;
     progress pg = {.what = split, .total = n, .start = dt_seconds(), .on = o->progress};
     int threads = o->threads;
 #ifdef _OPENMP
@@ -424,24 +506,35 @@ static int pack_tree_split(const char *src, const char *split, char **classes, i
                                   &st->resized};
                 (*cnt[it->what])++;
                 rc = split_add(&so, it->bytes, it->n, it->label, it->name, st);
+                added++;
             }
             free(it->bytes);
             free(it->path);
             free(it->name);
             it->bytes = NULL;
+            it->path = it->name = NULL;
         }
         pg.done = c1;
         progress_show(&pg, 0);
     }
     progress_show(&pg, 1);
-    free(items);
-    return split_end(&so, st, rc == DT_OK) == DT_OK && rc == DT_OK ? DT_OK : (rc ? rc : DT_ERR_INPUT);
+    free_items(items, n);
+    if (rc == DT_OK && added == 0) {
+        dt_error("%s: none of its %lld files is a readable image: split %s would be empty", root, (long long)n, split);
+        rc = DT_ERR_INPUT;
+    }
+    int rc2 = split_end(&so, st, rc == DT_OK); /* an I/O error stays one (exit 1), bad input exit 2 */
+    return rc ? rc : rc2;
 }
 
 int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const dt_pack_opts *o, dt_pack_stats *st)
 {
     memset(st, 0, sizeof *st);
-    DT_TRY(make_dir(o->out));
+    if (n_splits < 1 || n_splits > 16) {
+        dt_error("%d splits: pack 1 to 16 at a time", n_splits);
+        return DT_ERR_INPUT;
+    }
+    DT_TRY(check_out_outside(src, o->out));
     char root[4096];
     snprintf(root, sizeof root, "%s/%s", src, splits[0]);
     char **classes;
@@ -467,8 +560,38 @@ int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const
             }
         free_list(c2, n2);
     }
-    for (int s = 0; s < n_splits && rc == DT_OK; s++)
-        rc = pack_tree_split(src, splits[s], classes, n_classes, o, st);
+    /* every split listed before anything is written: a split with no files fails before the
+     * output changes */
+    item *items[16] = {0};
+    int64_t n_items[16] = {0};
+    for (int s = 0; s < n_splits && rc == DT_OK; s++) {
+        char r2[4096];
+        snprintf(r2, sizeof r2, "%s/%s", src, splits[s]);
+        if ((rc = list_split(r2, classes, n_classes, &items[s], &n_items[s])) != DT_OK)
+            break;
+        if (n_items[s] == 0) {
+            dt_error("%s: no image files under its class folders", r2);
+            rc = DT_ERR_INPUT;
+        }
+        for (int64_t k = 0, c = 0; s == 0 && rc == DT_OK && c < n_classes; c++) { /* items are in label order */
+            int any = 0;
+            for (; k < n_items[0] && items[0][k].label == c; k++)
+                any = 1;
+            if (!any)
+                dt_warn("%s/%s: class %d has no files: it gets no training images", r2, classes[c], (int)c);
+        }
+    }
+    if (rc == DT_OK)
+        rc = make_dir(o->out);
+    for (int s = 0; s < n_splits; s++) {
+        char r2[4096];
+        snprintf(r2, sizeof r2, "%s/%s", src, splits[s]);
+        if (rc == DT_OK)
+            rc = pack_tree_split(r2, splits[s], classes, n_classes, items[s], n_items[s], o, st);
+        else
+            free_items(items[s], n_items[s]);
+        items[s] = NULL;
+    }
     free_list(classes, n_classes);
     return rc;
 }
@@ -476,28 +599,51 @@ int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const
 /* ---------------------------------------------------------------------------------------------- */
 /* IDX (MNIST, Fashion-MNIST)                                                                     */
 
+/* dir/base.gz, else dir/base, opened as a regular file (gzread of a FIFO would block) that is not
+ * empty; NULL after one line naming it */
 static gzFile open_gz(const char *dir, const char *base, char *path, size_t n)
 {
     snprintf(path, n, "%s/%s.gz", dir, base);
-    if (access(path, R_OK) != 0)
+    if (access(path, F_OK) != 0)
         snprintf(path, n, "%s/%s", dir, base);
-    return gzopen(path, "rb");
+    uint64_t size;
+    int fd = dt_open_regular(path, "IDX file", NULL, &size);
+    if (fd < 0)
+        return NULL;
+    if (size == 0) {
+        dt_error("%s: empty file (an IDX file starts with its header, then the data)", path);
+        close(fd);
+        return NULL;
+    }
+    gzFile f = gzdopen(fd, "rb");
+    if (!f) {
+        dt_error("%s: cannot read: out of memory", path);
+        close(fd);
+    }
+    return f;
 }
 
-static int gz_read_all(gzFile f, const char *path, void *buf, size_t n)
+enum { GZ_SHORT = 1 };
+
+/* n bytes into buf. DT_OK; GZ_SHORT at the end of the data, with *done < n and nothing said (the
+ * caller knows what was cut); DT_ERR_INPUT after a read or decompression error, said naming path
+ * (a cut gzip stream: "unexpected end of file"). */
+static int gz_read_all(gzFile f, const char *path, void *buf, size_t n, size_t *done)
 {
     uint8_t *p = buf;
-    while (n) {
-        unsigned want = n > (1u << 30) ? 1u << 30 : (unsigned)n;
-        int got = gzread(f, p, want);
-        if (got <= 0) {
+    *done = 0;
+    while (*done < n) {
+        size_t left = n - *done;
+        unsigned want = left > (1u << 30) ? 1u << 30 : (unsigned)left;
+        int got = gzread(f, p + *done, want);
+        if (got < 0) {
             int e;
-            const char *msg = gzerror(f, &e);
-            dt_error("%s: %s", path, got == 0 ? "truncated: the header promises more data" : msg);
+            dt_error("%s: %s", path, gzerror(f, &e));
             return DT_ERR_INPUT;
         }
-        p += got;
-        n -= (size_t)got;
+        if (got == 0)
+            return GZ_SHORT;
+        *done += (size_t)got;
     }
     return DT_OK;
 }
@@ -507,70 +653,114 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static int pack_idx_split(const char *src, const char *prefix, const char *split, const char *const *classes,
-                          const dt_pack_opts *o, dt_pack_stats *st)
+/* one IDX split read into memory and checked, before anything is written */
+typedef struct idx_split {
+    char pi[4200], pl[4200]; /* the image and label files */
+    uint32_t n, rows, cols;
+    uint8_t *pix, *lab;
+} idx_split;
+
+static void idx_free(idx_split *d)
 {
-    char pi[4200], pl[4200], base[64];
+    free(d->pix);
+    free(d->lab);
+    d->pix = d->lab = NULL;
+}
+
+static int idx_load(const char *src, const char *prefix, idx_split *d)
+{
+    char base[64];
+    memset(d, 0, sizeof *d);
     snprintf(base, sizeof base, "%s-images-idx3-ubyte", prefix);
-    gzFile fi = open_gz(src, base, pi, sizeof pi);
+    gzFile fi = open_gz(src, base, d->pi, sizeof d->pi), fl = NULL;
+    int rc = DT_ERR_INPUT;
+    uint8_t hi[16], hl[8];
+    size_t got;
+    int r;
+    if (!fi)
+        goto out;
     snprintf(base, sizeof base, "%s-labels-idx1-ubyte", prefix);
-    gzFile fl = open_gz(src, base, pl, sizeof pl);
-    int rc = DT_OK;
-    uint8_t hi[16], hl[8], *pix = NULL, *lab = NULL;
-    if (!fi || !fl) {
-        dt_error("%s: cannot open: %s", !fi ? pi : pl, strerror(errno));
-        rc = DT_ERR_INPUT;
+    if (!(fl = open_gz(src, base, d->pl, sizeof d->pl)))
+        goto out;
+    if ((r = gz_read_all(fi, d->pi, hi, 16, &got)) != DT_OK) {
+        if (r == GZ_SHORT)
+            dt_error("%s: truncated: %zu bytes, shorter than the IDX header (16 bytes)", d->pi, got);
         goto out;
     }
-    if ((rc = gz_read_all(fi, pi, hi, 16)) || (rc = gz_read_all(fl, pl, hl, 8)))
+    if ((r = gz_read_all(fl, d->pl, hl, 8, &got)) != DT_OK) {
+        if (r == GZ_SHORT)
+            dt_error("%s: truncated: %zu bytes, shorter than the IDX header (8 bytes)", d->pl, got);
         goto out;
-    uint32_t n = be32(hi + 4), rows = be32(hi + 8), cols = be32(hi + 12), nl = be32(hl + 4);
+    }
+    d->n = be32(hi + 4);
+    d->rows = be32(hi + 8);
+    d->cols = be32(hi + 12);
+    uint32_t nl = be32(hl + 4);
     if (be32(hi) != 0x803 || be32(hl) != 0x801) {
-        dt_error("%s: not an IDX %s file (magic %08x, expected %08x)", be32(hi) != 0x803 ? pi : pl,
+        dt_error("%s: not an IDX %s file (magic %08x, expected %08x)", be32(hi) != 0x803 ? d->pi : d->pl,
                  be32(hi) != 0x803 ? "ubyte image" : "ubyte label", be32(hi) != 0x803 ? be32(hi) : be32(hl),
                  be32(hi) != 0x803 ? 0x803u : 0x801u);
-        rc = DT_ERR_INPUT;
         goto out;
     }
-    if (n != nl || n == 0 || rows == 0 || cols == 0 || rows > 4096 || cols > 4096) {
-        dt_error("%s: %u images of %ux%u with %u labels in %s: counts must agree and sizes be 1..4096", pi, n, rows,
-                 cols, nl, pl);
-        rc = DT_ERR_INPUT;
+    if (d->n == 0 || nl == 0) {
+        dt_error("%s: its header says 0 %s: nothing to pack", d->n == 0 ? d->pi : d->pl,
+                 d->n == 0 ? "images" : "labels");
         goto out;
     }
-    size_t img = (size_t)rows * cols;
-    pix = malloc(img * n);
-    lab = malloc(n);
-    if (!pix || !lab) {
+    if (d->n != nl || d->rows == 0 || d->cols == 0 || d->rows > 4096 || d->cols > 4096) {
+        dt_error("%s: %u images of %ux%u with %u labels in %s: counts must agree and sizes be 1..4096", d->pi, d->n,
+                 d->rows, d->cols, nl, d->pl);
+        goto out;
+    }
+    size_t img = (size_t)d->rows * d->cols;
+    d->pix = malloc(img * d->n);
+    d->lab = malloc(d->n);
+    if (!d->pix || !d->lab) {
         rc = DT_ERR_NOMEM;
         goto out;
     }
-    if ((rc = gz_read_all(fi, pi, pix, img * n)) || (rc = gz_read_all(fl, pl, lab, n)))
+    if ((r = gz_read_all(fi, d->pi, d->pix, img * d->n, &got)) != DT_OK) {
+        if (r == GZ_SHORT)
+            dt_error("%s: truncated: its header promises %u images of %ux%u, the data holds %zu whole ones", d->pi,
+                     d->n, d->rows, d->cols, got / img);
         goto out;
-    for (uint32_t i = 0; i < n; i++)
-        if (lab[i] > 9) {
-            dt_error("%s: label %u of image %u is outside 0..9", pl, lab[i], i);
-            rc = DT_ERR_INPUT;
+    }
+    if ((r = gz_read_all(fl, d->pl, d->lab, d->n, &got)) != DT_OK) {
+        if (r == GZ_SHORT)
+            dt_error("%s: truncated: its header promises %u labels, the data holds %zu", d->pl, d->n, got);
+        goto out;
+    }
+    for (uint32_t i = 0; i < d->n; i++)
+        if (d->lab[i] > 9) {
+            dt_error("%s: label %u of image %u is outside 0..9", d->pl, d->lab[i], i);
             goto out;
         }
-    dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_RAW, .num_classes = 10, .classes = classes,
-                          .h = (int)rows, .w = (int)cols, .c = 1, .source = pi};
-    split_out so;
-    if ((rc = split_begin(&so, &spec, o)))
-        goto out;
-    for (uint32_t i = 0; i < n && rc == DT_OK; i++) {
-        rc = split_add(&so, pix + (size_t)i * img, img, lab[i], NULL, st);
-        st->passed++;
-    }
-    rc = split_end(&so, st, rc == DT_OK) ? (rc ? rc : DT_ERR_INPUT) : rc;
+    rc = DT_OK;
 out:
     if (fi)
         gzclose(fi);
     if (fl)
         gzclose(fl);
-    free(pix);
-    free(lab);
+    if (rc != DT_OK)
+        idx_free(d);
     return rc;
+}
+
+static int pack_idx_split(const idx_split *d, const char *split, const char *const *classes, const dt_pack_opts *o,
+                          dt_pack_stats *st)
+{
+    dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_RAW, .num_classes = 10, .classes = classes,
+                          .h = (int)d->rows, .w = (int)d->cols, .c = 1, .source = d->pi};
+    split_out so;
+    DT_TRY(split_begin(&so, &spec, o));
+    size_t img = (size_t)d->rows * d->cols;
+    int rc = DT_OK;
+    for (uint32_t i = 0; i < d->n && rc == DT_OK; i++) {
+        rc = split_add(&so, d->pix + (size_t)i * img, img, d->lab[i], NULL, st);
+        st->passed++;
+    }
+    int rc2 = split_end(&so, st, rc == DT_OK);
+    return rc ? rc : rc2;
 }
 
 int dt_pack_idx(const char *src, int fashion, const dt_pack_opts *o, dt_pack_stats *st)
@@ -579,40 +769,77 @@ int dt_pack_idx(const char *src, int fashion, const dt_pack_opts *o, dt_pack_sta
                                                 "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
     static const char *const digits[] = {"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"};
     memset(st, 0, sizeof *st);
-    DT_TRY(make_dir(o->out));
     const char *const *cls = fashion ? fashion_names : digits;
-    DT_TRY(pack_idx_split(src, "train", "train", cls, o, st));
-    return pack_idx_split(src, "t10k", "val", cls, o, st);
+    idx_split train, val;
+    DT_TRY(idx_load(src, "train", &train)); /* both splits read and checked before anything is written */
+    int rc = idx_load(src, "t10k", &val);
+    if (rc == DT_OK) {
+        if ((rc = make_dir(o->out)) == DT_OK && (rc = pack_idx_split(&train, "train", cls, o, st)) == DT_OK)
+            rc = pack_idx_split(&val, "val", cls, o, st);
+        idx_free(&val);
+    }
+    idx_free(&train);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 /* CIFAR-10                                                                                       */
 
+enum { CIFAR_REC = 1 + 3 * 1024 }; /* label, then the R, G and B planes of 32x32 */
+
+/* every batch a non-empty regular file of whole records: checked before anything is written */
+static int cifar_check(const char *src, const char *const *files, int n_files)
+{
+    for (int f = 0; f < n_files; f++) {
+        char path[4200];
+        uint64_t size;
+        snprintf(path, sizeof path, "%s/%s", src, files[f]);
+        int fd = dt_open_regular(path, "CIFAR-10 batch", NULL, &size);
+        if (fd < 0)
+            return DT_ERR_INPUT;
+        close(fd);
+        if (size == 0) {
+            dt_error("%s: empty file (a CIFAR-10 batch holds records of %d bytes)", path, (int)CIFAR_REC);
+            return DT_ERR_INPUT;
+        }
+        if (size % CIFAR_REC) {
+            dt_error("%s: record %llu is cut short (%llu of %d bytes): the file is truncated", path,
+                     (unsigned long long)(size / CIFAR_REC), (unsigned long long)(size % CIFAR_REC), (int)CIFAR_REC);
+            return DT_ERR_INPUT;
+        }
+    }
+    return DT_OK;
+}
+
 static int pack_cifar_split(const char *src, const char *const *files, int n_files, const char *split,
                             const char *const *classes, const dt_pack_opts *o, dt_pack_stats *st)
 {
-    enum { REC = 1 + 3 * 1024 };
     dt_shard_spec spec = {.dir = o->out, .split = split, .kind = DT_SHARD_RAW, .num_classes = 10, .classes = classes,
                           .h = 32, .w = 32, .c = 3, .source = src};
     split_out so;
     DT_TRY(split_begin(&so, &spec, o));
     int rc = DT_OK;
-    uint8_t rec[REC], hwc[3 * 1024];
+    uint8_t rec[CIFAR_REC], hwc[3 * 1024];
     for (int f = 0; f < n_files && rc == DT_OK; f++) {
         char path[4200];
+        uint64_t size;
         snprintf(path, sizeof path, "%s/%s", src, files[f]);
-        FILE *fp = fopen(path, "rb");
+        int fd = dt_open_regular(path, "CIFAR-10 batch", NULL, &size);
+        FILE *fp = fd < 0 ? NULL : fdopen(fd, "rb");
         if (!fp) {
-            dt_error("%s: cannot open: %s", path, strerror(errno));
+            if (fd >= 0) {
+                dt_error("%s: cannot read: %s", path, strerror(errno));
+                close(fd);
+            }
             rc = DT_ERR_INPUT;
             break;
         }
         for (int64_t i = 0; rc == DT_OK; i++) {
-            size_t got = fread(rec, 1, REC, fp);
+            size_t got = fread(rec, 1, CIFAR_REC, fp);
             if (got == 0 && feof(fp))
                 break;
-            if (got != REC) {
-                dt_error("%s: record %lld is cut short (%zu of %d bytes)", path, (long long)i, got, (int)REC);
+            if (got != CIFAR_REC) {
+                dt_error("%s: record %lld is cut short (%zu of %d bytes)", path, (long long)i, got, (int)CIFAR_REC);
                 rc = DT_ERR_INPUT;
             } else if (rec[0] > 9) {
                 dt_error("%s: record %lld has label %u, outside 0..9", path, (long long)i, rec[0]);
@@ -639,11 +866,21 @@ int dt_pack_cifar10(const char *src, const dt_pack_opts *o, dt_pack_stats *st)
     const char *names[10] = {"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
     char buf[10][64];
     memset(st, 0, sizeof *st);
-    DT_TRY(make_dir(o->out));
+    DT_TRY(cifar_check(src, train, 5));
+    DT_TRY(cifar_check(src, test, 1));
     char meta[4200];
     snprintf(meta, sizeof meta, "%s/batches.meta.txt", src);
-    FILE *m = fopen(meta, "r");
-    if (m) { /* the class names the batches come with, when present */
+    if (access(meta, F_OK) == 0) { /* the class names the batches come with, when present */
+        uint64_t size;
+        int fd = dt_open_regular(meta, "class name file", NULL, &size);
+        FILE *m = fd < 0 ? NULL : fdopen(fd, "r");
+        if (!m) {
+            if (fd >= 0) {
+                dt_error("%s: cannot read: %s", meta, strerror(errno));
+                close(fd);
+            }
+            return DT_ERR_INPUT;
+        }
         int k = 0;
         char line[128];
         while (k < 10 && fgets(line, sizeof line, m)) {
@@ -655,31 +892,61 @@ int dt_pack_cifar10(const char *src, const dt_pack_opts *o, dt_pack_stats *st)
         for (int i = 0; k == 10 && i < 10; i++)
             names[i] = buf[i];
     }
+    DT_TRY(make_dir(o->out));
     DT_TRY(pack_cifar_split(src, train, 5, "train", names, o, st));
     return pack_cifar_split(src, test, 1, "val", names, o, st);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
 
+/* prints what one split holds */
+static void verify_report(const char *dir, const dt_dataset *ds)
+{
+    printf("%s: split %s: %lld images of %d classes in %d shards, every CRC-32 matches\n", dir, ds->split,
+           (long long)ds->count, ds->num_classes, ds->n_shards);
+}
+
 int dt_pack_verify(const char *dir)
 {
     dt_manifest_entry *e;
     int n;
     DT_TRY(dt_manifest_read(dir, &e, &n));
-    int rc = DT_OK;
+    /* dtrain's start-up first: train and val open with every check, then the checks across splits
+     * (the same calls); then every other split against train */
+    dt_dataset train, ds;
+    int rc = dt_dataset_open(&train, dir, "train", 1);
+    if (rc == DT_OK) {
+        verify_report(dir, &train);
+        if ((rc = dt_dataset_open(&ds, dir, "val", 1)) == DT_OK) {
+            rc = dt_dataset_check_splits(&train, &ds);
+            if (rc == DT_OK)
+                verify_report(dir, &ds);
+            dt_dataset_close(&ds);
+        }
+    }
+    const char *done[64] = {"train", "val"};
+    int n_done = 2;
     for (int i = 0; i < n && rc == DT_OK; i++) {
         int seen = 0;
-        for (int j = 0; j < i; j++)
-            seen = seen || !strcmp(e[j].split, e[i].split);
+        for (int j = 0; j < n_done && !seen; j++)
+            seen = !strcmp(done[j], e[i].split);
         if (seen)
             continue;
-        dt_dataset ds;
+        if (n_done == 64) {
+            dt_error("%s/%s: more than 64 splits", dir, DT_MANIFEST_NAME);
+            rc = DT_ERR_INPUT;
+            break;
+        }
+        done[n_done++] = e[i].split;
         if ((rc = dt_dataset_open(&ds, dir, e[i].split, 1)) != DT_OK)
             break;
-        printf("%s: split %s: %lld images of %d classes in %d shards, every CRC-32 matches\n", dir, e[i].split,
-               (long long)ds.count, ds.num_classes, ds.n_shards);
+        rc = dt_dataset_check_splits(&train, &ds);
+        if (rc == DT_OK)
+            verify_report(dir, &ds);
         dt_dataset_close(&ds);
     }
+    if (train.n_shards)
+        dt_dataset_close(&train);
     free(e);
     return rc;
 }

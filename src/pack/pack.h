@@ -2,7 +2,10 @@
  * files (MNIST, Fashion-MNIST) and CIFAR-10 binary batches; and the check of a packed directory.
  * Each packer writes its split's shards atomically and then records them in the manifest; a split
  * being packed is first removed from the manifest, so an interrupted run leaves no split that looks
- * complete. Messages name the file (and index) at fault. */
+ * complete; a write that fails leaves no temporary file. The inputs are checked before anything is
+ * written where that is cheap (files listed, IDX files read, CIFAR batch sizes). Bad input (an
+ * empty or truncated file, an empty split, a damaged packed directory) returns DT_ERR_INPUT after
+ * one line naming the file (and index); other errors (I/O, a full disk) DT_ERR_SYS and the like. */
 #ifndef DT_PACK_PACK_H
 #define DT_PACK_PACK_H
 
@@ -28,16 +31,19 @@ typedef struct dt_pack_stats {
     int64_t passed, converted_png, converted_gray, converted_cmyk, resized, skipped;
 } dt_pack_stats;
 
-/* ImageNet layout: src/<split>/<class>/<file> for each split named (train, val). Classes are the
- * sorted subdirectory names of the first split (torchvision's ImageFolder order); later splits must
- * use only those. Files are taken by content, whatever their extension; hidden files are ignored. */
+/* ImageNet layout: src/<split>/<class>/<file> for each split named (train, val; 1 to 16). Classes
+ * are the sorted subdirectory names of the first split (torchvision's ImageFolder order); later
+ * splits must use only those. Files are taken by content, whatever their extension; hidden files
+ * are ignored. o->out may not be inside src (real paths, o->out existing or not). */
 int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const dt_pack_opts *o, dt_pack_stats *st);
 /* MNIST-style IDX: src/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] -> splits train and val.
  * fashion selects Fashion-MNIST's class names (else the digits). */
 int dt_pack_idx(const char *src, int fashion, const dt_pack_opts *o, dt_pack_stats *st);
 /* CIFAR-10 binary version: src/data_batch_{1..5}.bin -> train, src/test_batch.bin -> val. */
 int dt_pack_cifar10(const char *src, const dt_pack_opts *o, dt_pack_stats *st);
-/* Opens every split of a packed directory with full checks and CRCs. */
+/* dtrain's start-up checks of a packed directory (train and val opened, then
+ * dt_dataset_check_splits), then every other split opened and checked against train, all with
+ * CRCs; a line per split on stdout. DT_ERR_INPUT after one line for bad data. */
 int dt_pack_verify(const char *dir);
 
 #ifdef __cplusplus

@@ -1,13 +1,13 @@
-/* runs.c: finding and reading dtrain's run directories, and deriving each run's numbers (runs.h
- * states the rules). Every value comes from jansson's parse of one line and is checked for type and
+/* runs.c: reading dtrain's run.json and metrics.jsonl, and deriving each run's numbers (runs.h
+ * states the rules; load.c finds the run directories and opens their files). Every value comes from jansson's parse of one line and is checked for type and
  * range before it counts; anything else becomes a note. */
 #include "config.h"
 
 #include "report/runs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,8 +18,8 @@
 #include "util/check.h"
 #include "util/log.h"
 
-#define MAX_CONFIG_BYTES (16L << 20)   /* run.json: a few KiB in practice */
-#define MAX_METRICS_BYTES (1024L << 20) /* metrics.jsonl: ~250 bytes a line */
+#define MAX_METRICS_BYTES (1024L << 20) /* metrics.jsonl: ~250 bytes a line; what is kept is smaller */
+#define MAX_LINE_BYTES (1L << 20)       /* one metrics.jsonl line: a few hundred bytes in practice */
 #define MAX_TEXT 256                   /* longest arch/dataset/device string kept */
 
 static char *dup_str(const char *s)
@@ -305,13 +305,13 @@ static const char *read_epoch(json_t *j, dt_run_epoch *e)
         return "img_per_s";
     if (get_num(j, "time_s", 0, 1e12, &e->time_s) != 1)
         return "time_s";
-    if (get_num(j, "train_loss", -1e30, 1e30, &e->train_loss) < 0)
+    if (get_num(j, "train_loss", -DBL_MAX, DBL_MAX, &e->train_loss) < 0)
         return "train_loss";
     if (get_num(j, "val_top1", 0, 100, &e->val_top1) < 0)
         return "val_top1";
     if (get_num(j, "val_top5", 0, 100, &e->val_top5) < 0)
         return "val_top5";
-    if (get_num(j, "val_loss", -1e30, 1e30, &e->val_loss) < 0)
+    if (get_num(j, "val_loss", -DBL_MAX, DBL_MAX, &e->val_loss) < 0)
         return "val_loss";
     if (get_num(j, "loss_scale", 1e-30, 1e30, &e->loss_scale) < 0)
         return "loss_scale";
@@ -343,7 +343,7 @@ static const char *read_step(json_t *j, dt_run_step *s)
 /* dtrain's end line: why the run stopped */
 static const char *read_end(json_t *j, dt_run *r)
 {
-    static const char *reasons[] = {"done", "max-steps", "desired-acc", "signal"};
+    static const char *reasons[] = {"done", "max-steps", "desired-acc", "signal", "diverged"};
     const char *why = json_string_value(json_object_get(j, "reason"));
     size_t k = 0;
     while (why && k < sizeof reasons / sizeof reasons[0] && strcmp(why, reasons[k]))
@@ -378,92 +378,109 @@ static int blank(const char *p, size_t n)
     return 1;
 }
 
-int dt_run_parse_metrics(dt_run *r, const char *data, size_t len)
+/* The metrics reader's state between lines: dt_run_parse_metrics (a buffer) and
+ * dt_run_read_metrics (a stream) cut the file into lines and hand each to reader_line. */
+typedef struct metrics_reader {
+    dt_run *r;
+    size_t cap_ep, cap_st, cap_el;
+    long line, dups, dup_epoch, dup_first, dup_second;
+    long *ep_line; /* the line each kept epoch came from, for the duplicate note */
+    int done;      /* a line ended the reading with a note (the run is skipped or partial) */
+} metrics_reader;
+
+static void reader_init(metrics_reader *m, dt_run *r)
 {
-    size_t cap_ep = 0, cap_st = 0, pos = 0;
-    long line = 0, dups = 0, dup_epoch = -1, dup_first = 0, dup_second = 0;
-    long *ep_line = NULL; /* the line each kept epoch came from, for the duplicate note */
-    size_t cap_el = 0;
-    int rc = DT_OK;
-    while (pos < len) {
-        const char *p = data + pos, *nl = memchr(p, '\n', len - pos);
-        size_t n = nl ? (size_t)(nl - p) : len - pos;
-        int last = !nl;
-        pos += n + (nl ? 1 : 0);
-        line++;
-        if (blank(p, n))
-            continue;
-        json_error_t err;
-        json_t *j = json_loadb(p, n, 0, &err);
-        const char *kind = j ? json_string_value(json_object_get(j, "kind")) : NULL;
-        const char *bad = NULL;
-        if (j && kind && !strcmp(kind, "epoch")) {
-            dt_run_epoch e;
-            if (!(bad = read_epoch(j, &e))) {
-                size_t k = r->n_ep;
-                while (k > 0 && r->ep[k - 1].epoch != e.epoch)
-                    k--;
-                if (k > 0) { /* logged before: the last line counts */
-                    if (!dups++) {
-                        dup_epoch = e.epoch;
-                        dup_first = ep_line[k - 1];
-                        dup_second = line;
-                    }
-                    r->ep[k - 1] = e;
-                    ep_line[k - 1] = line;
-                } else if (grow((void **)&r->ep, r->n_ep, &cap_ep, sizeof *r->ep) ||
-                           grow((void **)&ep_line, r->n_ep, &cap_el, sizeof *ep_line)) {
-                    json_decref(j);
-                    rc = DT_ERR_NOMEM;
-                    goto out;
-                } else {
-                    ep_line[r->n_ep] = line;
-                    r->ep[r->n_ep++] = e;
-                }
-            }
-        } else if (j && kind && !strcmp(kind, "step")) {
-            dt_run_step s;
-            if (!(bad = read_step(j, &s))) {
-                if (grow((void **)&r->st, r->n_st, &cap_st, sizeof *r->st)) {
-                    json_decref(j);
-                    rc = DT_ERR_NOMEM;
-                    goto out;
-                }
-                r->st[r->n_st++] = s;
-            }
-        } else if (j && kind && !strcmp(kind, "end")) {
-            if (!(bad = read_end(j, r)))
-                r->ended = 1;
-        } else if (j && !kind) {
-            bad = json_is_object(j) ? "kind" : "";
-        }
-        if (j && kind && (!strcmp(kind, "epoch") || !strcmp(kind, "step")))
-            r->ended = 0; /* training went on after an end line: a resumed run */
-        int parsed = j != NULL;
-        json_decref(j);
-        if (parsed && !bad)
-            continue;
-        if (last) { /* no newline yet: the line is being written, or the writer died */
-            rc = dt_run_note_add(r, DT_RUN_PARTIAL, parsed ? NULL : err.text,
-                                 "metrics.jsonl:%ld: the last line is incomplete and was ignored", line);
-            goto out;
-        }
-        if (!parsed)
-            rc = dt_run_note_add(r, DT_RUN_SKIPPED, err.text, "metrics.jsonl:%ld: not valid JSON: run skipped", line);
-        else if (!*bad)
-            rc = dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: not a JSON object: run skipped", line);
-        else
-            rc = dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: \"%s\" missing or invalid: run skipped",
-                                 line, bad);
-        goto out;
+    memset(m, 0, sizeof *m);
+    m->r = r;
+    m->dup_epoch = -1;
+}
+
+/* One line of n bytes without its newline; last: the file's last, with no newline after it; s NULL:
+ * a line over MAX_LINE_BYTES, not kept. DT_OK (m->done set when the line ends the reading), or
+ * DT_ERR_NOMEM. */
+static int reader_line(metrics_reader *m, const char *s, size_t n, int last)
+{
+    dt_run *r = m->r;
+    long line = ++m->line;
+    if (!s) {
+        m->done = 1;
+        return dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: longer than %ld MiB: run skipped", line,
+                               MAX_LINE_BYTES >> 20);
     }
-    if (dups)
+    if (blank(s, n))
+        return DT_OK;
+    json_error_t err;
+    json_t *j = json_loadb(s, n, 0, &err);
+    const char *kind = j ? json_string_value(json_object_get(j, "kind")) : NULL;
+    const char *bad = NULL;
+    if (j && kind && !strcmp(kind, "epoch")) {
+        dt_run_epoch e;
+        if (!(bad = read_epoch(j, &e))) {
+            size_t k = r->n_ep;
+            while (k > 0 && r->ep[k - 1].epoch != e.epoch)
+                k--;
+            if (k > 0) { /* logged before: the last line counts */
+                if (!m->dups++) {
+                    m->dup_epoch = e.epoch;
+                    m->dup_first = m->ep_line[k - 1];
+                    m->dup_second = line;
+                }
+                r->ep[k - 1] = e;
+                m->ep_line[k - 1] = line;
+            } else if (grow((void **)&r->ep, r->n_ep, &m->cap_ep, sizeof *r->ep) ||
+                       grow((void **)&m->ep_line, r->n_ep, &m->cap_el, sizeof *m->ep_line)) {
+                json_decref(j);
+                return DT_ERR_NOMEM;
+            } else {
+                m->ep_line[r->n_ep] = line;
+                r->ep[r->n_ep++] = e;
+            }
+        }
+    } else if (j && kind && !strcmp(kind, "step")) {
+        dt_run_step st;
+        if (!(bad = read_step(j, &st))) {
+            if (grow((void **)&r->st, r->n_st, &m->cap_st, sizeof *r->st)) {
+                json_decref(j);
+                return DT_ERR_NOMEM;
+            }
+            r->st[r->n_st++] = st;
+        }
+    } else if (j && kind && !strcmp(kind, "end")) {
+        if (!(bad = read_end(j, r)))
+            r->ended = 1;
+    } else if (j && !kind) {
+        bad = json_is_object(j) ? "kind" : "";
+    }
+    if (j && kind && (!strcmp(kind, "epoch") || !strcmp(kind, "step")))
+        r->ended = 0; /* training went on after an end line: a resumed run */
+    int parsed = j != NULL;
+    json_decref(j);
+    if (parsed && !bad)
+        return DT_OK;
+    m->done = 1;
+    if (last) /* no newline yet: the line is being written, or the writer died */
+        return dt_run_note_add(r, DT_RUN_PARTIAL, parsed ? NULL : err.text,
+                               "metrics.jsonl:%ld: the last line is incomplete and was ignored", line);
+    if (!parsed)
+        return dt_run_note_add(r, DT_RUN_SKIPPED, err.text, "metrics.jsonl:%ld: not valid JSON: run skipped", line);
+    if (!*bad)
+        return dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: not a JSON object: run skipped", line);
+    return dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl:%ld: \"%s\" missing or invalid: run skipped", line,
+                           bad);
+}
+
+/* After the last line (or the one that ended the reading; rc: how reading went): the duplicate
+ * note, the order of the epochs, and whether the run is complete, stopped or in progress. */
+static int reader_finish(metrics_reader *m, int rc)
+{
+    dt_run *r = m->r;
+    if (rc == DT_OK && m->dups && !m->done)
         rc = dt_run_note_add(r, DT_RUN_OK, NULL,
                              "%ld epoch line%s repeated (the first: epoch %ld at lines %ld and %ld); "
                              "the last of each counts",
-                             dups, dups > 1 ? "s" : "", dup_epoch, dup_first, dup_second);
-out:
-    free(ep_line);
+                             m->dups, m->dups > 1 ? "s" : "", m->dup_epoch, m->dup_first, m->dup_second);
+    free(m->ep_line);
+    m->ep_line = NULL;
     if (rc == DT_ERR_NOMEM)
         dt_error("out of memory reading %s/metrics.jsonl", r->dir ? r->dir : "a run");
     if (rc != DT_OK)
@@ -480,6 +497,8 @@ out:
                  r->end_epoch, r->end_step);
     else if (r->ended && !strcmp(r->end_reason, "max-steps"))
         snprintf(how, sizeof how, "stopped by --max-steps at epoch %d, step %lld", r->end_epoch, r->end_step);
+    else if (r->ended && !strcmp(r->end_reason, "diverged"))
+        snprintf(how, sizeof how, "diverged (NaN or inf) at epoch %d, step %lld", r->end_epoch, r->end_step);
     if (!r->n_ep)
         return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s%sno complete epoch yet (%zu print interval%s logged): no row",
                                how, *how ? "; " : "", r->n_st, r->n_st == 1 ? "" : "s");
@@ -498,187 +517,108 @@ out:
     return DT_OK;
 }
 
-/* the whole file into a NUL-terminated buffer: DT_OK, or -errno style: 1 absent, 2 unreadable, 3 too big */
-static int slurp(const char *path, long max, char **out, size_t *len, int *err)
+static int note_too_big(dt_run *r)
 {
-    *out = NULL;
-    *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *err = errno;
-        return errno == ENOENT ? 1 : 2;
+    return dt_run_note_add(r, DT_RUN_SKIPPED, NULL, "metrics.jsonl: over %ld GiB: run skipped", MAX_METRICS_BYTES >> 30);
+}
+
+int dt_run_parse_metrics(dt_run *r, const char *data, size_t len)
+{
+    metrics_reader m;
+    reader_init(&m, r);
+    int rc = DT_OK;
+    if (len > (size_t)MAX_METRICS_BYTES) {
+        rc = note_too_big(r);
+        m.done = 1;
     }
-    size_t cap = 0, n = 0;
-    char *b = NULL;
-    int rc = 0;
-    for (;;) {
-        if (n + 65536 + 1 > cap) {
-            size_t c = cap ? cap * 2 : 65536 + 1;
-            char *q = realloc(b, c);
-            if (!q) {
-                rc = -1;
-                break;
-            }
-            b = q;
-            cap = c;
-        }
-        size_t got = fread(b + n, 1, cap - n - 1, f);
-        n += got;
-        if ((long)n > max) {
-            rc = 3;
-            break;
-        }
+    for (size_t pos = 0; pos < len && rc == DT_OK && !m.done;) {
+        const char *p = data + pos, *nl = memchr(p, '\n', len - pos);
+        size_t n = nl ? (size_t)(nl - p) : len - pos;
+        pos += n + (nl ? 1 : 0);
+        rc = reader_line(&m, n > MAX_LINE_BYTES ? NULL : p, n, !nl);
+    }
+    return reader_finish(&m, rc);
+}
+
+/* Adds p[0..n) to the line being put together (*line, *len of *cap bytes), or marks it over-long
+ * (*over) past MAX_LINE_BYTES, keeping nothing more of it. DT_OK or DT_ERR_NOMEM. */
+static int hold(char **line, size_t *len, size_t *cap, int *over, const char *p, size_t n)
+{
+    if (*over)
+        return DT_OK;
+    if (n > MAX_LINE_BYTES - *len) {
+        *over = 1;
+        return DT_OK;
+    }
+    if (*len + n > *cap) {
+        size_t c = *cap ? *cap : 4096;
+        while (c < *len + n)
+            c *= 2;
+        if (c > MAX_LINE_BYTES)
+            c = MAX_LINE_BYTES;
+        char *q = realloc(*line, c);
+        if (!q)
+            return DT_ERR_NOMEM;
+        *line = q;
+        *cap = c;
+    }
+    memcpy(*line + *len, p, n);
+    *len += n;
+    return DT_OK;
+}
+
+int dt_run_read_metrics(dt_run *r, FILE *f, size_t chunk)
+{
+    metrics_reader m;
+    reader_init(&m, r);
+    if (!chunk)
+        chunk = 65536;
+    char *in = malloc(chunk), *line = NULL;
+    size_t len = 0, cap = 0;      /* the line being put together from reads */
+    unsigned long long total = 0; /* bytes read */
+    int over = 0, rc = in ? DT_OK : DT_ERR_NOMEM;
+    struct stat st; /* a file known too big is not read at all */
+    if (rc == DT_OK && fileno(f) >= 0 && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size > MAX_METRICS_BYTES) {
+        rc = note_too_big(r);
+        m.done = 1;
+    }
+    while (rc == DT_OK && !m.done) {
+        size_t got = fread(in, 1, chunk, f);
         if (got == 0) {
             if (ferror(f)) {
-                *err = errno;
-                rc = 2;
+                rc = dt_run_note_add(r, DT_RUN_SKIPPED, strerror(errno), "metrics.jsonl: cannot be read: run skipped");
+                m.done = 1;
             }
             break;
         }
-    }
-    fclose(f);
-    if (rc) {
-        free(b);
-        return rc;
-    }
-    b[n] = 0;
-    *out = b;
-    *len = n;
-    return 0;
-}
-
-/* reads one run directory (run.json present or not) and appends it */
-static int load_run(dt_run_set *s, const char *source, const char *dir, int has_config)
-{
-    dt_run r;
-    DT_TRY(dt_run_init(&r, source, dir));
-    char path[4200], *buf = NULL;
-    size_t len;
-    int err = 0, rc = DT_OK, got;
-    if (!strcmp(r.name, ".") || !strcmp(r.name, "..") || !*r.name) { /* "dtreport ." in a run directory */
-        char *real = realpath(dir, NULL), *b = real ? strrchr(real, '/') : NULL;
-        if (b && b[1]) {
-            char *nm = strdup(b + 1);
-            if (nm) {
-                free(r.name);
-                r.name = nm;
-            }
-        }
-        free(real);
-    }
-    if (!has_config) {
-        rc = dt_run_note_add(&r, DT_RUN_SKIPPED, NULL, "metrics.jsonl but no run.json: skipped");
-        goto done;
-    }
-    snprintf(path, sizeof path, "%s/run.json", dir);
-    if ((got = slurp(path, MAX_CONFIG_BYTES, &buf, &len, &err)) != 0) {
-        rc = got < 0 ? DT_ERR_NOMEM
-                     : dt_run_note_add(&r, DT_RUN_SKIPPED, got == 3 ? NULL : strerror(err),
-                                       "run.json: %s: run skipped", got == 3 ? "over 16 MiB" : "cannot be read");
-        goto done;
-    }
-    rc = dt_run_parse_config(&r, buf, len);
-    free(buf);
-    buf = NULL;
-    if (rc != DT_OK || r.state == DT_RUN_SKIPPED)
-        goto done;
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    if ((got = slurp(path, MAX_METRICS_BYTES, &buf, &len, &err)) != 0) {
-        rc = got < 0 ? DT_ERR_NOMEM
-             : got == 1 ? dt_run_note_add(&r, DT_RUN_PARTIAL, NULL, "no metrics.jsonl yet: no row")
-                        : dt_run_note_add(&r, DT_RUN_SKIPPED, got == 3 ? NULL : strerror(err),
-                                          "metrics.jsonl: %s: run skipped", got == 3 ? "over 1 GiB" : "cannot be read");
-        goto done;
-    }
-    rc = dt_run_parse_metrics(&r, buf, len);
-done:
-    free(buf);
-    if (rc == DT_OK)
-        rc = dt_runs_append(s, &r);
-    if (rc != DT_OK) {
-        if (rc == DT_ERR_NOMEM)
-            dt_error("out of memory reading %s", dir);
-        dt_run_free(&r);
-    }
-    return rc;
-}
-
-static int is_file(const char *dir, const char *name)
-{
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static int load_path(dt_run_set *s, const char *path)
-{
-    struct stat st;
-    if (strlen(path) > 4000) {
-        dt_error("%s: path too long", path);
-        return DT_ERR_INPUT;
-    }
-    if (stat(path, &st) != 0) {
-        int e = errno;
-        dt_error("%s: %s", path, strerror(e));
-        return e == ENOENT || e == ENOTDIR ? DT_ERR_INPUT : DT_ERR_SYS;
-    }
-    if (!S_ISDIR(st.st_mode)) {
-        dt_error("%s: not a directory (give results folders or run directories)", path);
-        return DT_ERR_INPUT;
-    }
-    if (is_file(path, "run.json"))
-        return load_run(s, path, path, 1);
-    DIR *d = opendir(path);
-    if (!d) {
-        dt_error("%s: cannot list it: %s", path, strerror(errno));
-        return DT_ERR_SYS;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-    int rc = DT_OK;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char *nm = strdup(e->d_name);
-        if (!nm || grow((void **)&names, n, &cap, sizeof *names)) {
-            free(nm);
-            rc = DT_ERR_NOMEM;
+        if ((total += got) > (unsigned long long)MAX_METRICS_BYTES) { /* a file still growing */
+            rc = note_too_big(r);
+            m.done = 1;
             break;
         }
-        names[n++] = nm;
-    }
-    closedir(d);
-    if (n > 1)
-        qsort(names, n, sizeof *names, cmp_str);
-    size_t found = 0, len = strlen(path);
-    while (len > 1 && path[len - 1] == '/')
-        len--;
-    for (size_t i = 0; i < n && rc == DT_OK; i++) {
-        char dir[4200];
-        snprintf(dir, sizeof dir, "%.*s/%s", (int)len, path, names[i]);
-        if (strlen(dir) > 4000 || stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-            continue;
-        int cfg = is_file(dir, "run.json");
-        if (cfg || is_file(dir, "metrics.jsonl")) {
-            rc = load_run(s, path, dir, cfg);
-            found++;
+        for (size_t i = 0; i < got && rc == DT_OK && !m.done;) {
+            const char *p = in + i, *nl = memchr(p, '\n', got - i);
+            size_t n = nl ? (size_t)(nl - p) : got - i;
+            i += n + (nl ? 1 : 0);
+            if (nl && !len) { /* a whole line in this read */
+                rc = reader_line(&m, n > MAX_LINE_BYTES ? NULL : p, n, 0);
+                continue;
+            }
+            rc = hold(&line, &len, &cap, &over, p, n);
+            if (rc == DT_OK && over) /* the run is skipped: the rest of the line is not read */
+                rc = reader_line(&m, NULL, len, 0);
+            else if (rc == DT_OK && nl) {
+                rc = reader_line(&m, line, len, 0);
+                len = 0;
+            }
         }
     }
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    if (rc == DT_ERR_NOMEM)
-        dt_error("out of memory listing %s", path);
-    if (rc == DT_OK && !found)
-        dt_warn("%s: no run directories (with run.json) in it", path);
-    return rc;
+    if (rc == DT_OK && !m.done && len) /* the last line, without its newline */
+        rc = reader_line(&m, line, len, 1);
+    free(in);
+    free(line);
+    return reader_finish(&m, rc);
 }
 
 int dt_runs_append(dt_run_set *s, dt_run *r)
@@ -690,29 +630,6 @@ int dt_runs_append(dt_run_set *s, dt_run *r)
     p[s->n++] = *r;
     memset(r, 0, sizeof *r);
     return DT_OK;
-}
-
-int dt_runs_load(dt_run_set *s, const char *const *paths, int n_paths)
-{
-    s->sources = calloc(n_paths > 0 ? (size_t)n_paths : 1, sizeof *s->sources);
-    if (!s->sources) {
-        dt_error("out of memory");
-        return DT_ERR_NOMEM;
-    }
-    for (int i = 0; i < n_paths; i++) {
-        int repeat = 0;
-        for (size_t k = 0; k < s->n_sources; k++)
-            repeat |= !strcmp(s->sources[k], paths[i]);
-        if (repeat) /* the same text twice: read once */
-            continue;
-        if (!(s->sources[s->n_sources] = strdup(paths[i]))) {
-            dt_error("out of memory");
-            return DT_ERR_NOMEM;
-        }
-        s->n_sources++;
-        DT_TRY(load_path(s, paths[i]));
-    }
-    return dt_runs_compute(s);
 }
 
 int dt_run_in_table(const dt_run *r)

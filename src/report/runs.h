@@ -4,15 +4,19 @@
  * JSON object a line: "kind":"step" per print interval, "kind":"epoch" per complete epoch; see
  * doc/dtrain.1, FILES). Each PATH given is a run itself when it holds run.json, else its immediate
  * subdirectories holding run.json are runs; a subdirectory with metrics.jsonl but no run.json is
- * reported as skipped, any other is ignored.
+ * reported as skipped, any other is ignored. "Holding" means a name of any type there.
  *
  * Nothing here trusts the files: whatever they hold, the reader returns (no crash, no unbounded
- * work per byte) with the run marked ok, partial or skipped and notes saying why. A number is shown
+ * work per byte) with the run marked ok, partial or skipped and notes saying why. Either file that
+ * is not a regular one (a FIFO, whose open would wait for a writer forever; a device; a directory)
+ * is not read: the run is skipped with a note saying what it is. metrics.jsonl is read a line at a
+ * time, never whole: memory holds one line (at most 1 MiB) and the records kept. A number is shown
  * only when it comes from lines that parsed and checked; a line that does not is never guessed:
  *   - the last line of metrics.jsonl without its newline and not valid JSON (being written, or a
  *     crash): ignored, the run is partial;
  *   - any other line that is not a JSON object with the fields of its kind, of the right types and
- *     ranges: the run is skipped, and the note names the file and line;
+ *     ranges, and any line over 1 MiB (not parsed): the run is skipped, and the note names the file
+ *     and line; so is a metrics.jsonl over 1 GiB;
  *   - an epoch logged twice (a resumed run): the last line counts, and a note says so;
  *   - lines of an unknown kind are ignored (later dtrain versions may add some).
  * A run is complete when an epoch line for its last epoch (run.json's epochs - 1) exists, or its
@@ -29,6 +33,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -123,6 +128,13 @@ int dt_run_parse_config(dt_run *r, const char *text, size_t len);
  * and sets state and notes. Call after dt_run_parse_config (the epochs count decides "in
  * progress"). DT_OK, or DT_ERR_NOMEM. */
 int dt_run_parse_metrics(dt_run *r, const char *data, size_t len);
+
+/* The same from a stream, read to its end chunk bytes at a time (0: 64 KiB) and cut into lines
+ * there, holding only the line being put together: the same records, state and notes as
+ * dt_run_parse_metrics on the stream's bytes (both hand each line to one parser), plus a note
+ * when a read fails (the run skipped). A regular file over 1 GiB is not read at all. f stays the
+ * caller's. DT_OK, or DT_ERR_NOMEM. */
+int dt_run_read_metrics(dt_run *r, FILE *f, size_t chunk);
 
 /* Finds and reads the runs under each path (see above) into s, which the caller zeroes first;
  * then calls dt_runs_compute. DT_OK (runs that cannot be read are skipped, with notes);

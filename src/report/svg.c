@@ -4,24 +4,21 @@
  * clipped to it, then the axis lines and tick marks over them), tick and axis labels to its left
  * and below, the legend to its right. Margins follow the lengths of the texts, estimated at 0.6 em
  * per character (no font metrics here), so long tick labels or legend entries shrink the plot
- * rather than overflow. The document is built in memory, then written to <path>.tmp.<pid> and
- * renamed over path (util/atomic.h). Every number is printed in a fixed format ("%.2f" for
+ * rather than overflow. The document is built in memory, then written by report/output.h (atomically
+ * over a regular file, through a link to its target, straight into a FIFO or device). Every number is printed in a fixed format ("%.2f" for
  * coordinates; for tick labels, the step's decimals, or %g beyond 1e6 and below 1e-5), with no
  * time or random id anywhere, so the bytes depend on the input only. */
 #include "config.h"
 
 #include "report/svg.h"
 
-#include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "util/atomic.h"
+#include "report/output.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -639,41 +636,6 @@ static int make_axes(const char *path, const char *title, const dt_svg_chart *c,
     return 0;
 }
 
-/* data to path through <path>.tmp.<pid>. 0, or -1 after one line naming the path. */
-static int write_atomic(const char *path, const char *data, size_t n)
-{
-    size_t len = strlen(path);
-    char *tmp = malloc(len + 32), *copy = strdup(path);
-    int rc = -1;
-    if (!tmp || !copy) {
-        dt_error("svg %s: out of memory", path);
-        goto out;
-    }
-    snprintf(tmp, len + 32, "%s.tmp.%d", path, (int)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        dt_error("svg %s: cannot create %s: %s", path, tmp, strerror(errno));
-        goto out;
-    }
-    int bad = fwrite(data, 1, n, fp) != n, err = errno;
-    if (fclose(fp) != 0 && !bad)
-        bad = 1, err = errno;
-    if (bad) {
-        dt_error("svg %s: cannot write %s: %s", path, tmp, strerror(err));
-        unlink(tmp);
-        goto out;
-    }
-    if (dt_commit_file(dirname(copy), tmp, path) != DT_OK) { /* it said why, naming tmp and path */
-        unlink(tmp);
-        goto out;
-    }
-    rc = 0;
-out:
-    free(tmp);
-    free(copy);
-    return rc;
-}
-
 int dt_svg_write(const char *path, const dt_svg_chart *c)
 {
     if (!path || !*path || !c) {
@@ -692,7 +654,7 @@ int dt_svg_write(const char *path, const dt_svg_chart *c)
         dt_error("svg %s: chart \"%s\": out of memory", path, title);
         rc = -1;
     } else {
-        rc = write_atomic(path, b.p, b.n);
+        rc = dt_output_write("svg", path, b.p, b.n) == DT_OK ? 0 : -1;
     }
     free(b.p);
     return rc;

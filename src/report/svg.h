@@ -42,11 +42,12 @@ typedef struct dt_svg_chart {
     int integer_x;              /* 1: x ticks at integers only (epochs, GPU counts) */
 } dt_svg_chart;
 
-/* Writes the chart to path (created or replaced through a temporary name, <path>.tmp.<pid>, removed
- * on failure). 0, or -1 after one dt_error line naming the path (cannot write) or the path and the
- * chart's title (no point with a finite x and y at all, more than DT_SVG_MAX_SERIES series, a
- * non-positive y value or y_min on a log axis, fixed limits not min < max, a value beyond +-1e300,
- * a series with points but no x or y array); nothing is written then.
+/* Writes the chart to path as report/output.h writes a named file (a regular file replaced through
+ * <path>.tmp.<pid>, removed on failure; a symbolic link kept, its target replaced; a FIFO or a
+ * device written through). 0, or -1 after one dt_error line naming the path (cannot write) or the
+ * path and the chart's title (no point with a finite x and y at all, more than DT_SVG_MAX_SERIES
+ * series, a non-positive y value or y_min on a log axis, fixed limits not min < max, a value beyond
+ * +-1e300, a series with points but no x or y array); nothing is written then.
  * Points with a non-finite x are skipped; a non-finite y breaks the line. Series past the 8th
  * reuse the colours with square markers; a series with more than 60 finite points has no markers. */
 int dt_svg_write(const char *path, const dt_svg_chart *c);

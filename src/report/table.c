@@ -212,6 +212,32 @@ static void fmt_opt(char *b, size_t n, const dt_run *r)
         snprintf(b, n, "O%d %s", r->opt_level, r->precision);
 }
 
+/* 1 when the ranks are GPUs: dtrain's CUDA device, one GPU per rank */
+static int on_gpus(const dt_run *r)
+{
+    return !strcmp(r->device, "cuda");
+}
+
+/* 1 when run.json's layout holds for every node: its ranks_per_node is rank 0's node's count, so
+ * nodes x that is the world size only when the ranks are spread evenly (or look so) */
+static int even_layout(const dt_run *r)
+{
+    return r->nodes > 0 && r->ranks_per_node > 0 && (long long)r->nodes * r->ranks_per_node == r->world_size;
+}
+
+/* the ranks column: "8 GPUs (2 x 4)", "2 ranks (1 x 2)", "3 ranks (2 nodes, uneven)", "4 GPUs (?)" */
+static void fmt_ranks(char *b, size_t n, const dt_run *r)
+{
+    const char *unit = on_gpus(r) ? (r->world_size == 1 ? "GPU" : "GPUs") : (r->world_size == 1 ? "rank" : "ranks");
+    if (even_layout(r))
+        snprintf(b, n, "%d %s (%d x %d)", r->world_size, unit, r->nodes, r->ranks_per_node);
+    else if (r->nodes > 0)
+        snprintf(b, n, "%d %s (%d node%s%s)", r->world_size, unit, r->nodes, r->nodes == 1 ? "" : "s",
+                 r->ranks_per_node > 0 ? ", uneven" : "");
+    else
+        snprintf(b, n, "%d %s (?)", r->world_size, unit);
+}
+
 static void md_row(FILE *f, const dt_run *r, int acc_column)
 {
     char c[8][64];
@@ -221,10 +247,8 @@ static void md_row(FILE *f, const dt_run *r, int acc_column)
         fputs(" (in progress)", f);
     else if (r->stopped)
         fputs(" (stopped)", f);
-    if (r->nodes > 0 && r->ranks_per_node > 0)
-        fprintf(f, " | %d x %d (%d) | ", r->nodes, r->ranks_per_node, r->world_size);
-    else
-        fprintf(f, " | ? (%d) | ", r->world_size);
+    fmt_ranks(c[0], sizeof c[0], r);
+    fprintf(f, " | %s | ", c[0]);
     md_text(f, r->device);
     if (r->global_batch > 0)
         snprintf(c[0], sizeof c[0], "%d", r->global_batch);
@@ -329,7 +353,7 @@ int dt_report_md(FILE *f, const dt_run_set *s, const dt_report_opts *o)
         md_text(f, s->runs[i0].arch);
         fputs(" on ", f);
         md_text(f, s->runs[i0].dataset);
-        fputs("\n\n| run | nodes x GPUs (ranks) | device | batch/rank | global batch | opt level | epochs | "
+        fputs("\n\n| run | ranks (nodes x per node) | device | batch/rank | global batch | opt level | epochs | "
               "train img/s | "
               "speed-up | efficiency | time/epoch | train time | best top-1 % (epoch) | best top-5 % (epoch) |",
               f);
@@ -420,7 +444,7 @@ int dt_report_csv(FILE *f, const dt_run_set *s)
             csv_text(f, t[k]);
         }
         csv_int(f, r->nodes);
-        csv_int(f, r->ranks_per_node);
+        csv_int(f, even_layout(r) ? r->ranks_per_node : -1);
         csv_int(f, r->world_size);
         csv_int(f, r->batch_per_rank);
         csv_int(f, r->global_batch);
@@ -519,7 +543,7 @@ int dt_report_json(FILE *f, const dt_run_set *s)
               set(o, "in_progress", json_boolean(r->in_progress)) || set(o, "stopped", json_boolean(r->stopped)) ||
               set(o, "end", r->ended ? json_string(r->end_reason) : json_null()) || set(o, "arch", jstr(r->arch)) ||
               set(o, "dataset", jstr(r->dataset)) || set(o, "device", jstr(r->device)) ||
-              set(o, "nodes", jint(r->nodes)) || set(o, "ranks_per_node", jint(r->ranks_per_node)) ||
+              set(o, "nodes", jint(r->nodes)) || set(o, "ranks_per_node", jint(even_layout(r) ? r->ranks_per_node : -1)) ||
               set(o, "ranks", jint(r->world_size)) || set(o, "batch_per_rank", jint(r->batch_per_rank)) ||
               set(o, "global_batch", jint(r->global_batch)) || set(o, "opt_level", jint(r->opt_level)) ||
               set(o, "precision", jstr(r->precision)) || set(o, "epochs_done", jint(row ? (long long)r->n_ep : -1)) ||
@@ -608,7 +632,7 @@ static int throughput_plot(const dt_run_set *s, size_t i0, size_t i1, const char
         return DT_ERR_NOMEM;
     }
     double *pool = b + n, ymax = 0;
-    int ns = 0;
+    int ns = 0, gpus = 1; /* the x axis says GPUs only when every line is of CUDA runs */
     for (size_t f = i0; f < i1 && ns + 2 <= DT_SVG_MAX_SERIES; f++) {
         if (!rated(&s->runs[f]) || config_first(s, i0, f) != f || !config_scales(s, f, i1))
             continue;
@@ -641,6 +665,7 @@ static int throughput_plot(const dt_run_set *s, size_t i0, size_t i1, const char
             ymax = fmax(ymax, fmax(y[p], iy[p]));
         }
         const dt_run *r = &s->runs[f];
+        gpus &= on_gpus(r);
         char opt[64], cfg[200];
         fmt_opt(opt, sizeof opt, r);
         snprintf(cfg, sizeof cfg, "%.100s b%d %s", r->device, r->batch_per_rank, opt);
@@ -652,7 +677,7 @@ static int throughput_plot(const dt_run_set *s, size_t i0, size_t i1, const char
     }
     char file[700], title[700];
     snprintf(title, sizeof title, "%s on %s: train img/s", s->runs[i0].arch, s->runs[i0].dataset);
-    dt_svg_chart c = {.title = title, .xlabel = "ranks (GPUs)", .ylabel = "img/s", .series = ser, .n_series = ns,
+    dt_svg_chart c = {.title = title, .xlabel = gpus ? "GPUs" : "ranks", .ylabel = "img/s", .series = ser, .n_series = ns,
                       .fixed_y = 1, .y_min = 0, .y_max = ymax * 1.05, .integer_x = 1};
     group_stem(s, i0, file, sizeof file - 32);
     strcat(file, "-throughput.svg");

@@ -8,6 +8,8 @@
  * CSV: a header row and one row per run (skipped ones too), numbers to 10 significant digits, empty
  * when missing.
  * JSON: an array of one object per run, null for what is missing.
+ * In both, ranks_per_node is missing unless nodes x ranks_per_node is the world size: run.json's
+ * ranks_per_node is the count on rank 0's node, which says nothing of the others when it is not.
  *
  * Writers return DT_OK, or DT_ERR_SYS after a dt_error line when the stream fails (DT_ERR_NOMEM
  * when memory runs out). They print nothing else.

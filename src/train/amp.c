@@ -178,9 +178,9 @@ void dt_amp_free(dt_amp *a)
 }
 
 int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
-                int *skipped)
+                int loss_nonfinite, int *skipped)
 {
-    int overflow = m->be->unscale_check(m->n_weights, m->grads, (float)(1.0 / s->scale));
+    int overflow = m->be->unscale_check(m->n_weights, m->grads, (float)(1.0 / s->scale)) || loss_nonfinite;
     if (c)
         DT_TRY(dt_overflow_agree(c, overflow, &overflow));
     *skipped = dt_scaler_update(s, overflow, step, c ? c->rank : 0);

@@ -91,9 +91,10 @@ void dt_amp_free(dt_amp *a);
  * master weights when there are any, then rounded into the model) or, on overflow, nothing is
  * touched (weights, momentum, step count). *skipped says which. c may be NULL (one process);
  * master NULL when the model's weights are the ones to update. The model's loss scale follows the
- * scaler. */
+ * scaler. loss_nonfinite: this rank's loss was NaN or infinite, which skips the step on every rank
+ * like an overflow (its gradients are then not finite either, unless the loss alone overflowed). */
 int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
-                int *skipped);
+                int loss_nonfinite, int *skipped);
 /* Checkpoint state: attributes of group g. Load names the file in its one-line errors. */
 int dt_scaler_save(const dt_scaler *s, hid_t g);
 int dt_scaler_load(dt_scaler *s, hid_t g, const char *source);

@@ -32,7 +32,12 @@ static int write_flat(hid_t loc, const char *name, const dt_backend *be, const f
     if (!h)
         return DT_ERR_NOMEM;
     be->mem_get(h, x, (size_t)n * sizeof(float));
-    int rc = dt_h5_write(loc, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &d, h);
+    int64_t bad = dt_floats_nonfinite(h, n);
+    int rc = DT_ERR_STATE;
+    if (bad >= 0) /* never a file that cannot be resumed from */
+        dt_error("%s holds %g at element %lld: a diverged model is not saved", name, h[bad], (long long)bad);
+    else
+        rc = dt_h5_write(loc, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &d, h);
     free(h);
     return rc;
 }
@@ -112,12 +117,9 @@ int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, c
     snprintf(buf, sizeof buf, "%s", path);
     snprintf(dir, sizeof dir, "%s", dirname(buf)); /* dirname may write into buf: not into dir */
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    dt_check_hdf5_init();
-    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (f < 0) {
-        dt_error("checkpoint %s: cannot create: %s", tmp, dt_errstr_hdf5(f, errno));
+    hid_t f = dt_atomic_create_h5(tmp, "checkpoint"); /* leaves nothing behind when it fails */
+    if (f < 0)
         return DT_ERR_SYS;
-    }
     int rc = write_all(f, m, opt, amp, pr, config_json);
     if (H5Fclose(f) < 0 && rc == DT_OK)
         rc = DT_ERR_HDF5;
@@ -137,6 +139,11 @@ static int read_flat(hid_t loc, const char *source, const char *name, const dt_b
     if (!h)
         return DT_ERR_NOMEM;
     int rc = dt_h5_read(loc, source, "tensor", name, 1, shape, H5T_NATIVE_FLOAT, h);
+    int64_t bad = rc == DT_OK ? dt_floats_nonfinite(h, n) : -1;
+    if (bad >= 0) {
+        dt_error("%s: %s holds %g at element %lld: a checkpoint must be finite", source, name, h[bad], (long long)bad);
+        rc = DT_ERR_INPUT;
+    }
     if (rc == DT_OK)
         be->mem_put(x, h, (size_t)n * sizeof(float));
     free(h);
@@ -175,15 +182,24 @@ static hid_t open_for(const char *path, const dt_model *m, int weights_ok)
     return f;
 }
 
+/* group `name` of f, or -1 after one line naming the file and the group */
+static hid_t open_group(hid_t f, const char *path, const char *name)
+{
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+        dt_error("%s: has no /%s group", path, name);
+        return -1;
+    }
+    hid_t g = H5Gopen2(f, name, H5P_DEFAULT);
+    if (g < 0)
+        dt_error("%s: group /%s cannot be opened: %s", path, name, dt_errstr_hdf5(g, 0));
+    return g;
+}
+
 static int load_model(hid_t f, const char *path, dt_model *m)
 {
-    if (H5Lexists(f, "model", H5P_DEFAULT) <= 0) {
-        dt_error("%s: has no /model group of weights", path);
-        return DT_ERR_INPUT;
-    }
-    hid_t g = H5Gopen2(f, "model", H5P_DEFAULT);
+    hid_t g = open_group(f, path, "model");
     if (g < 0)
-        return DT_ERR_HDF5;
+        return DT_ERR_INPUT;
     int rc = dt_model_load_state(m, g, path);
     H5Gclose(g);
     return rc;
@@ -216,7 +232,7 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
     memset(&pr->sums, 0, sizeof pr->sums);
     if (H5Lexists(f, "progress", H5P_DEFAULT) > 0) {
         dt_epoch_sums *e = &pr->sums;
-        if ((g = H5Gopen2(f, "progress", H5P_DEFAULT)) < 0 || read_double(g, path, "loss_bits", &e->loss) ||
+        if ((g = open_group(f, path, "progress")) < 0 || read_double(g, path, "loss_bits", &e->loss) ||
             read_double(g, path, "seconds_bits", &e->seconds) ||
             read_double(g, path, "data_seconds_bits", &e->data_seconds) ||
             dt_h5_attr_read_i64(g, path, "hits1", &e->hits1) || dt_h5_attr_read_i64(g, path, "hits5", &e->hits5) ||
@@ -227,7 +243,7 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
         g = -1;
     }
     m->step = (uint64_t)mstep;
-    if ((g = H5Gopen2(f, "optimizer", H5P_DEFAULT)) < 0 || dt_h5_attr_read_i64(g, path, "steps", &opt->steps) ||
+    if ((g = open_group(f, path, "optimizer")) < 0 || dt_h5_attr_read_i64(g, path, "steps", &opt->steps) ||
         (opt->momentum_buf && read_flat(g, path, "momentum", m->be, opt->momentum_buf, m->n_weights)))
         goto out;
     H5Gclose(g);
@@ -237,13 +253,13 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
             dt_error("%s: has no fp32 master weights (saved at another opt level?)", path);
             goto out;
         }
-        if ((g = H5Gopen2(f, "amp", H5P_DEFAULT)) < 0 || read_flat(g, path, "master", m->be, amp->master, m->n_weights))
+        if ((g = open_group(f, path, "amp")) < 0 || read_flat(g, path, "master", m->be, amp->master, m->n_weights))
             goto out;
         H5Gclose(g);
         g = -1;
     }
     if (amp) {
-        if ((g = H5Gopen2(f, "scaler", H5P_DEFAULT)) < 0 || dt_scaler_load(&amp->scaler, g, path))
+        if ((g = open_group(f, path, "scaler")) < 0 || dt_scaler_load(&amp->scaler, g, path))
             goto out;
         H5Gclose(g);
         g = -1;
@@ -284,10 +300,12 @@ int dt_checkpoint_find(const char *results, const char *arch, const char *job, c
             if (stat(p, &st) != 0 || st.st_mtime < newest)
                 continue;
             dt_check_hdf5_init(); /* readable, and of this architecture */
-            hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+            hid_t f = dt_h5_probe(p, "checkpoint") == DT_OK ? H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
             char a[64] = "";
-            if (f < 0)
+            if (f < 0) { /* said: the newest checkpoint may be this one, and an older one is taken */
+                dt_warn("--resume: passing over %s: not readable as HDF5 (%s)", p, dt_errstr_hdf5(f, 0));
                 continue;
+            }
             int ok = H5Aexists(f, "arch") > 0 && dt_h5_attr_read_str(f, p, "arch", a, sizeof a) == DT_OK && !strcmp(a, arch);
             H5Fclose(f);
             if (ok) {

@@ -11,6 +11,7 @@
 #include "train/trainer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
 #include <math.h>
@@ -30,6 +31,7 @@
 #ifdef HAVE_CUDA
 #include "nn/cuda/cuda.h"
 #endif
+#include "train/agree.h"
 #include "train/checkpoint.h"
 #include "train/ddp.h"
 #include "train/sgd.h"
@@ -68,6 +70,7 @@ void dt_train_defaults(dt_train_cfg *c)
     c->first_bucket_mb = 1;
     c->accum_steps = 1;
     c->comm_timeout = 600;
+    c->max_nonfinite = 10;
 }
 
 typedef struct run {
@@ -105,6 +108,9 @@ typedef struct run {
     char dataset[256];          /* the data directory's name, or "synthetic" */
     char started[32];           /* when this invocation started (UTC, ISO 8601) */
     dt_comm *dc;                /* --device cuda with several ranks: NCCL for DDP's device buffers */
+    int metrics_lost;           /* a write to metrics.jsonl failed: the run goes on and exits 1 */
+    int diverged;               /* stopped on non-finite steps (every rank agreed): exit 1, no checkpoint */
+    int lock_fd;                /* rank 0: the run directory's lock (lock_run_dir), or -1 */
 } run;
 
 /* any rank signalled? every rank asks after every step, so all stop after the same one */
@@ -297,28 +303,39 @@ static double row_loss(const float *z, int32_t y, int k, double eps)
     return (1 - eps) * (lse - (double)z[y]) + eps * (lse - sz / k);
 }
 
-/* top-1 and top-5 hits of a batch of logits */
-static void hits(const float *z, const int32_t *y, const uint8_t *counted, int n, int k, int64_t *h1, int64_t *h5,
-                 int64_t *seen)
+/* top-1 and top-5 hits of a batch of logits. A row holding a NaN or an infinity is a miss: every
+ * comparison with a NaN is false and inf is not above inf, so such a row would otherwise count as a
+ * hit (a diverged model scored 87%, one with inf weights 100%). Returns the rows that were not
+ * finite. */
+static int64_t hits(const float *z, const int32_t *y, const uint8_t *counted, int n, int k, int64_t *h1, int64_t *h5,
+                    int64_t *seen)
 {
+    int64_t bad = 0;
     for (int i = 0; i < n; i++) {
         if (counted && !counted[i])
             continue;
         const float *zi = z + (size_t)i * k;
-        int above = 0;
-        for (int j = 0; j < k; j++)
+        int above = 0, finite = 1;
+        for (int j = 0; j < k; j++) {
             above += zi[j] > zi[y[i]];
-        *h1 += above == 0;
-        *h5 += above < 5;
+            finite &= isfinite(zi[j]) != 0;
+        }
+        *h1 += finite && above == 0;
+        *h5 += finite && above < 5;
+        bad += !finite;
         (*seen)++;
     }
+    return bad;
 }
 
 /* validation over every rank, each image counted once; *loss is the mean criterion (with the run's
- * label smoothing, as the seed's script does), *batch_time the mean seconds per batch of a rank */
-static int validate(run *r, int epoch, double *top1, double *top5, double *loss, double *batch_time)
+ * label smoothing, as the seed's script does), *batch_time the mean seconds per batch of a rank.
+ * With `interruptible`, the ranks agree after every batch on a stop signal (every rank has as many
+ * batches: the sampler pads), and one ends the pass at once: *top1 is then -1 (not validated). */
+static int validate(run *r, int epoch, int interruptible, double *top1, double *top5, double *loss,
+                    double *batch_time)
 {
-    int64_t v[3] = {0, 0, 0}; /* top-1 hits, top-5 hits, images */
+    int64_t v[4] = {0, 0, 0, 0}; /* top-1 hits, top-5 hits, images, images with non-finite logits */
     double sum[2] = {0, 0};   /* loss sum, seconds */
     int64_t batches = 0;
     if (r->ddp) /* every rank evaluates rank 0's running statistics: the model the checkpoint holds */
@@ -333,17 +350,26 @@ static int validate(run *r, int epoch, double *top1, double *top5, double *loss,
         DT_TRY(dt_model_forward(&r->m, r->x, b->n));
         const float *z = r->z;
         dt_model_get_logits(&r->m, b->n, r->z);
-        hits(z, b->y, b->counted, b->n, r->classes, &v[0], &v[1], &v[2]);
+        v[3] += hits(z, b->y, b->counted, b->n, r->classes, &v[0], &v[1], &v[2]);
         for (int i = 0; i < b->n; i++)
             if (!b->counted || b->counted[i])
                 sum[0] += row_loss(z + (size_t)i * r->classes, b->y[i], r->classes, r->cfg->label_smoothing);
         batches++;
+        if (interruptible && agree_signal(r))
+            break;
     }
     sum[1] = (dt_seconds() - t0) / (double)(batches ? batches : 1);
     r->m.training = 1;
     if (rc < 0)
         return rc;
-    DT_TRY(r->c->ops->allreduce(r->c, v, v, 3, DT_INT64, DT_SUM));
+    if (rc == 1) { /* a signal: time is short, the pass is dropped (the checkpoint comes next) */
+        if (r->l.rank == 0)
+            dt_info("epoch %d: validation stopped by signal %d after %lld batches; not validated", epoch,
+                    r->stopped_by, (long long)batches);
+        *top1 = *top5 = *loss = -1;
+        return DT_OK;
+    }
+    DT_TRY(r->c->ops->allreduce(r->c, v, v, 4, DT_INT64, DT_SUM));
     DT_TRY(r->c->ops->allreduce(r->c, sum, sum, 2, DT_FLOAT64, DT_SUM));
     *top1 = 100.0 * (double)v[0] / (double)(v[2] ? v[2] : 1);
     *top5 = 100.0 * (double)v[1] / (double)(v[2] ? v[2] : 1);
@@ -352,6 +378,9 @@ static int validate(run *r, int epoch, double *top1, double *top5, double *loss,
     if (r->l.rank == 0)
         dt_info("epoch %d: validation top-1 %.2f%%, top-5 %.2f%%, loss %.6f on %lld images", epoch, *top1, *top5, *loss,
                 (long long)v[2]);
+    if (v[3] && r->l.rank == 0) /* counted as misses; the loss is not finite then either */
+        dt_warn("epoch %d: validation: %lld of %lld images gave NaN or infinite logits (counted as misses): "
+                "the model has diverged", epoch, (long long)v[3], (long long)v[2]);
     return DT_OK;
 }
 
@@ -407,13 +436,8 @@ static int setup(run *r)
         if ((rc = dt_dataset_open(&r->val, c->data, "val", 0)) != DT_OK)
             return DT_ERR_INPUT;
         r->have_val = 1;
-        int same = r->val.num_classes == r->train.num_classes && r->val.kind == r->train.kind;
-        for (int i = 0; same && i < r->train.num_classes; i++)
-            same = !strcmp(r->val.classes[i], r->train.classes[i]);
-        if (!same) {
-            dt_error("%s: the val split's classes or kind differ from the train split's", c->data);
+        if (dt_dataset_check_splits(&r->train, &r->val) != DT_OK) /* as dtpack verify: kind, classes, size */
             return DT_ERR_INPUT;
-        }
         r->classes = r->train.num_classes;
         r->in_c = r->train.kind == DT_SHARD_RAW ? r->train.c : 3;
         r->size = r->train.kind == DT_SHARD_RAW ? r->train.h : (c->crop ? c->crop : 224);
@@ -484,6 +508,8 @@ static int share_state(run *r)
     return DT_OK;
 }
 
+static void log_end(run *r, const char *reason);
+
 /* rank 0: checkpoint.h5 in the run directory, atomically */
 static int save(run *r)
 {
@@ -491,7 +517,35 @@ static int save(run *r)
         return DT_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/checkpoint.h5", r->dir);
-    return dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, r->config);
+    int rc = dt_checkpoint_save(path, &r->m, &r->opt, &r->amp, &r->pr, r->config);
+    if (rc == DT_ERR_STATE) /* NaN or inf in the state (BN statistics, say): the run is over */
+        log_end(r, "diverged");
+    return rc;
+}
+
+/* a JSON number, or null for NaN and infinities (JSON has no such numbers: jansson refuses them) */
+static json_t *jnum(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* rank 0: one line of metrics.jsonl (j is taken). A failed write is said once, in one line; the
+ * run goes on (its checkpoints matter more than its log) and dtrain exits 1 at the end. */
+static void metrics_line(run *r, json_t *j)
+{
+    if (!r->metrics) {
+        json_decref(j);
+        return;
+    }
+    errno = 0;
+    int bad = !j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF ||
+              fflush(r->metrics) != 0;
+    json_decref(j);
+    if (bad && !r->metrics_lost)
+        dt_error("%s/metrics.jsonl: cannot write (%s) at step %lld: its later lines are lost; training goes on, "
+                 "dtrain will exit 1", r->dir, j ? strerror(errno ? errno : EIO) : "a value JSON cannot hold",
+                 (long long)r->pr.global_step);
+    r->metrics_lost |= bad;
 }
 
 /* rank 0: an epoch's scalars into TensorBoard (the seed tutorial's tags at step epoch + 1, and the
@@ -518,22 +572,15 @@ static int log_epoch(run *r, int epoch, const dt_epoch_sums *e, double lr, int v
             r->tb = NULL;
         }
     }
-    if (!r->metrics)
-        return DT_OK;
-#define VAL(x) (validated ? json_real(x) : json_null())
-    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:f, s:o, s:f, s:f, s:f, s:I, s:f}", "kind",
-                          "epoch", "epoch", epoch, "step", (json_int_t)r->pr.global_step, "lr", lr, "train_loss", tloss,
-                          "train_top1", ttop1, "train_top5", ttop5, "val_loss", VAL(vloss), "val_top1", VAL(top1),
-                          "val_top5", VAL(top5), "img_per_s", rate, "val_img_per_s", VAL(vrate), "time_s", e->seconds,
-                          "step_time_s", step_time, "loss_scale", r->amp.scaler.scale, "overflows",
-                          (json_int_t)r->amp.scaler.overflows, "time", wall_now());
+#define VAL(x) (validated ? jnum(x) : json_null())
+    json_t *j = json_pack("{s:s, s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:f}", "kind",
+                          "epoch", "epoch", epoch, "step", (json_int_t)r->pr.global_step, "lr", lr, "train_loss",
+                          jnum(tloss), "train_top1", jnum(ttop1), "train_top5", jnum(ttop5), "val_loss", VAL(vloss),
+                          "val_top1", VAL(top1), "val_top5", VAL(top5), "img_per_s", jnum(rate), "val_img_per_s",
+                          VAL(vrate), "time_s", e->seconds, "step_time_s", step_time, "loss_scale",
+                          r->amp.scaler.scale, "overflows", (json_int_t)r->amp.scaler.overflows, "time", wall_now());
 #undef VAL
-    if (!j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF || fflush(r->metrics)) {
-        json_decref(j);
-        dt_error("%s/metrics.jsonl: cannot write: %s", r->dir, strerror(errno));
-        return DT_ERR_SYS;
-    }
-    json_decref(j);
+    metrics_line(r, j);
     return DT_OK;
 }
 
@@ -543,12 +590,33 @@ static void log_end(run *r, const char *reason)
 {
     if (!r->metrics)
         return;
-    json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:f}", "kind", "end", "reason", reason, "epoch",
-                          (json_int_t)r->pr.epoch, "step", (json_int_t)r->pr.global_step, "signal",
-                          (json_int_t)r->stopped_by, "time", wall_now());
-    if (!j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF || fflush(r->metrics))
-        dt_warn("%s/metrics.jsonl: cannot write its end line: %s", r->dir, strerror(errno));
-    json_decref(j);
+    metrics_line(r, json_pack("{s:s, s:s, s:I, s:I, s:I, s:f}", "kind", "end", "reason", reason, "epoch",
+                              (json_int_t)r->pr.epoch, "step", (json_int_t)r->pr.global_step, "signal",
+                              (json_int_t)r->stopped_by, "time", wall_now()));
+}
+
+/* After a skipped step (its loss or gradients held a NaN or an inf on some rank; every rank knows
+ * the same): has the run diverged? At a static loss scale, after --max-nonfinite such steps in a
+ * row; under the dynamic scaler, which halves the scale at each of them, when one comes with the
+ * scale already at its floor (its min_scale, or 2^-24): no smaller scale can help then. Rank 0
+ * names each skipped step of a static scale (the dynamic scaler names its own). */
+static int diverged(const run *r, int64_t step, int64_t in_a_row, double loss, double scale_before)
+{
+    const dt_scaler *s = &r->amp.scaler;
+    double floor = s->min_scale > 0 ? s->min_scale : 0x1p-24;
+    int stop = s->dynamic ? scale_before <= floor : in_a_row >= r->cfg->max_nonfinite;
+    if (r->l.rank != 0)
+        return stop;
+    if (!s->dynamic && !stop)
+        dt_warn("step %lld: NaN or inf in the loss or the gradients (loss %g on rank 0): step skipped, %lld in a row "
+                "(--max-nonfinite %ld stops the run)", (long long)step, loss, (long long)in_a_row,
+                r->cfg->max_nonfinite);
+    if (stop)
+        dt_error("step %lld: the run has diverged: %lld steps in a row with NaN or inf in the loss or the gradients "
+                 "(loss %g on rank 0)%s; stopping without writing a checkpoint (the last one written is intact); a "
+                 "smaller --lr or a warm-up usually helps", (long long)step, (long long)in_a_row, loss,
+                 s->dynamic ? ", the last at the loss scale's floor" : "");
+    return stop;
 }
 
 static int train_loop(run *r)
@@ -570,6 +638,7 @@ static int train_loop(run *r)
     int64_t total = 0, global_step = r->pr.global_step;
     double best = r->pr.best_top1;
     int stop = 0, why_max = 0, why_acc = 0; /* why_*: what stopped the run, for its end line */
+    int64_t nonfinite = 0;                  /* skipped steps in a row */
     for (int epoch = (int)r->pr.epoch; epoch < c->epochs && !stop; epoch++) {
         int64_t first = epoch == r->pr.epoch ? r->pr.step : 0;
         if (!c->synthetic)
@@ -582,7 +651,7 @@ static int train_loop(run *r)
         int64_t img_mark = e.images; /* where the last print interval began */
         for (int64_t s = first; s < r->steps_per_epoch && !stop; s++) {
             lr = lr_at(r, epoch, s);
-            int n = c->batch;
+            int n = c->batch, loss_bad = 0;
             double loss = 0;
             for (int a = 0; a < c->accum_steps; a++) {
                 double td = dt_seconds();
@@ -603,6 +672,7 @@ static int train_loop(run *r)
                 DT_TRY(dt_ddp_before_forward(r->ddp));
                 DT_TRY(dt_model_forward(&r->m, r->x, n));
                 DT_TRY(dt_model_loss(&r->m, r->y, n, (float)c->label_smoothing, &loss));
+                loss_bad |= !isfinite(loss);
                 dt_model_get_logits(&r->m, n, r->z);
                 hits(r->z, r->y, NULL, n, r->classes, &e.hits1, &e.hits5, &e.seen);
                 DT_TRY(dt_ddp_backward(r->ddp, n, a > 0, a == c->accum_steps - 1));
@@ -611,8 +681,13 @@ static int train_loop(run *r)
                 e.steps++;
             }
             int skipped;
+            double scale_before = r->amp.scaler.scale;
             r->c->step = global_step;
-            DT_TRY(dt_amp_step(&r->amp.scaler, r->c, &r->opt, &r->m, r->amp.master, (float)lr, global_step, &skipped));
+            DT_TRY(dt_amp_step(&r->amp.scaler, r->c, &r->opt, &r->m, r->amp.master, (float)lr, global_step, loss_bad,
+                               &skipped));
+            nonfinite = skipped ? nonfinite + 1 : 0;
+            if (skipped && diverged(r, global_step, nonfinite, loss, scale_before))
+                stop = r->diverged = 1;
             global_step++;
             total++;
             if (r->l.rank == 0 && c->print_freq > 0 && ((s + 1) % c->print_freq == 0 || s + 1 == r->steps_per_epoch)) {
@@ -627,19 +702,16 @@ static int train_loop(run *r)
                         100.0 * (double)e.hits1 / (double)(e.seen ? e.seen : 1), rate,
                         1e3 * e.data_seconds / (double)(s + 1), lr,
                         r->amp.scaler.scale, eta);
-                json_t *j = r->metrics ? json_pack("{s:s, s:i, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "kind",
-                                                   "step", "epoch", epoch, "epoch_step", (json_int_t)(s + 1), "step",
-                                                   (json_int_t)global_step, "lr", lr, "train_loss", loss, "img_per_s",
-                                                   rate, "epoch_img_per_s", avg, "data_ms",
-                                                   1e3 * e.data_seconds / (double)(s + 1), "loss_scale",
-                                                   r->amp.scaler.scale, "time", wall_now())
-                                       : NULL;
-                if (j) {
-                    json_dumpf(j, r->metrics, JSON_COMPACT);
-                    fputc('\n', r->metrics);
-                    json_decref(j);
-                }
+                if (r->metrics)
+                    metrics_line(r, json_pack("{s:s, s:i, s:I, s:I, s:f, s:o, s:f, s:f, s:f, s:f, s:f}", "kind", "step",
+                                              "epoch", epoch, "epoch_step", (json_int_t)(s + 1), "step",
+                                              (json_int_t)global_step, "lr", lr, "train_loss", jnum(loss), "img_per_s",
+                                              rate, "epoch_img_per_s", avg, "data_ms",
+                                              1e3 * e.data_seconds / (double)(s + 1), "loss_scale",
+                                              r->amp.scaler.scale, "time", wall_now()));
             }
+            if (r->diverged) /* every rank knows: the state holds NaN or inf, and is not saved */
+                break;
             if (c->max_steps && total >= c->max_steps)
                 stop = why_max = 1;
             if (agree_signal(r))
@@ -651,16 +723,17 @@ static int train_loop(run *r)
             else if (c->checkpoint_every && global_step % c->checkpoint_every == 0 && s + 1 < r->steps_per_epoch)
                 DT_TRY(save(r));
         }
-        if (r->pr.step < r->steps_per_epoch) /* a partial epoch: no validation, no epoch line */
+        if (r->diverged || r->pr.step < r->steps_per_epoch) /* a partial epoch: no validation, no epoch line */
             break;
         /* the epoch is complete: validation (unless a signal asks to stop: time is short), the checkpoint
          * to resume at the next epoch, the epoch's metrics */
         double top1 = -1, top5 = -1, vloss = -1, vtime = 0, tv = dt_seconds();
         int validated = r->have_val && !r->stopped_by;
         if (validated)
-            DT_TRY(validate(r, epoch, &top1, &top5, &vloss, &vtime));
+            DT_TRY(validate(r, epoch, 1, &top1, &top5, &vloss, &vtime));
+        validated = validated && !r->stopped_by; /* a signal during validation drops it */
         tv = dt_seconds() - tv;
-        int improved = validated && top1 > best;
+        int improved = validated && isfinite(vloss) && top1 > best; /* a diverged model is never the best */
         if (improved)
             best = top1;
         r->pr = (dt_progress){.epoch = epoch + 1, .global_step = global_step, .best_top1 = best};
@@ -682,7 +755,11 @@ static int train_loop(run *r)
             stop = 1;
     }
     if (r->l.rank == 0)
-        log_end(r, r->stopped_by ? "signal" : why_acc ? "desired-acc" : why_max ? "max-steps" : "done");
+        log_end(r, r->diverged ? "diverged" : r->stopped_by ? "signal" : why_acc ? "desired-acc" : why_max ? "max-steps" : "done");
+    if (r->diverged) {
+        free(syn);
+        return DT_ERR_STATE; /* said above, by rank 0 */
+    }
     if (r->l.rank == 0 && r->stopped_by)
         dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto%s",
                 r->stopped_by, (long long)r->pr.epoch, (long long)r->pr.step, r->dir,
@@ -723,6 +800,44 @@ static int setup_data(run *r)
 }
 
 /* rank 0: the checkpoint --resume names (or the newest, for auto), and its run directory */
+/* rank 0: an exclusive lock on <run dir>/.lock for as long as this process lives (a POSIX record
+ * lock: released by the kernel however the process ends, and honoured over NFS), holding
+ * "pid host". Two processes resuming the same run (two --resume auto on one results directory)
+ * would append to one metrics.jsonl and overwrite each other's checkpoints: the second is refused
+ * in one line naming the first. DT_OK (also where the file system has no locks: a warning), or
+ * DT_ERR_INPUT. */
+static int lock_run_dir(run *r)
+{
+    char path[4200], host[64] = "?", held[128] = "";
+    snprintf(path, sizeof path, "%s/.lock", r->dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) {
+        dt_error("%s: cannot create: %s", path, strerror(errno));
+        return DT_ERR_INPUT;
+    }
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &fl) != 0) {
+        int e = errno;
+        if (e == EAGAIN || e == EACCES) {
+            ssize_t n = pread(fd, held, sizeof held - 1, 0);
+            held[n > 0 ? n : 0] = 0;
+            held[strcspn(held, "\n")] = 0;
+            close(fd);
+            dt_error("%s is in use by another dtrain (pid and host: %s): one run directory takes one run at a time",
+                     r->dir, held[0] ? held : "unknown");
+            return DT_ERR_INPUT;
+        }
+        dt_warn("%s: cannot lock (%s): nothing stops a second dtrain from resuming this run at the same time", path,
+                strerror(e));
+    }
+    gethostname(host, sizeof host - 1);
+    int len = snprintf(held, sizeof held, "%ld %s\n", (long)getpid(), host);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, held, (size_t)len, 0) != len)
+        dt_warn("%s: cannot write: %s", path, strerror(errno));
+    r->lock_fd = fd; /* kept open: closing any descriptor of the file would drop the lock */
+    return DT_OK;
+}
+
 static int find_resume(run *r)
 {
     const dt_train_cfg *c = r->cfg;
@@ -755,7 +870,37 @@ static int find_resume(run *r)
     snprintf(tmp, sizeof tmp, "%s", r->ckpt_in);
     snprintf(r->dir, sizeof r->dir, "%s", dirname(tmp));
     r->resuming = 1;
-    return DT_OK;
+    return c->evaluate ? DT_OK : lock_run_dir(r); /* two runs on one directory would overwrite each other */
+}
+
+/* rank 0: a checkpoint's progress makes sense for this run (the file may be damaged, or edited):
+ * DT_OK, or DT_ERR_INPUT after one line naming the file and the value */
+static int check_progress(run *r)
+{
+    const dt_progress *p = &r->pr;
+    const dt_epoch_sums *e = &p->sums;
+    const char *why = NULL;
+    char buf[160];
+    if (p->epoch < 0 || p->epoch > (1 << 30))
+        snprintf(buf, sizeof buf, "epoch %lld", (long long)p->epoch), why = buf;
+    else if (p->step < 0 || (p->step >= r->steps_per_epoch && !r->cfg->evaluate))
+        snprintf(buf, sizeof buf, "step %lld of an epoch of %lld steps (batch %d on %d rank%s, --accum-steps %d)",
+                 (long long)p->step, (long long)r->steps_per_epoch, r->cfg->batch, r->l.size, r->l.size > 1 ? "s" : "",
+                 r->cfg->accum_steps), why = buf;
+    else if (p->global_step < 0 || r->opt.steps < 0 || r->m.step > (uint64_t)1 << 62)
+        snprintf(buf, sizeof buf, "global step %lld, optimiser steps %lld", (long long)p->global_step,
+                 (long long)r->opt.steps), why = buf;
+    else if (!isfinite(p->best_top1) || p->best_top1 < -1 || p->best_top1 > 100)
+        snprintf(buf, sizeof buf, "best top-1 %g", p->best_top1), why = buf;
+    else if (!isfinite(e->loss) || !(e->seconds >= 0) || !(e->data_seconds >= 0) || e->seen < 0 || e->images < 0 ||
+             e->steps < 0 || e->hits1 < 0 || e->hits5 < e->hits1 || e->hits5 > e->seen || e->steps > p->step * r->cfg->accum_steps)
+        snprintf(buf, sizeof buf, "the epoch's sums (loss %g, %lld of %lld seen hit, %lld steps)", e->loss,
+                 (long long)e->hits1, (long long)e->seen, (long long)e->steps), why = buf;
+    if (!why)
+        return DT_OK;
+    dt_error("%s: cannot resume from %s: the checkpoint is damaged, or from a run with other data, batch or ranks",
+             r->ckpt_in, why);
+    return DT_ERR_INPUT;
 }
 
 /* rank 0, once every input check has passed: the run directory (new, or the resumed checkpoint's,
@@ -765,8 +910,10 @@ static int prepare_run_dir(run *r)
     if (r->resuming) {
         dt_remove_stale_tmp(r->dir, "checkpoint.h5");
         dt_remove_stale_tmp(r->dir, "model_best.h5");
-    } else
+    } else {
         DT_TRY(make_run_dir(r));
+        DT_TRY(lock_run_dir(r)); /* so that a --resume auto started meanwhile waits for this run's end */
+    }
     char logs[4200];
     snprintf(logs, sizeof logs, "%s/logs", r->dir);
     if (mkdir(logs, 0777) != 0 && errno != EEXIST) {
@@ -781,6 +928,8 @@ int dt_train(const dt_train_cfg *c)
     run r;
     memset(&r, 0, sizeof r);
     r.cfg = c;
+    r.lock_fd = -1;
+    dt_launch_set_timeout(c->comm_timeout); /* MPI_Init waits for every rank: within the start-up's deadline */
     if (dt_launch_init(&r.l) != DT_OK)
         return 1;
     dt_cpu_set_threads(c->threads);
@@ -798,6 +947,13 @@ int dt_train(const dt_train_cfg *c)
         dt_comm_free(r.dc);
         dt_launch_finalize(&r.l);
         return rc == DT_ERR_INPUT || rc == DT_ERR_STATE ? 2 : 1;
+    }
+    dt_comm_startup(r.c, c->comm_timeout - r.l.waited_s); /* one deadline for every collective until training */
+    if ((rc = dt_agree_options(r.c, c)) != DT_OK) { /* the first collective: every rank has the same options */
+        dt_comm_free(r.c); /* after a timeout this ends the job (exit 1) */
+        dt_comm_free(r.dc);
+        dt_launch_finalize(&r.l);
+        return rc == DT_ERR_INPUT ? 2 : 1;
     }
     /* start: every input check, on every rank, agreed; nothing is written until all have passed */
     rc = setup(&r);
@@ -819,6 +975,8 @@ int dt_train(const dt_train_cfg *c)
         rc = find_resume(&r);
         if (rc == DT_OK && r.resuming)
             rc = dt_checkpoint_load(r.ckpt_in, &r.m, &r.opt, &r.amp, &r.pr);
+        if (rc == DT_OK && r.resuming)
+            rc = check_progress(&r);
         if (rc == DT_OK && r.resuming && c->scale_window) /* given again: it wins over the checkpoint's */
             r.amp.scaler.growth_interval = c->scale_window;
         if (rc == DT_OK && r.resuming && c->start_epoch)
@@ -864,7 +1022,7 @@ int dt_train(const dt_train_cfg *c)
             double vl, vt;
             rc = alloc_batch(&r);
             if (rc == DT_OK)
-                rc = validate(&r, (int)r.pr.epoch, &t1, &t5, &vl, &vt);
+                rc = validate(&r, (int)r.pr.epoch, 0, &t1, &t5, &vl, &vt);
         }
         if (rc == DT_OK && r.l.rank == 0)
             printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", r.resuming ? r.ckpt_in : c->pretrained, t1, t5);
@@ -877,6 +1035,9 @@ int dt_train(const dt_train_cfg *c)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a dropped ssh session: checkpoint and exit 3, as SIGTERM */
+    sa.sa_handler = SIG_IGN;      /* a closed stdout (dtrain | head): writes fail with EPIPE instead */
+    sigaction(SIGPIPE, &sa, NULL);
     int32_t last_node = r.l.node; /* nodes: the highest node index over the ranks, plus one */
     if (rc == DT_OK && r.c->size > 1)
         rc = r.c->ops->allreduce(r.c, &last_node, &last_node, 1, DT_INT32, DT_MAX);
@@ -918,14 +1079,20 @@ int dt_train(const dt_train_cfg *c)
     if (rc == DT_OK && r.m.profile && r.l.rank == 0)
         dt_model_profile_report(&r.m, stderr);
     exit_code = rc != DT_OK ? 1 : !r.stopped_by ? 0 : r.stopped_by == SIGINT ? DT_EXIT_INTERRUPTED : DT_EXIT_RESUMABLE;
-    if (exit_code == 1 && r.c->size > 1) /* the others would wait for this rank until their timeout */
+    if (exit_code == 1 && r.c->size > 1 && !r.diverged) /* the others would wait for this rank until their timeout */
         r.c->ops->abort(r.c, 1);
+    if (r.metrics_lost && exit_code == 0) { /* trained, but its record is incomplete */
+        dt_error("%s/metrics.jsonl is incomplete (see the write error above): exit 1", r.dir);
+        exit_code = 1;
+    }
 done:
     if (r.metrics)
         fclose(r.metrics);
     dt_tb_close(r.tb);
     free(r.config);
     dt_log_close_file();
+    if (r.lock_fd >= 0)
+        close(r.lock_fd);
     dt_ddp_free(r.ddp);
     dt_loader_free(r.tl);
     dt_loader_free(r.vl);

@@ -45,6 +45,7 @@ typedef struct dt_train_cfg {
     int opt_level;              /* AMP */
     dt_amp_overrides amp;
     long scale_window;          /* dynamic loss scaling: clean steps before the scale doubles (0: 2000) */
+    long max_nonfinite;         /* a static loss scale: stop after this many non-finite steps in a row (10) */
     double bucket_mb, first_bucket_mb;
     int no_overlap, sync_bn, accum_steps;
     double comm_timeout;

@@ -30,13 +30,38 @@ int dt_sync_path(const char *path)
 
 int dt_commit_file(const char *dir, const char *tmp, const char *final)
 {
-    if (dt_sync_path(tmp) != DT_OK)
+    if (dt_sync_path(tmp) != DT_OK) {
+        unlink(tmp);
         return DT_ERR_SYS;
+    }
     if (rename(tmp, final) != 0) {
         dt_error("%s: cannot rename to %s: %s", tmp, final, strerror(errno));
+        unlink(tmp);
         return DT_ERR_SYS;
     }
     return dt_sync_path(dir);
+}
+
+hid_t dt_atomic_create_h5(const char *tmp, const char *what)
+{
+    dt_check_hdf5_init();
+    unlink(tmp); /* a temporary left by a killed writer, or a FIFO: start from a new file */
+    errno = 0;
+    hid_t f = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f >= 0)
+        return f;
+    int saved = errno;
+    char why[1024];
+    /* errno says it in a few words (ENOSPC, ENAMETOOLONG, EACCES); HDF5's text spans lines */
+    snprintf(why, sizeof why, "%s", saved ? strerror(saved) : dt_errstr_hdf5(f, 0));
+    for (char *c = why; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    if (saved)
+        H5Eclear2(H5E_DEFAULT);
+    unlink(tmp);
+    dt_error("%s %s: cannot create: %s", what, tmp, why);
+    return -1;
 }
 
 

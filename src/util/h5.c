@@ -64,17 +64,20 @@ int dt_h5_read(hid_t loc, const char *source, const char *what, const char *name
     if (ds < 0)
         return DT_ERR_INPUT;
     int rc = DT_OK;
-    DT_CHECK_HDF5_GOTO(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), rc, out);
-out:
+    herr_t e = H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out);
+    if (e < 0) { /* one line: ours and the library's reason */
+        dt_error("%s: %s %s could not be read: %s", source, what, name, dt_errstr_hdf5(e, 0));
+        rc = DT_ERR_INPUT;
+    }
     H5Dclose(ds);
-    if (rc != DT_OK)
-        dt_error("%s: %s %s could not be read", source, what, name);
     return rc;
 }
 
 hid_t dt_h5_open_ro(const char *path, const char *what)
 {
     dt_check_hdf5_init();
+    if (dt_h5_probe(path, what) != DT_OK)
+        return -1;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0)
         dt_error("%s %s cannot be opened as HDF5: %s", what, path, dt_errstr_hdf5(f, 0));

@@ -26,8 +26,16 @@ int dt_h5_read(hid_t loc, const char *source, const char *what, const char *name
                hid_t type, void *out);
 
 /* Opens an existing file read-only: the file, or -1 after one line "<what> <path> cannot be
- * opened as HDF5: <HDF5's reason>" (what: "shard", "checkpoint", ...). */
+ * opened as HDF5: <HDF5's reason>" (what: "shard", "checkpoint", ...). The file is first checked
+ * by dt_h5_probe, so damaged metadata is refused in that one line instead of crashing here. */
 hid_t dt_h5_open_ro(const char *path, const char *what);
+
+/* Reads the whole of a file's HDF5 metadata (and the first rows of each dataset) in a forked child,
+ * so that a file that would crash the HDF5 library is found without crashing this process.
+ * DT_ERR_INPUT after one line when the child crashed or hung (over DT_H5_PROBE_TIMEOUT seconds,
+ * default 120); DT_OK otherwise, also when the file merely has errors (the caller's own reads
+ * report those). DT_H5_PROBE=0 skips it. Not thread-safe with respect to other HDF5 users. */
+int dt_h5_probe(const char *path, const char *what);
 
 /* Creates dataset `name` of file type ftype and shape dims[ndim] and writes data (in mtype). */
 int dt_h5_write(hid_t loc, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data);

@@ -31,6 +31,6 @@ print("train: 15 records as HWC pixels with their labels and class names")
 PY
 pass "records packed as 32x32x3, labels and class names kept"
 head -c 5000 "$DT_TMP/c/test_batch.bin" > "$DT_TMP/cut" && mv "$DT_TMP/cut" "$DT_TMP/c/test_batch.bin"
-expect_status 1 "$top_builddir/dtpack" cifar10 "$DT_TMP/c" -o "$DT_TMP/sh"
+expect_status 2 "$top_builddir/dtpack" cifar10 "$DT_TMP/c" -o "$DT_TMP/sh"
 grep -q "test_batch.bin: record 1 is cut short" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "a cut record is not named"; }
-pass "a cut-short batch is refused, naming the file and record"
+pass "a cut-short batch is refused (exit 2), naming the file and record"

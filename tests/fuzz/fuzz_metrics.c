@@ -1,8 +1,11 @@
 /* fuzz_metrics.c: the metrics reader and the report writers on arbitrary bytes (src/report/runs.h,
  * table.h). Each input is read as the metrics.jsonl of two runs of one configuration (1 and 2
  * ranks, so speed-ups are computed) and as both files of a third run, then every report is written
- * to /dev/null, and now and then the plots into a temporary folder. A crash, a sanitizer report,
- * or a plot that cannot be written (the report links it) is a failure.
+ * to /dev/null, and now and then the plots into a temporary folder. The input is also streamed
+ * through dt_run_read_metrics in reads of 1 to 97 bytes (so lines cross reads in every way); its
+ * records, state and notes must be those of dt_run_parse_metrics on the same bytes. A crash, a
+ * sanitizer report, a difference between the two readers, or a plot that cannot be written (the
+ * report links it) is a failure.
  *
  * Two builds:
  *   libFuzzer:  clang -fsanitize=fuzzer,address,undefined -DDT_LIBFUZZER ... (its own main);
@@ -51,6 +54,68 @@ static void add_run(dt_run_set *s, const char *dir, const char *cfg, size_t cfg_
         abort();
 }
 
+static int same_double(double a, double b)
+{
+    return !memcmp(&a, &b, sizeof a);
+}
+
+/* 1 when the two readers left the same run (field by field: structs have padding) */
+static int same_run(const dt_run *a, const dt_run *b)
+{
+    if (a->n_ep != b->n_ep || a->n_st != b->n_st || a->n_notes != b->n_notes || a->state != b->state ||
+        a->in_progress != b->in_progress || a->stopped != b->stopped || a->ended != b->ended ||
+        strcmp(a->end_reason, b->end_reason) || a->end_signal != b->end_signal || a->end_epoch != b->end_epoch ||
+        a->end_step != b->end_step)
+        return 0;
+    for (size_t i = 0; i < a->n_ep; i++) {
+        const dt_run_epoch *x = &a->ep[i], *y = &b->ep[i];
+        if (x->epoch != y->epoch || x->step != y->step || !same_double(x->train_loss, y->train_loss) ||
+            !same_double(x->train_top1, y->train_top1) || !same_double(x->train_top5, y->train_top5) ||
+            !same_double(x->val_loss, y->val_loss) || !same_double(x->val_top1, y->val_top1) ||
+            !same_double(x->val_top5, y->val_top5) || !same_double(x->img_per_s, y->img_per_s) ||
+            !same_double(x->time_s, y->time_s) || !same_double(x->loss_scale, y->loss_scale))
+            return 0;
+    }
+    for (size_t i = 0; i < a->n_st; i++) {
+        const dt_run_step *x = &a->st[i], *y = &b->st[i];
+        if (x->epoch != y->epoch || x->epoch_step != y->epoch_step || x->step != y->step ||
+            !same_double(x->img_per_s, y->img_per_s) || !same_double(x->loss_scale, y->loss_scale))
+            return 0;
+    }
+    for (size_t i = 0; i < a->n_notes; i++)
+        if (strcmp(a->notes[i].text, b->notes[i].text) ||
+            (!a->notes[i].detail) != (!b->notes[i].detail) ||
+            (a->notes[i].detail && strcmp(a->notes[i].detail, b->notes[i].detail)))
+            return 0;
+    return 1;
+}
+
+/* the input streamed in reads of chunk bytes: the same run as from the buffer, or abort */
+static void check_stream(const uint8_t *data, size_t size, size_t chunk)
+{
+    dt_run a, b;
+    if (dt_run_init(&a, "fuzz", "fuzz/a") || dt_run_init(&b, "fuzz", "fuzz/a") ||
+        dt_run_parse_config(&a, config, sizeof config - 1) || dt_run_parse_config(&b, config, sizeof config - 1))
+        abort();
+    /* fmemopen wants a writable buffer, and refuses a size of 0 in older C libraries: an empty
+     * input is an empty file */
+    char *copy = malloc(size ? size : 1);
+    if (!copy)
+        abort();
+    memcpy(copy, data, size);
+    FILE *f = size ? fmemopen(copy, size, "rb") : fopen("/dev/null", "rb");
+    if (!f || dt_run_parse_metrics(&a, (const char *)data, size) || dt_run_read_metrics(&b, f, chunk))
+        abort();
+    fclose(f);
+    free(copy);
+    if (!same_run(&a, &b)) {
+        fprintf(stderr, "fuzz_metrics: reads of %zu bytes give another run than the buffer\n", chunk);
+        abort();
+    }
+    dt_run_free(&a);
+    dt_run_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static long count;
@@ -70,6 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     add_run(&s, "fuzz/a", config, sizeof config - 1, 1, data, size);
     add_run(&s, "fuzz/b", config, sizeof config - 1, 2, data, size);
     add_run(&s, "fuzz/c", (const char *)data, size, 0, data, size);
+    check_stream(data, size, 1 + (size * 31 + (size ? data[size / 2] : 0)) % 97);
     if (dt_runs_compute(&s) != 0)
         abort();
     dt_report_opts o = {.date = 0, .plots_href = "plots"};

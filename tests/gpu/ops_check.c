@@ -1307,7 +1307,7 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
         be->normalize_u8((int64_t)nu, 3, u, mean, sd, x);
         ok = dt_model_forward(m, x, MB) == DT_OK && dt_model_loss(m, y, MB, 0.1f, &t->loss[s]) == DT_OK &&
              dt_model_backward(m, MB, 0) == DT_OK &&
-             dt_amp_step(&amp.scaler, NULL, &opt, m, amp.master, MLR, s, &t->skipped[s]) == DT_OK;
+             dt_amp_step(&amp.scaler, NULL, &opt, m, amp.master, MLR, s, 0, &t->skipped[s]) == DT_OK;
     }
     t->nw = m->n_weights;
     t->nb = m->n_buffers;

@@ -15,7 +15,13 @@ Designed numbers (what expected.md must show):
     complete runs end with an end line saying "done".
   resnet50 on imagenet, O2 bf16, 8 ranks at 11200 img/s: alone in its configuration; epoch 1 not
     validated (null).
+  resnet50 on imagenet, 128 per rank, 6 GPUs over 2 nodes (4 on rank 0's node, 2 on the other; run.json
+    says nodes 2, ranks_per_node 4): alone in its configuration; the ranks column must not claim
+    2 x 4.
   a 2-rank run with a corrupt line 9 (a crash mid-line, then a resumed run appending): skipped.
+  resnet18 on cifar10, cpu, 64 per rank, O0: 2 ranks on one node at 400 img/s, and 3 ranks over 2
+    nodes (sbatch -N2 -n3: run.json says nodes 2, ranks_per_node 2) at 576 img/s: speed-up 1.44x,
+    efficiency 96.0%; the ranks column says ranks, not GPUs, and "2 nodes, uneven" for the second.
   orphan-metrics/: metrics.jsonl without run.json: skipped.
   fmnist-run/ (given as a PATH itself): resnet20 on fashion-mnist, cpu, O1 fp16 with a dynamic loss
     scale, --desired-acc 90 reached at epoch 3 (cumulative training time 237.8 s).
@@ -104,12 +110,12 @@ def write_run(parent, name, cfg, text):
 
 
 def imagenet_run(world, rate, times, vals, epochs=3, opt=0, prec="fp16", job=0, suffix="",
-                 repeat_epoch1=False, in_progress=False, stopped_by=None):
-    nodes, rpn = (1, world) if world <= 4 else (world // 4, 4)
+                 repeat_epoch1=False, in_progress=False, stopped_by=None, batch=256, layout=None):
+    nodes, rpn = layout or ((1, world) if world <= 4 else (world // 4, 4))
     name = "20261026-%02d0000-gpu01-resnet50-w%d-job%d%s" % (9 + job % 10, world, 1000 + job, suffix)
-    cfg = run_json("resnet50", "imagenet", "/scratch/imagenet", "cuda", world, nodes, rpn, 256, epochs,
+    cfg = run_json("resnet50", "imagenet", "/scratch/imagenet", "cuda", world, nodes, rpn, batch, epochs,
                    opt=opt, prec=prec, job=str(1000 + job))
-    m = Metrics(world, 256, 1251 // world, 100 if world <= 4 else 40 if world <= 8 else 20)
+    m = Metrics(world, batch, 1251 * 256 // batch // world, 100 if world <= 4 else 40 if world <= 8 else 20)
     for e in range(epochs):
         if in_progress and e == 1:  # three intervals of epoch 1, then a line being written
             n = len(m.lines)
@@ -155,6 +161,21 @@ def main():
     text += "".join(m.lines[1:4])
     cfg = run_json("resnet50", "imagenet", "/scratch/imagenet", "cuda", 2, 1, 2, 256, 3, job="1007")
     write_run("results", "20261026-170000-gpu01-resnet50-w2-job1007", cfg, text)
+    # 6 GPUs over 2 nodes, 4 + 2
+    imagenet_run(6, 4800.0, [267.0, 265.2, 266.1], [(29.5, 54.9), (44.9, 70.0), (52.4, 77.5)], job=11,
+                 suffix="-b128", batch=128, layout=(2, 4))
+    # CPU ranks: 2 on one node, 3 over two nodes (2 + 1)
+    for world, nodes, rpn, rate, job in ((2, 1, 2, 400.0, 9), (3, 2, 2, 576.0, 10)):
+        name = "20261026-18%02d00-cpu01-resnet18-w%d-job%d" % (world, world, 1000 + job)
+        cfg = run_json("resnet18", "cifar10", "/scratch/cifar10", "cpu", world, nodes, rpn, 64, 2,
+                       job=str(1000 + job))
+        m = Metrics(world, 64, 781 // world, 50)
+        for e in range(2):
+            m.steps(e, rate)
+            m.epoch(e, rate, round(50000 / rate, 1), 40.0 + 20 * e, 88.0 + 5 * e, 52.3 + 12 * e + world / 10,
+                    93.1 + 3 * e)
+        m.end("done", 2, m.step)
+        write_run("results", name, cfg, "".join(m.lines))
     # metrics.jsonl without run.json
     m = Metrics(1, 64, 100, 50)
     m.steps(0, 500.0)

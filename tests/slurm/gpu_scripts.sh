@@ -80,7 +80,7 @@ cat "$DT_RESULTS"/report-*.out
 [ "$(job_field "$report" JobState)" = COMPLETED ] || fail "the report job: $(job_field "$report" JobState)"
 cat "$DT_RESULTS/RESULTS.md"
 for g in 1 2 4 8; do
-  case $g in 1) layout="1 x 1 (1)" ;; 2) layout="1 x 2 (2)" ;; 4) layout="1 x 4 (4)" ;; 8) layout="2 x 4 (8)" ;; esac
+  case $g in 1) layout="1 rank (1 x 1)" ;; 2) layout="2 ranks (1 x 2)" ;; 4) layout="4 ranks (1 x 4)" ;; 8) layout="8 ranks (2 x 4)" ;; esac
   grep -q "^| [^|]*-w$g-job[0-9]* | $layout | cpu | 32 | $((32 * g)) | O2 fp16 | 1/1 | [0-9.]* |" "$DT_RESULTS/RESULTS.md" ||
     fail "RESULTS.md: no row for $g ranks ($layout)"
 done

@@ -39,7 +39,7 @@ pass "results: run directory named with the job id, run.json (4 ranks, 2 nodes),
 
 expect_status 0 "$top_builddir/dtreport" "$DT_RESULTS"
 cat "$DT_TMP/out"
-grep -q "^| $(basename "$run") | 2 x 2 (4) | cpu | 32 | 128 | O0 | 2/2 |" "$DT_TMP/out" ||
+grep -q "^| $(basename "$run") | 4 ranks (2 x 2) | cpu | 32 | 128 | O0 | 2/2 |" "$DT_TMP/out" ||
   fail "dtreport: no row for the run with 2 x 2 ranks, batch 32 (128 global), O0, 2 epochs"
 pass "dtreport tables the job's run"
 

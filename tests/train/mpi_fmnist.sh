@@ -15,6 +15,8 @@ expect_status 0 timeout 600 $MPIRUN -np 2 "$top_builddir/dtrain" -a resnet8 -b 6
 grep -E "info: (epoch|done|resnet8)" "$DT_TMP/err"
 grep -q "resnet8 on 2 ranks (MPI)" "$DT_TMP/err" || fail "not 2 MPI ranks"
 grep -q "validation top-1 .* on 10000 images" "$DT_TMP/err" || fail "validation did not count 10000 images once"
-top1=$(sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p' "$DT_TMP"/res/*/metrics.jsonl)
+[ "$(grep -c '"kind":"epoch"' "$DT_TMP"/res/*/metrics.jsonl)" -eq 1 ] || fail "metrics.jsonl: not one epoch line"
+top1=$(grep '"kind":"epoch"' "$DT_TMP"/res/*/metrics.jsonl | sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p')
+[ -n "$top1" ] || fail "metrics.jsonl: the epoch line has no val_top1"
 awk -v a="$top1" 'BEGIN { exit !(a > 75) }' || fail "validation top-1 $top1 <= 75"
 pass "2 ranks, one epoch: validation top-1 $top1% over all 10000 images"

@@ -163,7 +163,7 @@ int main(void)
     dt_scaler_init(&s, &p[2]);
     int skipped1 = -1, skipped2 = -1;
     ok = ok && dt_model_forward(&m, x, 4) == DT_OK && dt_model_loss(&m, y, 4, 0, &loss) == DT_OK &&
-         dt_model_backward(&m, 4, 0) == DT_OK && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 1, &skipped1) == DT_OK;
+         dt_model_backward(&m, 4, 0) == DT_OK && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 1, 0, &skipped1) == DT_OK;
     size_t wb = (size_t)m.n_weights * sizeof(float);
     float *w0 = malloc(wb), *mo0 = malloc(wb);
     memcpy(w0, m.weights, wb);
@@ -173,7 +173,7 @@ int main(void)
          dt_model_backward(&m, 4, 0) == DT_OK;
     m.grads[m.n_weights / 2] = INFINITY;
     tap_log_begin();
-    ok = ok && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 2, &skipped2) == DT_OK;
+    ok = ok && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 2, 0, &skipped2) == DT_OK;
     free(tap_log_take());
     tap_log_end();
     TAP_OK(ok && !skipped1 && skipped2 && !memcmp(w0, m.weights, wb) && !memcmp(mo0, opt.momentum_buf, wb) &&
@@ -248,7 +248,7 @@ int main(void)
             float *gr = dt_param_grad(&mm, pc);
             for (int j = 0; j < pc->numel; j++) /* lr * g = 0.3 of the spacing, times the loss scale */
                 gr[j] = (float)(0.3 * 0.0009765625 / 0.01 * a.scaler.scale);
-            dt_amp_step(&a.scaler, NULL, &so, &mm, a.master, 0.01f, it, &sk);
+            dt_amp_step(&a.scaler, NULL, &so, &mm, a.master, 0.01f, it, 0, &sk);
         }
         wgt[level - 2] = dt_param_data(&mm, pc)[0];
         dt_sgd_free(&so);

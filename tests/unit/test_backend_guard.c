@@ -232,7 +232,7 @@ static int train(const dt_backend *be, int level, const char *ckpt, trained *t)
         int skipped;
         ok = dt_model_forward(&m, x, N) == DT_OK && dt_model_loss(&m, y, N, 0.1f, &t->loss[s]) == DT_OK &&
              dt_model_backward(&m, N, 0) == DT_OK &&
-             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, 0.1f, s, &skipped) == DT_OK;
+             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, 0.1f, s, 0, &skipped) == DT_OK;
         dt_model_get_logits(&m, N, z); /* host copy: readable */
         ok = ok && z[0] == z[0];
     }

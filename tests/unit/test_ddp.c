@@ -194,7 +194,7 @@ int main(int argc, char **argv)
         const int32_t *yr = y + c->rank * b;
         int sk1 = -1, sk2 = -1;
         ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1) &&
-             !dt_amp_step(&sc, c, &o, &m, NULL, LR, 1, &sk1);
+             !dt_amp_step(&sc, c, &o, &m, NULL, LR, 1, 0, &sk1);
         size_t wb = (size_t)m.n_weights * sizeof(float);
         float *w0 = malloc(wb), *mo0 = malloc(wb);
         memcpy(w0, m.weights, wb);
@@ -202,7 +202,7 @@ int main(int argc, char **argv)
         ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1);
         if (c->rank == W - 1)
             m.grads[m.n_weights / 3] = INFINITY; /* after the all-reduce: only this rank sees it */
-        ok = ok && !dt_amp_step(&sc, c, &o, &m, NULL, LR, 2, &sk2);
+        ok = ok && !dt_amp_step(&sc, c, &o, &m, NULL, LR, 2, 0, &sk2);
         int same = ok && !sk1 && sk2 && !memcmp(w0, m.weights, wb) && !memcmp(mo0, o.momentum_buf, wb) &&
                    sc.scale == 32768.0,
             all = same;

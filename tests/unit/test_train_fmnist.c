@@ -119,7 +119,7 @@ int main(int argc, char **argv)
         int skipped = 0;
         ok = dt_model_forward(&m, x, BATCH) == DT_OK && dt_model_loss(&m, y, BATCH, 0.0f, &loss) == DT_OK &&
              dt_model_backward(&m, BATCH, 0) == DT_OK && isfinite(loss) &&
-             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, lr, s, &skipped) == DT_OK;
+             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, lr, s, 0, &skipped) == DT_OK;
         if (s < 20)
             first += loss / 20;
         if (s >= STEPS - 20)

@@ -1,0 +1,280 @@
+/* agree.c: the options every rank must share, fingerprinted and compared (contract in agree.h). */
+#include "config.h"
+
+#include "train/agree.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/log.h"
+
+_Static_assert(sizeof(dt_agree_rec) == DT_AGREE_REC_BYTES, "dt_agree_rec is exchanged between ranks: fixed size");
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* One slot: name and the whole text hashed; the text kept, its middle cut when it is too long (a path's
+ * start and end say the most). */
+static void put(dt_agree_set *s, const char *name, const char *text)
+{
+    if (s->n >= DT_AGREE_SLOTS)
+        return; /* dt_agree_fingerprint's count is checked by the unit test */
+    dt_agree_rec *r = &s->rec[s->n++];
+    size_t nl = strlen(name), tl = strlen(text);
+    r->hash = fnv1a(fnv1a(0xcbf29ce484222325ULL, name, nl + 1), text, tl);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    if (tl < sizeof r->text)
+        memcpy(r->text, text, tl + 1);
+    else {
+        enum { HEAD = 40 };
+        size_t tail = sizeof r->text - 1 - HEAD - 3;
+        snprintf(r->text, sizeof r->text, "%.*s...%s", (int)HEAD, text, text + tl - tail);
+    }
+}
+
+static void put_str(dt_agree_set *s, const char *name, const char *v)
+{
+    char t[8192];
+    if (v)
+        snprintf(t, sizeof t, "with %s %s", name, v);
+    else
+        snprintf(t, sizeof t, "without %s", name);
+    put(s, name, t);
+}
+
+static void put_flag(dt_agree_set *s, const char *name, int on)
+{
+    char t[64];
+    snprintf(t, sizeof t, "%s %s", on ? "with" : "without", name);
+    put(s, name, t);
+}
+
+/* a number; `unset` (the value meaning "not given") reads as "without" */
+static void put_long(dt_agree_set *s, const char *name, long v, long unset)
+{
+    char t[96];
+    if (v == unset)
+        snprintf(t, sizeof t, "without %s", name);
+    else
+        snprintf(t, sizeof t, "with %s %ld", name, v);
+    put(s, name, t);
+}
+
+/* the shortest text that reads back as exactly v: equal texts, equal values */
+static void put_double(dt_agree_set *s, const char *name, double v)
+{
+    char num[40], t[96];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(num, sizeof num, "%.*g", p, v);
+        if (strtod(num, NULL) == v)
+            break;
+    }
+    snprintf(t, sizeof t, "with %s %s", name, num);
+    put(s, name, t);
+}
+
+/* -1 (not given), 0 or 1 */
+static void put_tri(dt_agree_set *s, const char *name, int v)
+{
+    put_str(s, name, v < 0 ? NULL : v ? "true" : "false");
+}
+
+int dt_agree_fingerprint(const dt_train_cfg *c, dt_agree_set *out)
+{
+    static const char *const levels[] = {"O0", "O1", "O2", "O3"};
+    memset(out, 0, sizeof *out);
+    out->n = 1; /* slot 0, the version, is made last: it lists the options */
+    put_str(out, "-a", c->arch);
+    put_str(out, "DATA", c->data);
+    put_flag(out, "--synthetic", c->synthetic);
+    put_long(out, "-b", c->batch, -1);
+    put_long(out, "--crop", c->crop, 0);
+    put_long(out, "--crop-padding", c->crop_padding == 0 ? 4 : c->crop_padding < 0 ? 0 : c->crop_padding, -1);
+    put_long(out, "--epochs", c->epochs, -1);
+    put_long(out, "--start-epoch", c->start_epoch, -1);
+    put_long(out, "--max-steps", c->max_steps, 0);
+    put_double(out, "--lr", c->lr);
+    put_flag(out, "--no-lr-scaling", c->no_lr_scaling);
+    put_double(out, "--warmup-epochs", c->warmup_epochs);
+    put_str(out, "--lr-schedule", c->cosine ? "cosine" : "step");
+    char steps[16 * 24] = "";
+    for (int i = 0; i < c->n_lr_steps && i < 16 && !c->cosine; i++) /* cosine does not use them */
+        snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%ld", i ? "," : "", c->lr_steps[i]);
+    put_str(out, "--lr-steps", c->cosine ? NULL : steps);
+    put_double(out, "--momentum", c->momentum);
+    put_double(out, "--wd", c->wd);
+    put_flag(out, "--nesterov", c->nesterov);
+    put_double(out, "--label-smoothing", c->label_smoothing);
+    put_long(out, "--accum-steps", c->accum_steps, -1);
+    put_double(out, "--desired-acc", c->desired_acc);
+    put_long(out, "--seed", (long)c->seed, -1);
+    put_flag(out, "--deterministic", c->deterministic);
+    put_str(out, "--device", c->cuda ? "cuda" : "cpu");
+    put_str(out, "--opt-level", c->opt_level >= 0 && c->opt_level < 4 ? levels[c->opt_level] : "?");
+    put_str(out, "--precision", c->amp.bf16 ? "bf16" : "fp16");
+    put_tri(out, "--keep-batchnorm-fp32", c->amp.keep_batchnorm_fp32);
+    put_tri(out, "--master-weights", c->amp.master_weights);
+    put_str(out, "--loss-scale", c->amp.loss_scale);
+    put_long(out, "--loss-scale-window", c->scale_window, 0);
+    put_flag(out, "--allreduce-fp32", c->amp.allreduce_fp32);
+    put_long(out, "--max-nonfinite", c->max_nonfinite, 0);
+    put_double(out, "--bucket-mb", c->bucket_mb);
+    put_double(out, "--first-bucket-mb", c->first_bucket_mb);
+    put_flag(out, "--no-overlap", c->no_overlap);
+    put_flag(out, "--sync-bn", c->sync_bn);
+    put_str(out, "--resume", c->resume);
+    put_str(out, "--pretrained", c->pretrained);
+    put_flag(out, "--evaluate", c->evaluate);
+    put_long(out, "--checkpoint-every", c->checkpoint_every, 0);
+    /* slot 0: the version and the options compared, so that builds comparing other options (or the
+     * same ones in another order) disagree here, before any option */
+    char list[DT_AGREE_SLOTS * DT_AGREE_NAME] = "", version[DT_AGREE_SLOTS * DT_AGREE_NAME + 64];
+    for (int i = 1; i < out->n; i++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), " %s", out->rec[i].name);
+    snprintf(version, sizeof version, "with dtrain %s (%d options compared)", PACKAGE_VERSION, out->n - 1);
+    dt_agree_set v = {0};
+    put(&v, "dtrain", version);
+    v.rec[0].hash = fnv1a(v.rec[0].hash, list, strlen(list));
+    out->rec[0] = v.rec[0];
+    return DT_OK;
+}
+
+/* int64 <-> uint64 by their bits */
+static int64_t as_i64(uint64_t u)
+{
+    int64_t i;
+    memcpy(&i, &u, sizeof i);
+    return i;
+}
+
+static uint64_t as_u64(int64_t i)
+{
+    uint64_t u;
+    memcpy(&u, &i, sizeof u);
+    return u;
+}
+
+void dt_agree_summary(const dt_agree_set *s, int64_t sum[2 * DT_AGREE_SLOTS])
+{
+    for (int i = 0; i < DT_AGREE_SLOTS; i++) {
+        sum[2 * i] = as_i64(s->rec[i].hash);
+        sum[2 * i + 1] = as_i64(~s->rec[i].hash);
+    }
+}
+
+int dt_agree_first_difference(const int64_t sum[2 * DT_AGREE_SLOTS])
+{
+    /* min(h) over ranks, and min(~h) = ~max(h) (~ reverses the order of int64): all equal iff
+     * min(h) == max(h) */
+    for (int i = 0; i < DT_AGREE_SLOTS; i++)
+        if (as_u64(sum[2 * i]) != ~as_u64(sum[2 * i + 1]))
+            return i;
+    return -1;
+}
+
+/* "rank 3" or "ranks 1, 4-7, 9" for the ranks r with hash h (after 8 runs: "and N more") */
+static void rank_list(const dt_agree_rec *recs, int n_ranks, uint64_t h, char *buf, size_t n)
+{
+    int count = 0, runs = 0;
+    for (int r = 0; r < n_ranks; r++)
+        count += recs[r].hash == h;
+    size_t k = (size_t)snprintf(buf, n, "rank%s", count > 1 ? "s" : "");
+    for (int r = 0, listed = 0; r < n_ranks && k < n; r++) {
+        if (recs[r].hash != h)
+            continue;
+        if (runs == 8) {
+            k += (size_t)snprintf(buf + k, n - k, " and %d more", count - listed);
+            break;
+        }
+        int end = r;
+        while (end + 1 < n_ranks && recs[end + 1].hash == h)
+            end++;
+        const char *sep = runs ? "," : "";
+        if (end > r + 1)
+            k += (size_t)snprintf(buf + k, n - k, "%s %d-%d", sep, r, end);
+        else if (end == r + 1)
+            k += (size_t)snprintf(buf + k, n - k, "%s %d, %d", sep, r, end);
+        else
+            k += (size_t)snprintf(buf + k, n - k, "%s %d", sep, r);
+        listed += end - r + 1;
+        runs++;
+        r = end;
+    }
+}
+
+static const char *were(const char *ranks)
+{
+    return strncmp(ranks, "ranks", 5) ? " was started" : " were started";
+}
+
+int dt_agree_describe(const dt_agree_rec *recs, int n_ranks, char *buf, size_t n)
+{
+    enum { SHOWN = 3 }; /* values named besides rank 0's; the ranks with others are counted */
+    if (n == 0)
+        return 0;
+    buf[0] = 0;
+    if (n_ranks < 1)
+        return 0;
+    int first[SHOWN], n_groups = 0, other_ranks = 0; /* first: each value's lowest rank, in order */
+    for (int r = 1; r < n_ranks; r++) {
+        int seen = recs[r].hash == recs[0].hash;
+        for (int q = 1; q < r && !seen; q++)
+            seen = recs[q].hash == recs[r].hash;
+        if (seen)
+            continue;
+        if (n_groups < SHOWN)
+            first[n_groups++] = r;
+        else
+            for (int q = r; q < n_ranks; q++)
+                other_ranks += recs[q].hash == recs[r].hash;
+    }
+    char ranks[160];
+    size_t k = 0;
+    for (int g = 0; g < n_groups && k < n; g++) {
+        rank_list(recs, n_ranks, recs[first[g]].hash, ranks, sizeof ranks);
+        k += (size_t)snprintf(buf + k, n - k, "%s%s%s %.*s", g ? ", " : "", ranks, g ? "" : were(ranks), DT_AGREE_TEXT,
+                              recs[first[g]].text);
+    }
+    if (other_ranks && k < n)
+        k += (size_t)snprintf(buf + k, n - k, ", %d more rank%s with other values", other_ranks, other_ranks > 1 ? "s" : "");
+    rank_list(recs, n_ranks, recs[0].hash, ranks, sizeof ranks); /* rank 0's value last */
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, "%s%s%s %.*s", n_groups ? ", " : "", ranks, n_groups ? "" : were(ranks),
+                              DT_AGREE_TEXT, recs[0].text);
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, ": every rank needs the same options");
+    return (int)(k < n ? k : n - 1);
+}
+
+int dt_agree_options(dt_comm *c, const dt_train_cfg *cfg)
+{
+    if (c->size == 1)
+        return DT_OK;
+    dt_agree_set mine;
+    dt_agree_fingerprint(cfg, &mine);
+    int64_t sum[2 * DT_AGREE_SLOTS];
+    dt_agree_summary(&mine, sum);
+    DT_TRY(c->ops->allreduce(c, sum, sum, 2 * DT_AGREE_SLOTS, DT_INT64, DT_MIN));
+    int slot = dt_agree_first_difference(sum);
+    if (slot < 0)
+        return DT_OK;
+    /* every rank knows the slot: now who has what, DT_AGREE_REC_BYTES from each */
+    dt_agree_rec *all;
+    DT_CHECK_ALLOC(all = calloc((size_t)c->size, sizeof *all));
+    int rc = c->ops->allgather(c, &mine.rec[slot], all, sizeof *all, DT_UINT8);
+    if (rc == DT_OK && c->rank == 0) {
+        char line[1024];
+        dt_agree_describe(all, c->size, line, sizeof line);
+        dt_error("%s", line);
+    }
+    free(all);
+    return rc == DT_OK ? DT_ERR_INPUT : rc;
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# signals.sh: the signals a real run meets besides Slurm's SIGTERM/SIGUSR1 (signal.sh).
+# - A signal during validation (10000 images here) ends the pass at the next batch: the epoch is
+#   logged as not validated, the checkpoint is written for the next epoch, exit 3 (the pass used to
+#   run to its end first).
+# - SIGHUP (a dropped ssh session) is a stop like SIGTERM: checkpoint, an end line, exit 3 (it used
+#   to kill the run with neither).
+# - A closed pipe (`dtrain 2>&1 | head -n 1`) does not kill the run: it trains to the end, exit 0.
+. "$top_srcdir/tests/common.sh"
+. "$top_srcdir/tests/data/common.sh"
+fm=/usr/share/datasets/fashion-mnist
+small_fmnist "$DT_TMP/idx"
+# the small training set with the whole test set (10000 images) for validation
+for f in t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do rm -f "$DT_TMP/idx/$f"; ln -s "$fm/$f.gz" "$DT_TMP/idx/$f.gz"; done
+expect_status 0 "$DTPACK" fashion-mnist "$DT_TMP/idx" -o "$DT_TMP/fm"
+args="-a resnet8 -b 20 -j 1 -p 1"   # 5 steps per epoch
+
+# wait_for FILE PATTERN: until a line of FILE matches (at most 60 s)
+wait_for() {
+  k=0; while ! grep -q "$2" "$1" && [ $k -lt 600 ]; do sleep 0.1; k=$((k + 1)); done
+  grep -q "$2" "$1" || { cat "$1"; fail "waited 60 s for '$2'"; }
+}
+
+"$DTRAIN" $args --epochs 3 --results "$DT_TMP/v" "$DT_TMP/fm" >"$DT_TMP/v.out" 2>"$DT_TMP/v.err" &
+pid=$!
+wait_for "$DT_TMP/v.err" "epoch 0 \[5/5\]"
+sleep 0.3   # into the validation pass (about 0.1 s a batch of 20 on one core; 500 batches)
+kill -TERM $pid
+set +e; wait $pid; rc=$?; set -e
+grep -E "signal|stopped|valid|error" "$DT_TMP/v.err" || true
+[ "$rc" -eq 3 ] || fail "SIGTERM during validation: exit $rc, expected 3"
+grep -q "epoch 0: validation top-1" "$DT_TMP/v.err" && fail "SIGTERM during validation: the pass ran to its end"
+line=$(grep '"kind":"epoch"' "$DT_TMP"/v/*/metrics.jsonl) || fail "no epoch line"
+echo "$line" | grep -q '"val_top1":null' || fail "the interrupted epoch has a validation accuracy: $line"
+grep -q '"kind":"end","reason":"signal","epoch":1,' "$DT_TMP"/v/*/metrics.jsonl || fail "no end line at epoch 1"
+expect_status 0 "$DTRAIN" $args --epochs 2 --resume auto --results "$DT_TMP/v" "$DT_TMP/fm"
+grep -q "resuming from .* at epoch 1, step 0" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume at epoch 1"; }
+pass "SIGTERM during validation: the pass ends, epoch 0 not validated, checkpoint for epoch 1, exit 3, resumable"
+
+"$DTRAIN" $args --epochs 50 --results "$DT_TMP/h" "$DT_TMP/fm" >"$DT_TMP/h.out" 2>"$DT_TMP/h.err" &
+pid=$!
+wait_for "$DT_TMP/h.err" "epoch 0 \[2/5\]"
+kill -HUP $pid
+set +e; wait $pid; rc=$?; set -e
+[ "$rc" -eq 3 ] || { cat "$DT_TMP/h.err"; fail "SIGHUP: exit $rc, expected 3"; }
+grep -q "stopped by signal 1 at epoch 0, step [1-9]" "$DT_TMP/h.err" || { cat "$DT_TMP/h.err"; fail "SIGHUP: no stop line"; }
+ls "$DT_TMP"/h/*/checkpoint.h5 >/dev/null || fail "SIGHUP: no checkpoint"
+grep -q '"kind":"end","reason":"signal",.*"signal":1,' "$DT_TMP"/h/*/metrics.jsonl || fail "SIGHUP: no end line"
+pass "SIGHUP: checkpoint, end line, exit 3"
+
+# sh has no pipefail: the exit status comes back through a file
+( "$DTRAIN" $args --epochs 1 --results "$DT_TMP/p" "$DT_TMP/fm" 2>&1; echo $? > "$DT_TMP/p.rc" ) | head -n 1
+[ "$(cat "$DT_TMP/p.rc")" -eq 0 ] || fail "output into a pipe closed early: exit $(cat "$DT_TMP/p.rc"), expected 0"
+grep -q '"kind":"end","reason":"done"' "$DT_TMP"/p/*/metrics.jsonl || fail "output into a closed pipe: the run did not finish"
+grep -q "done: best validation top-1" "$DT_TMP"/p/*/logs/rank-0.log || fail "the rank log does not end with the done line"
+pass "output into a pipe closed early (| head -n 1): trained to the end, exit 0, the rank log complete"
