@@ -1,6 +1,6 @@
 /* test_train_fmnist.c IMAGES LABELS TEST_IMAGES TEST_LABELS [LEVEL]: training a resnet20 on real Fashion-MNIST
  * (IDX files, uncompressed) for 300 steps of 64 images must clearly drive the loss down and reach a
- * useful accuracy on 1000 held-out test images. Margins, not timings:
+ * useful accuracy on the 10000 held-out test images. Margins, not timings:
  *   mean loss of the last 20 steps < 0.55 x mean loss of the first 20 steps, test top-1 > 70%
  * (measured here: about 2.3 -> 0.5, and 80-85% top-1). LEVEL (O0, O1, O2, O3, O2-bf16, O3-bf16) trains
  * under that mixed-precision level with its loss scaler; the same margins must hold, and the
@@ -132,7 +132,8 @@ int main(int argc, char **argv)
     m.training = 0; /* evaluation: BN running statistics */
     int correct = 0;
     uint32_t tidx[BATCH];
-    for (int b = 0; b < 1000 / 50; b++) {
+    int held = nt / 50 * 50; /* all of them: with 1000, sampling noise alone was about +-1.2 points */
+    for (int b = 0; b < held / 50; b++) {
         for (int i = 0; i < 50; i++)
             tidx[i] = (uint32_t)(b * 50 + i);
         make_batch(timg, tidx, 50, x);
@@ -145,9 +146,10 @@ int main(int argc, char **argv)
             correct += best == tlab[tidx[i]];
         }
     }
-    TAP_OK(correct > 700, "held-out top-1 %.1f%% on 1000 test images (%s, %lld steps skipped, final loss scale %g)",
-           correct / 10.0, level, (long long)amp.scaler.overflows, amp.scaler.scale);
-    printf("# accuracy %s %.1f\n", level, correct / 10.0);
+    double top1 = 100.0 * correct / (held ? held : 1);
+    TAP_OK(top1 > 70, "held-out top-1 %.2f%% on %d test images (%s, %lld steps skipped, final loss scale %g)", top1, held,
+           level, (long long)amp.scaler.overflows, amp.scaler.scale);
+    printf("# accuracy %s %.2f\n", level, top1);
     dt_amp_free(&amp);
     free(perm);
     free(x);
