@@ -31,7 +31,9 @@
 enum {
     PROBE_MAX_DEPTH = 32,           /* groups inside groups: a link cycle ends here */
     PROBE_MAX_OBJECTS = 1 << 20,    /* objects visited */
-    PROBE_ROW_BYTES = 1 << 20,      /* of a fixed-size dataset, about this much of its first rows */
+    PROBE_ROW_BYTES = 1 << 12,      /* of a fixed-size dataset, about this much of its first rows: enough
+                                     * to go through its type, layout and filters; little, because every
+                                     * rank probes every shard at start (ImageNet: ~600 shards) */
     PROBE_MAX_VLEN = 1 << 24,       /* variable-length elements read in one dataset or attribute */
     PROBE_MAX_ATTR_BYTES = 1 << 26, /* a fixed-size attribute larger than this is not read */
 };
