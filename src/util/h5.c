@@ -63,20 +63,18 @@ int dt_h5_read(hid_t loc, const char *source, const char *what, const char *name
     hid_t ds = dt_h5_open_checked(loc, source, what, name, ndim, shape, NULL);
     if (ds < 0)
         return DT_ERR_INPUT;
-    /* The stored type must be of the wanted kind, and a float one of the IEEE formats (a damaged
-     * datatype message can describe a float of another exponent bias or size: its values would
-     * convert into finite nonsense). */
+    /* Stored floats must be in an IEEE format: a damaged datatype message can describe a float of
+     * another exponent bias or size, whose values HDF5 would convert into finite nonsense. (Other
+     * conversions, such as integer labels read as floats, are HDF5's as before.) */
     hid_t ft = H5Dget_type(ds);
-    H5T_class_t want = H5Tget_class(type), got = ft >= 0 ? H5Tget_class(ft) : H5T_NO_CLASS;
-    int ok = got == want;
-    if (ok && want == H5T_FLOAT)
+    int ok = ft >= 0;
+    if (ok && H5Tget_class(ft) == H5T_FLOAT)
         ok = H5Tequal(ft, H5T_IEEE_F32LE) > 0 || H5Tequal(ft, H5T_IEEE_F32BE) > 0 || H5Tequal(ft, H5T_IEEE_F64LE) > 0 ||
              H5Tequal(ft, H5T_IEEE_F64BE) > 0;
     if (ft >= 0)
         H5Tclose(ft);
     if (!ok) {
-        dt_error("%s: %s %s is not stored as %s", source, what, name,
-                 want == H5T_FLOAT ? "IEEE 32- or 64-bit floats" : want == H5T_INTEGER ? "integers" : "expected");
+        dt_error("%s: %s %s is not stored as IEEE 32- or 64-bit floats", source, what, name);
         H5Dclose(ds);
         return DT_ERR_INPUT;
     }
