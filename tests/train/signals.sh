@@ -24,7 +24,8 @@ wait_for() {
 "$DTRAIN" $args --epochs 3 --results "$DT_TMP/v" "$DT_TMP/fm" >"$DT_TMP/v.out" 2>"$DT_TMP/v.err" &
 pid=$!
 wait_for "$DT_TMP/v.err" "epoch 0 \[5/5\]"
-sleep 0.3   # into the validation pass (about 0.1 s a batch of 20 on one core; 500 batches)
+# at once: the pass (500 batches) has begun or is about to; a signal that lands in the last step
+# instead stops the run before validation, with the same outcome, so no timing can fail this
 kill -TERM $pid
 set +e; wait $pid; rc=$?; set -e
 grep -E "signal|stopped|valid|error" "$DT_TMP/v.err" || true
@@ -43,7 +44,8 @@ wait_for "$DT_TMP/h.err" "epoch 0 \[2/5\]"
 kill -HUP $pid
 set +e; wait $pid; rc=$?; set -e
 [ "$rc" -eq 3 ] || { cat "$DT_TMP/h.err"; fail "SIGHUP: exit $rc, expected 3"; }
-grep -q "stopped by signal 1 at epoch 0, step [1-9]" "$DT_TMP/h.err" || { cat "$DT_TMP/h.err"; fail "SIGHUP: no stop line"; }
+# (on a fast machine the signal may land in the epoch's validation: any epoch and step will do)
+grep -q "stopped by signal 1 at epoch [0-9]*, step [0-9]*: checkpoint in" "$DT_TMP/h.err" || { cat "$DT_TMP/h.err"; fail "SIGHUP: no stop line"; }
 ls "$DT_TMP"/h/*/checkpoint.h5 >/dev/null || fail "SIGHUP: no checkpoint"
 grep -q '"kind":"end","reason":"signal",.*"signal":1,' "$DT_TMP"/h/*/metrics.jsonl || fail "SIGHUP: no end line"
 pass "SIGHUP: checkpoint, end line, exit 3"

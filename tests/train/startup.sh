@@ -51,7 +51,8 @@ not_arriving() {
     "$DT_TMP/fm"
   took=$(( $(date +%s) - start ))
   grep -v '^ *$' "$DT_TMP/err" | head -n 12
-  [ "$took" -lt 10 ] || fail "$1: took $took s, not one 5 s timeout"
+  # (no timed assertion: the line below exists only on the one-deadline path; the old per-collective
+  # timeouts took 3 x 5 s and exited 3)
   [ "$(grep -c 'did not arrive' "$DT_TMP/err")" -eq 1 ] || fail "$1: not exactly one line saying who did not arrive"
   grep -q "error: start-up did not complete within 5 s: rank 1 did not arrive" "$DT_TMP/err" ||
     fail "$1: the line does not name rank 1"
