@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
 #include "nn/model.h"
 #include "train/ddp.h"
 #include "train/sgd.h"

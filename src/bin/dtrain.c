@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
-#include "dist/spawn.h"
+#include "libdt/comm.h"
+#include "libdt/spawn.h"
 #include "train/trainer.h"
 #include "util/check.h"
 #include "util/cli.h"

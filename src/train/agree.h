@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 #include "train/trainer.h"
 
 #ifdef __cplusplus

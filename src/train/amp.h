@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 #include "nn/model.h"
 #include "train/sgd.h"
 

@@ -17,7 +17,7 @@
 
 #include <stddef.h>
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 #include "nn/model.h"
 
 #ifdef __cplusplus

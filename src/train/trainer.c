@@ -25,8 +25,8 @@
 
 #include "data/loader.h"
 #include "data/shard.h"
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
 #include "nn/model.h"
 #ifdef HAVE_CUDA
 #include "nn/cuda/cuda.h"

@@ -1,5 +1,5 @@
-/* cli_main.c: the options every program of the suite shares (cli.h, dt_cli_common). Not in libdtdist:
- * --version needs the build information of libdtcore. */
+/* cli_main.c: the options every program of the suite shares (cli.h, dt_cli_common). Not in libdt
+ * (Makefile.am's LIBDT_SOURCES): --version needs the build information of libdtcore. */
 #include "config.h"
 
 #include <getopt.h>

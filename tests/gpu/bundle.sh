@@ -50,21 +50,7 @@ grep -q '^#define HAVE_CUDA 1' "$B/config.h" || { echo "bundle.sh: $B is not a C
 
 # --- 2. build -----------------------------------------------------------------------------------------
 make -C "$B" -j"$JOBS" dtrain
-if grep -q '^tests_gpu_ops_check_SOURCES' "$B/Makefile"; then
-    make -C "$B" -j"$JOBS" tests/gpu/ops_check
-else # Makefile.am does not list it yet: compile and link it as automake would
-    echo "bundle.sh: Makefile.am has no tests/gpu/ops_check yet; building it with the Makefile's own rules"
-    extra=$(mktemp)
-    trap 'rm -f "$extra"' EXIT
-    cat > "$extra" <<'EOF'
-dt-bundle-ops-check: src/libdtcore.la
-	@$(MKDIR_P) tests/gpu
-	$(COMPILE) -c -o tests/gpu/ops_check.$(OBJEXT) $(top_srcdir)/tests/gpu/ops_check.c
-	$(LIBTOOL) --tag=CC --mode=link $(CCLD) $(AM_CFLAGS) $(CFLAGS) $(AM_LDFLAGS) $(LDFLAGS) \
-	  -o tests/gpu/ops_check$(EXEEXT) tests/gpu/ops_check.$(OBJEXT) $(DT_LIBS)
-EOF
-    make -C "$B" -f Makefile -f "$extra" dt-bundle-ops-check
-fi
+make -C "$B" -j"$JOBS" tests/gpu/ops_check
 BINS=("$B/dtrain" "$B/tests/gpu/ops_check")
 for f in "${BINS[@]}"; do
     if ! file -L "$f" | grep -q ELF; then

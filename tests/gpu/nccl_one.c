@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
 #include "util/check.h"
 #include "util/log.h"
 

@@ -2,7 +2,7 @@
  * options agree; each option that shapes the run, changed on one rank, is the first difference and
  * is named in the line; per-rank options (-j, --threads, -p, --comm-timeout, --results, --run-name)
  * are not compared; another build's option list disagrees at slot 0; the all-reduce (min) is
- * emulated here as MPI does it. And the start-up's one deadline (dist/comm.h, dt_comm_startup): the
+ * emulated here as MPI does it. And the start-up's one deadline (libdt/comm.h, dt_comm_startup): the
  * operations share its budget of waiting, until the caller sets a step. */
 #include "config.h"
 
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 #include "tap.h"
 #include "train/agree.h"
 #include "util/check.h"

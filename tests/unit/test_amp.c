@@ -2,7 +2,7 @@
  * loss scaler: growth after 2000 clean steps, halving on overflow with one log line naming the
  * step, the cap and the floor, a skipped step leaving weights and momentum bit-identical, the
  * inf/NaN check, and the state's round trip through an HDF5 checkpoint group. (Skipping on every
- * rank when one rank overflows: tests/dist/ddp_mpi.sh.) */
+ * rank when one rank overflows: tests/libdt/ddp_mpi.sh.) */
 #include "config.h"
 
 #include <hdf5.h>

@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "dist/launch.h"
+#include "libdt/launch.h"
 #include "tap.h"
 
 /* pick: the index and name dt_launch_pick_gpu gives, or -1 and its reason */

@@ -1,7 +1,7 @@
 /* comm.c: the communicator interface's common parts and the one-rank communicator (comm.h). */
 #include "config.h"
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 
 #include <stdlib.h>
 #include <string.h>

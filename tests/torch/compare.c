@@ -1,4 +1,4 @@
-/* test_torch.c FIXTURE.h5: our engine against PyTorch. Loads the fixture's initial weights, runs the
+/* compare.c FIXTURE.h5: our engine against PyTorch. Loads the fixture's initial weights, runs the
  * fixture's two SGD steps on its batch and compares, per tensor, with what PyTorch computed:
  * logits and loss (norm-wise relative error under 1e-4), every parameter gradient and every weight and
  * BN statistic after each step (under 1e-3), num_batches_tracked exactly.
@@ -28,7 +28,7 @@
 
 #include "nn/model.h"
 #include "nn/state.h"
-#include "tap.h"
+#include "../unit/tap.h"
 #include "train/sgd.h"
 #include "util/arena.h"
 #include "util/check.h"
@@ -359,7 +359,7 @@ static int step(dt_model *m, const float *x, const int32_t *labels, int n, float
 int main(int argc, char **argv)
 {
     if (argc != 2) {
-        fprintf(stderr, "usage: test_torch FIXTURE.h5\n");
+        fprintf(stderr, "usage: compare FIXTURE.h5\n");
         return 2;
     }
     path = argv[1];

@@ -1,4 +1,4 @@
-/* test_ddp.c: data-parallel equivalence, run by tests/dist/ddp_mpi.sh under mpirun (W ranks).
+/* ddp_check.c: data-parallel equivalence, run by tests/libdt/ddp_mpi.sh under mpirun (W ranks).
  * Every rank trains a reference model alone on the whole batch (W x b images) and a DDP replica on
  * its own b images; BN is in eval mode, so the two are the same computation up to fp32 rounding
  * (the mean over W x b is the average of W means over b). Replicas start from different weights:
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
 #include "nn/model.h"
 #include "train/amp.h"
 #include "train/ddp.h"

@@ -3,7 +3,7 @@
  * (dt_launch_set_timeout). */
 #include "config.h"
 
-#include "dist/launch.h"
+#include "libdt/launch.h"
 
 #include <errno.h>
 #include <pthread.h>

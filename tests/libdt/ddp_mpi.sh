@@ -3,13 +3,13 @@
 # against 1 process x 16 images, resnet8, 3 SGD steps with momentum and weight decay, BN in eval
 # mode; with overlap on and off, buckets from 4 KiB to one bucket, and 2 accumulation steps; and
 # SyncBN with BN in training mode, whose batch statistics are then the whole batch's (weights and
-# running statistics compared). tests/unit/test_ddp.c says how.
+# running statistics compared). tests/libdt/ddp_check.c says how.
 . "$top_srcdir/tests/common.sh"
 [ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
 command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
 MPIRUN="mpirun --oversubscribe -x OMP_NUM_THREADS=1"
 [ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-expect_status 0 timeout 300 $MPIRUN -np 4 "$top_builddir/tests/unit/test_ddp" resnet8 4
+expect_status 0 timeout 300 $MPIRUN -np 4 "$top_builddir/tests/libdt/ddp_check" resnet8 4
 cat "$DT_TMP/out"
 [ "$(grep -c "replicas identical yes" "$DT_TMP/out")" -eq 7 ] || fail "not every setting gave identical replicas"
 pass "4 ranks x 4 images = 1 process x 16 images within fp32 rounding, in every DDP setting, SyncBN included"

@@ -1,4 +1,4 @@
-/* dist_probe.c: run under srun or mpirun by the tests in tests/dist (not a TAP test). Each rank prints
+/* rank_probe.c: run under srun or mpirun by the tests in tests/libdt (not a TAP test). Each rank prints
  *   rank R size S local L/LS node N slurm_localid X id OK|BAD|none kind K
  * where the id is a 128-byte value (an NCCL unique id's size) that rank 0 makes and every rank
  * receives: through the PMI2 key-value store under PMI2, through MPI under MPI. Exits non-zero
@@ -7,7 +7,7 @@
  *   hang R   rank R sleeps instead of joining
  *   die R    rank R kills itself (SIGKILL)
  *   sleep    every rank sleeps 60 s (for signal tests)
- * Spawning (dist/spawn.h, as dtrain --nproc-per-node; run with DT_SPAWN_CPU=1 on a CPU):
+ * Spawning (libdt/spawn.h, as dtrain --nproc-per-node; run with DT_SPAWN_CPU=1 on a CPU):
  *   spawn N [ARGS...]  fork N workers running this program with ARGS, and wait for them
  *   exit R             (a worker) rank R exits with status 3 at once, the others sleep 30 s */
 #include "config.h"
@@ -18,9 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/comm.h"
-#include "dist/launch.h"
-#include "dist/spawn.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
+#include "libdt/spawn.h"
 #include "util/check.h"
 #include "util/log.h"
 

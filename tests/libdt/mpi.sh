@@ -31,7 +31,7 @@ pass "one process and mpirun -np 4: every collective correct"
 # a rank that never reaches the barrier: the others time out after 3 s and end the job
 start=$(date +%s)
 expect_status_nonzero() { set +e; "$@" >"$DT_TMP/out" 2>"$DT_TMP/err"; got=$?; set -e; [ "$got" -ne 0 ] || fail "'$*' succeeded"; }
-expect_status_nonzero timeout 60 $MPIRUN -np 3 -x DT_TIMEOUT=3 "$top_builddir/tests/unit/dist_probe" hang 2
+expect_status_nonzero timeout 60 $MPIRUN -np 3 -x DT_TIMEOUT=3 "$top_builddir/tests/libdt/rank_probe" hang 2
 took=$(( $(date +%s) - start ))
 cat "$DT_TMP/err" | grep -v "^\[" | head -n 8
 grep -q "barrier (operation 2, step 17) did not complete within 3 s: rank 2 did not arrive" "$DT_TMP/err" ||

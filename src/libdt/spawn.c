@@ -1,7 +1,7 @@
 /* spawn.c: forked local workers and their watcher (contract in spawn.h). */
 #include "config.h"
 
-#include "dist/spawn.h"
+#include "libdt/spawn.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/half.h"

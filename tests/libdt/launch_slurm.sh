@@ -6,7 +6,7 @@
 . "$top_srcdir/tests/common.sh"
 . "$top_srcdir/tests/slurm/cluster.sh"
 [ "${DT_HAVE_PMI2:-no}" = yes ] || skip "built without PMI2 (Debian: libpmi2-0-dev)"
-probe="$top_builddir/tests/unit/dist_probe"
+probe="$top_builddir/tests/libdt/rank_probe"
 cluster_start
 pass "a 2-node Slurm cluster is up"
 
@@ -57,17 +57,17 @@ pass "kill -9 of rank 3: the others name it after the 3 s timeout, step exit $rc
 # SIGTERM to the job: every task ends, none is left behind
 srun --mpi=pmix -N2 -n4 "$probe" sleep >/dev/null 2>&1 &
 spid=$!
-k=0; while [ "$(pgrep -c -x dist_probe || true)" -lt 4 ] && [ $k -lt 100 ]; do sleep 0.1; k=$((k + 1)); done
-[ "$(pgrep -c -x dist_probe || true)" -ge 4 ] || fail "the 4 sleeping tasks did not start"
+k=0; while [ "$(pgrep -c -x rank_probe || true)" -lt 4 ] && [ $k -lt 100 ]; do sleep 0.1; k=$((k + 1)); done
+[ "$(pgrep -c -x rank_probe || true)" -ge 4 ] || fail "the 4 sleeping tasks did not start"
 scancel --signal=TERM "$(squeue -h -o %i | head -n 1)"
-k=0; while [ "$(pgrep -c -x dist_probe || true)" -gt 0 ] && [ $k -lt 150 ]; do sleep 0.1; k=$((k + 1)); done
-left=$(pgrep -c -x dist_probe || true)
+k=0; while [ "$(pgrep -c -x rank_probe || true)" -gt 0 ] && [ $k -lt 150 ]; do sleep 0.1; k=$((k + 1)); done
+left=$(pgrep -c -x rank_probe || true)
 wait $spid 2>/dev/null || true
 [ "$left" -eq 0 ] || fail "SIGTERM: $left tasks still running after 15 s"
 pass "SIGTERM to the job: all 4 tasks gone within $((k / 10)) s"
 
 # libdt's host collectives under PMI2 (no MPI): dt_init refuses in one line, saying how to start
-${CC:-cc} -I"$top_srcdir/src/dist" "$top_srcdir/doc/examples/dt_example.c" -o "$DT_TMP/dt_example" \
+${CC:-cc} -I"$top_srcdir/src/libdt" "$top_srcdir/doc/examples/dt_example.c" -o "$DT_TMP/dt_example" \
   -L"$top_builddir/src/.libs" -ldt -Wl,-rpath,"$top_builddir/src/.libs" || fail "the example does not build"
 set +e; timeout 60 srun --mpi=pmi2 -N2 -n2 "$DT_TMP/dt_example" >"$DT_TMP/out" 2>"$DT_TMP/err"; rc=$?; set -e
 [ "$rc" -ne 0 ] || fail "host collectives under PMI2 should be refused"

@@ -21,7 +21,7 @@
 #include <mpi.h>
 #endif
 
-#include "dist/comm.h"
+#include "libdt/comm.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"

@@ -1,10 +1,10 @@
-/* test_train_fmnist.c IMAGES LABELS TEST_IMAGES TEST_LABELS [LEVEL]: training a resnet20 on real Fashion-MNIST
+/* fmnist_train.c IMAGES LABELS TEST_IMAGES TEST_LABELS [LEVEL]: training a resnet20 on real Fashion-MNIST
  * (IDX files, uncompressed) for 300 steps of 64 images must clearly drive the loss down and reach a
  * useful accuracy on the 10000 held-out test images. Margins, not timings:
  *   mean loss of the last 20 steps < 0.55 x mean loss of the first 20 steps, test top-1 > 70%
  * (measured here: about 2.3 -> 0.5, and 80-85% top-1). LEVEL (O0, O1, O2, O3, O2-bf16, O3-bf16) trains
  * under that mixed-precision level with its loss scaler; the same margins must hold, and the
- * last line reports the accuracy for tests/train_fmnist_amp.sh to compare with O0's. */
+ * last line reports the accuracy for tests/train/fmnist_amp.sh to compare with O0's. */
 #include "config.h"
 
 #include <math.h>
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "nn/model.h"
-#include "tap.h"
+#include "../unit/tap.h"
 #include "train/amp.h"
 #include "train/sgd.h"
 #include "util/check.h"
@@ -65,7 +65,7 @@ static void make_batch(const unsigned char *img, const uint32_t *idx, int n, flo
 int main(int argc, char **argv)
 {
     if (argc != 5 && argc != 6) {
-        fprintf(stderr, "usage: test_train_fmnist IMAGES LABELS TEST_IMAGES TEST_LABELS [O0|O1|O2|O3[-bf16]]\n");
+        fprintf(stderr, "usage: fmnist_train IMAGES LABELS TEST_IMAGES TEST_LABELS [O0|O1|O2|O3[-bf16]]\n");
         return 2;
     }
     const char *level = argc == 6 ? argv[5] : "O0";

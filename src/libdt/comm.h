@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dist/dt.h"
-#include "dist/launch.h"
+#include "libdt/dt.h"
+#include "libdt/launch.h"
 
 #ifdef __cplusplus
 extern "C" {

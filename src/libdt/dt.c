@@ -1,12 +1,12 @@
 /* dt.c: libdt's public API (dt.h) over the launch and communicator layers. */
 #include "config.h"
 
-#include "dist/dt.h"
+#include "libdt/dt.h"
 
 #include <stdlib.h>
 
-#include "dist/comm.h"
-#include "dist/launch.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
 #include "util/check.h"
 #include "util/log.h"
 
