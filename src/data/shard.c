@@ -16,6 +16,7 @@
 
 #include "util/atomic.h"
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/crc.h"
 #include "util/h5.h"
 #include "util/log.h"
@@ -94,39 +95,14 @@ void dt_shard_writer_init(dt_shard_writer *w, const dt_shard_spec *spec, int ind
     w->index = index;
 }
 
-static int grow(void **p, size_t elem, int64_t need, int64_t *cap)
-{
-    if (need <= *cap)
-        return DT_OK;
-    int64_t n = *cap ? *cap : 1024;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q)
-        return DT_ERR_NOMEM;
-    *p = q;
-    *cap = n;
-    return DT_OK;
-}
-
 int dt_shard_writer_add(dt_shard_writer *w, const uint8_t *data, size_t bytes, int32_t label, const char *name)
 {
-    if (w->bytes + bytes > w->cap) {
-        size_t n = w->cap ? w->cap : (size_t)1 << 20;
-        while (n < w->bytes + bytes)
-            n *= 2;
-        uint8_t *q = realloc(w->data, n);
-        if (!q)
-            return DT_ERR_NOMEM;
-        w->data = q;
-        w->cap = n;
-    }
-    int64_t cap = w->cap_items, cap2 = w->cap_items, cap3 = w->cap_items;
-    if (grow((void **)&w->offsets, sizeof(int64_t), w->count + 2, &cap) ||
-        grow((void **)&w->labels, sizeof(int32_t), w->count + 2, &cap2) ||
-        grow((void **)&w->names, sizeof(char *), w->count + 2, &cap3))
+    size_t need = (size_t)w->count + 2;
+    if (dt_grow((void **)&w->data, &w->cap, w->bytes + bytes, 1) ||
+        dt_grow((void **)&w->offsets, &w->cap_offsets, need, sizeof *w->offsets) ||
+        dt_grow((void **)&w->labels, &w->cap_labels, need, sizeof *w->labels) ||
+        dt_grow((void **)&w->names, &w->cap_names, need, sizeof *w->names))
         return DT_ERR_NOMEM;
-    w->cap_items = cap < cap2 ? (cap < cap3 ? cap : cap3) : (cap2 < cap3 ? cap2 : cap3);
     memcpy(w->data + w->bytes, data, bytes);
     w->offsets[w->count] = (int64_t)w->bytes;
     w->labels[w->count] = label;
@@ -310,7 +286,8 @@ int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)
     }
     dt_manifest_entry *e = NULL;
     int *lines = NULL;
-    int n = 0, cap = 0, lineno = 0, rc = DT_OK;
+    int n = 0, lineno = 0, rc = DT_OK;
+    size_t cap_e = 0, cap_lines = 0;
     while (rc == DT_OK && fgets(line, sizeof line, f)) {
         lineno++;
         if (lineno == 1 && strncmp(line, DT_MANIFEST_HEADER, strlen(DT_MANIFEST_HEADER)) != 0) {
@@ -320,18 +297,10 @@ int dt_manifest_read(const char *dir, dt_manifest_entry **out, int *n_out)
         }
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            dt_manifest_entry *q = realloc(e, (size_t)cap * sizeof *e);
-            int *ql = q ? realloc(lines, (size_t)cap * sizeof *lines) : NULL;
-            if (q)
-                e = q;
-            if (ql)
-                lines = ql;
-            if (!q || !ql) {
-                rc = DT_ERR_NOMEM;
-                break;
-            }
+        if (dt_grow((void **)&e, &cap_e, (size_t)n + 1, sizeof *e) ||
+            dt_grow((void **)&lines, &cap_lines, (size_t)n + 1, sizeof *lines)) {
+            rc = DT_ERR_NOMEM;
+            break;
         }
         dt_manifest_entry *m = &e[n];
         long long count = -1;

@@ -49,7 +49,7 @@ typedef struct dt_shard_writer {
     int64_t *offsets;           /* encoded: count + 1 */
     int32_t *labels;
     char **names;               /* source names (may be NULL entries) */
-    int64_t cap_items;
+    size_t cap_offsets, cap_labels, cap_names; /* allocated elements of each array */
 } dt_shard_writer;
 
 void dt_shard_writer_init(dt_shard_writer *w, const dt_shard_spec *spec, int index);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/clock.h"
 #include "util/half.h"
 #include "util/log.h"
@@ -22,24 +23,9 @@
 static int alloc_params(dt_model *m);
 static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc *d);
 
-static int grow(void **arr, int *cap, int need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    int nc = *cap ? *cap * 2 : 64;
-    while (nc < need)
-        nc *= 2;
-    void *p = realloc(*arr, (size_t)nc * elem);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = nc;
-    return 0;
-}
-
 static int new_value(dt_model *m, int c, int producer)
 {
-    if (m->build_error || grow((void **)&m->values, &m->cap_values, m->n_values + 1, sizeof(dt_value))) {
+    if (m->build_error || dt_grow((void **)&m->values, &m->cap_values, (size_t)m->n_values + 1, sizeof(dt_value))) {
         m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
         return -1;
     }
@@ -55,7 +41,7 @@ static dt_node *new_node(dt_model *m, enum dt_op_kind op, const char *name, int 
         m->build_error = DT_ERR_STATE;
         return NULL;
     }
-    if (grow((void **)&m->nodes, &m->cap_nodes, m->n_nodes + 1, sizeof(dt_node))) {
+    if (dt_grow((void **)&m->nodes, &m->cap_nodes, (size_t)m->n_nodes + 1, sizeof(dt_node))) {
         m->build_error = DT_ERR_NOMEM;
         return NULL;
     }
@@ -87,7 +73,7 @@ static int finish_node(dt_model *m, dt_node *n, int c)
 static int new_param(dt_model *m, const char *module, const char *leaf, enum dt_param_kind kind, int ndim,
                      const int *shape, enum dt_init init)
 {
-    if (m->build_error || grow((void **)&m->params, &m->cap_params, m->n_params + 1, sizeof(dt_param))) {
+    if (m->build_error || dt_grow((void **)&m->params, &m->cap_params, (size_t)m->n_params + 1, sizeof(dt_param))) {
         m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
         return -1;
     }

@@ -91,11 +91,14 @@ typedef struct dt_model {
     int in_c, num_classes;
     const dt_backend *be;
     dt_node *nodes;
-    int n_nodes, cap_nodes;
+    int n_nodes;
+    size_t cap_nodes;
     dt_value *values;
-    int n_values, cap_values;
+    int n_values;
+    size_t cap_values;
     dt_param *params;
-    int n_params, cap_params;
+    int n_params;
+    size_t cap_params;
     int input, output;      /* value indices */
     const float *x;         /* the input of the last forward (the caller's memory) */
     int build_error;        /* set by a builder call that failed; checked by dt_model_create */

@@ -20,6 +20,7 @@
 #include "data/image.h"
 #include "data/shard.h"
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/clock.h"
 #include "util/log.h"
 
@@ -193,7 +194,8 @@ static void progress_show(progress *p, int final)
 typedef struct split_out {
     dt_shard_writer w;
     dt_manifest_entry *e;
-    int n, cap;
+    int n;
+    size_t cap;
     int64_t shard_bytes;
 } split_out;
 
@@ -201,13 +203,7 @@ static int split_flush(split_out *so, dt_pack_stats *st)
 {
     if (!so->w.count)
         return DT_OK;
-    if (so->n == so->cap) {
-        so->cap = so->cap ? 2 * so->cap : 64;
-        dt_manifest_entry *q = realloc(so->e, (size_t)so->cap * sizeof *q);
-        if (!q)
-            return DT_ERR_NOMEM;
-        so->e = q;
-    }
+    DT_TRY(dt_grow((void **)&so->e, &so->cap, (size_t)so->n + 1, sizeof *so->e));
     dt_manifest_entry *m = &so->e[so->n];
     memset(m, 0, sizeof *m);
     snprintf(m->split, sizeof m->split, "%s", so->w.spec.split);
@@ -270,7 +266,8 @@ static int list_dir(const char *dir, int want_dirs, char ***out, int *n_out)
         return DT_ERR_INPUT;
     }
     char **v = NULL;
-    int n = 0, cap = 0, rc = DT_OK;
+    int n = 0, rc = DT_OK;
+    size_t cap = 0;
     struct dirent *de;
     while ((de = readdir(d))) {
         if (de->d_name[0] == '.')
@@ -280,14 +277,9 @@ static int list_dir(const char *dir, int want_dirs, char ***out, int *n_out)
         snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
         if (stat(p, &s) != 0 || (want_dirs ? !S_ISDIR(s.st_mode) : !S_ISREG(s.st_mode)))
             continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            char **q = realloc(v, (size_t)cap * sizeof *q);
-            if (!q) {
-                rc = DT_ERR_NOMEM;
-                break;
-            }
-            v = q;
+        if (dt_grow((void **)&v, &cap, (size_t)n + 1, sizeof *v)) {
+            rc = DT_ERR_NOMEM;
+            break;
         }
         if (!(v[n] = strdup(de->d_name))) {
             rc = DT_ERR_NOMEM;
@@ -407,7 +399,8 @@ static void process_item(item *it, const dt_pack_opts *o)
 static int list_split(const char *root, char **classes, int n_classes, item **out, int64_t *n_out)
 {
     item *v = NULL;
-    int64_t n = 0, cap = 0;
+    int64_t n = 0;
+    size_t cap = 0;
     int rc = DT_OK;
     for (int c = 0; c < n_classes && rc == DT_OK; c++) {
         char dir[8192];
@@ -420,14 +413,9 @@ static int list_split(const char *root, char **classes, int n_classes, item **ou
         if ((rc = list_dir(dir, 0, &files, &nf)) != DT_OK)
             break;
         for (int i = 0; i < nf && rc == DT_OK; i++) {
-            if (n == cap) {
-                cap = cap ? 2 * cap : 4096;
-                item *q = realloc(v, (size_t)cap * sizeof *q);
-                if (!q) {
-                    rc = DT_ERR_NOMEM;
-                    break;
-                }
-                v = q;
+            if (dt_grow((void **)&v, &cap, (size_t)n + 1, sizeof *v)) {
+                rc = DT_ERR_NOMEM;
+                break;
             }
             item *it = &v[n];
             memset(it, 0, sizeof *it);

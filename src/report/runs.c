@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 #define MAX_METRICS_BYTES (1024L << 20) /* metrics.jsonl: ~250 bytes a line; what is kept is smaller */
@@ -80,12 +81,11 @@ int dt_run_note_add(dt_run *r, int state, const char *detail, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    dt_run_note *n = realloc(r->notes, (r->n_notes + 1) * sizeof *n);
-    if (!n) {
+    if (dt_grow((void **)&r->notes, &r->cap_notes, r->n_notes + 1, sizeof *r->notes)) {
         dt_error("out of memory for a note on %s", r->dir ? r->dir : "a run");
         return DT_ERR_NOMEM;
     }
-    r->notes = n;
+    dt_run_note *n = r->notes;
     n[r->n_notes].text = strdup(text);
     n[r->n_notes].detail = detail ? strdup(detail) : NULL;
     if (!n[r->n_notes].text || (detail && !n[r->n_notes].detail)) {
@@ -272,20 +272,6 @@ out:
     return rc;
 }
 
-/* grows *p (n used, *cap allocated) to hold one more element of size sz */
-static int grow(void **p, size_t n, size_t *cap, size_t sz)
-{
-    if (n < *cap)
-        return DT_OK;
-    size_t c = *cap ? *cap * 2 : 16;
-    void *q = realloc(*p, c * sz);
-    if (!q)
-        return DT_ERR_NOMEM;
-    *p = q;
-    *cap = c;
-    return DT_OK;
-}
-
 /* One line's object into an epoch or step record. NULL when it checks, else the offending field. */
 static const char *read_epoch(json_t *j, dt_run_epoch *e)
 {
@@ -427,8 +413,8 @@ static int reader_line(metrics_reader *m, const char *s, size_t n, int last)
                 }
                 r->ep[k - 1] = e;
                 m->ep_line[k - 1] = line;
-            } else if (grow((void **)&r->ep, r->n_ep, &m->cap_ep, sizeof *r->ep) ||
-                       grow((void **)&m->ep_line, r->n_ep, &m->cap_el, sizeof *m->ep_line)) {
+            } else if (dt_grow((void **)&r->ep, &m->cap_ep, r->n_ep + 1, sizeof *r->ep) ||
+                       dt_grow((void **)&m->ep_line, &m->cap_el, r->n_ep + 1, sizeof *m->ep_line)) {
                 json_decref(j);
                 return DT_ERR_NOMEM;
             } else {
@@ -439,7 +425,7 @@ static int reader_line(metrics_reader *m, const char *s, size_t n, int last)
     } else if (j && kind && !strcmp(kind, "step")) {
         dt_run_step st;
         if (!(bad = read_step(j, &st))) {
-            if (grow((void **)&r->st, r->n_st, &m->cap_st, sizeof *r->st)) {
+            if (dt_grow((void **)&r->st, &m->cap_st, r->n_st + 1, sizeof *r->st)) {
                 json_decref(j);
                 return DT_ERR_NOMEM;
             }
@@ -623,11 +609,8 @@ int dt_run_read_metrics(dt_run *r, FILE *f, size_t chunk)
 
 int dt_runs_append(dt_run_set *s, dt_run *r)
 {
-    dt_run *p = realloc(s->runs, (s->n + 1) * sizeof *p);
-    if (!p)
-        return DT_ERR_NOMEM;
-    s->runs = p;
-    p[s->n++] = *r;
+    DT_TRY(dt_grow((void **)&s->runs, &s->cap, s->n + 1, sizeof *s->runs));
+    s->runs[s->n++] = *r;
     memset(r, 0, sizeof *r);
     return DT_OK;
 }

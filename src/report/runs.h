@@ -89,7 +89,7 @@ typedef struct dt_run {
     int end_signal, end_epoch;
     long long end_step;
     dt_run_note *notes;
-    size_t n_notes;
+    size_t n_notes, cap_notes;
     /* derived by dt_runs_compute; NaN or -1 where there is nothing to show */
     double img_s;       /* steady-state train img/s */
     double epoch_time;  /* median of the epochs' time_s */
@@ -105,7 +105,7 @@ typedef struct dt_run {
 typedef struct dt_run_set {
     dt_run *runs; /* after dt_runs_compute: the table's runs first, ordered by (arch, dataset, ranks,
                    * name), then those without a row ordered by dir */
-    size_t n;
+    size_t n, cap;
     char **sources; /* the PATHs as given */
     size_t n_sources;
 } dt_run_set;

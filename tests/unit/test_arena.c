@@ -1,5 +1,6 @@
 /* test_arena.c: planning gives the offsets real carving uses; alignment; exhaustion and overflow
- * refused with a message naming the arena; mark/reset reuse; external buffers; free. */
+ * refused with a message naming the arena; mark/reset reuse; external buffers; free. And the
+ * growing arrays' one helper (util/grow.h): contents kept, doubling, overflow refused. */
 #include "config.h"
 
 #include <stdint.h>
@@ -9,6 +10,7 @@
 #include "tap.h"
 #include "util/arena.h"
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 static const size_t sizes[] = {3, 64, 1, 1000, 0, 4096, 65, 7};
@@ -100,6 +102,29 @@ int main(void)
     TAP_OK(dt_arena_init(&big, "huge", SIZE_MAX - 10) == DT_ERR_NOMEM && big.base == NULL,
            "an impossible size is refused with DT_ERR_NOMEM");
     dt_arena_free(&big);
+
+    int *v = NULL;
+    size_t cap = 0, reallocs = 0, ok = 1;
+    for (int i = 0; i < 1000; i++) {
+        size_t before = cap;
+        if (dt_grow((void **)&v, &cap, (size_t)i + 1, sizeof *v) != DT_OK) {
+            ok = 0;
+            break;
+        }
+        reallocs += cap != before;
+        v[i] = i;
+    }
+    for (int i = 0; ok && i < 1000; i++)
+        ok = v[i] == i;
+    TAP_OK(ok && cap >= 1000, "dt_grow: 1000 appends keep every element (capacity %zu)", cap);
+    TAP_OK(reallocs <= 7, "dt_grow: capacity doubles (%zu reallocations for 1000 appends)", reallocs);
+    size_t cap_before = cap;
+    int *v_before = v;
+    TAP_OK(dt_grow((void **)&v, &cap, 10, sizeof *v) == DT_OK && cap == cap_before && v == v_before,
+           "dt_grow: a need within the capacity changes nothing");
+    TAP_OK(dt_grow((void **)&v, &cap, SIZE_MAX / 2, sizeof *v) == DT_ERR_NOMEM && v == v_before && cap == cap_before,
+           "dt_grow: an overflowing size is refused, the array kept");
+    free(v);
     tap_log_end();
     return tap_done();
 }
