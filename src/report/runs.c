@@ -1,6 +1,7 @@
-/* runs.c: reading dtrain's run.json and metrics.jsonl, and deriving each run's numbers (runs.h
- * states the rules; load.c finds the run directories and opens their files). Every value comes from jansson's parse of one line and is checked for type and
- * range before it counts; anything else becomes a note. */
+/* runs.c: a run's record (dt_run_init, notes) filled from dtrain's run.json and metrics.jsonl
+ * (runs.h states the rules; load.c finds the run directories and opens their files, derive.c
+ * derives the numbers). Every value comes from jansson's parse of one line and is checked for type
+ * and range before it counts; anything else becomes a note. */
 #include "config.h"
 
 #include "report/runs.h"
@@ -64,8 +65,8 @@ void dt_run_free(dt_run *r)
     free(r->dataset);
     free(r->device);
     free(r->precision);
-    free(r->ep);
-    free(r->st);
+    free(r->epoch_lines);
+    free(r->step_lines);
     for (size_t i = 0; i < r->n_notes; i++) {
         free(r->notes[i].text);
         free(r->notes[i].detail);
@@ -368,10 +369,10 @@ static int blank(const char *p, size_t n)
  * dt_run_read_metrics (a stream) cut the file into lines and hand each to reader_line. */
 typedef struct metrics_reader {
     dt_run *r;
-    size_t cap_ep, cap_st, cap_el;
+    size_t cap_epoch_lines, cap_step_lines, cap_line_no;
     long line, dups, dup_epoch, dup_first, dup_second;
-    long *ep_line; /* the line each kept epoch came from, for the duplicate note */
-    int done;      /* a line ended the reading with a note (the run is skipped or partial) */
+    long *epoch_line_no; /* the line each kept epoch came from, for the duplicate note */
+    int done;            /* a line ended the reading with a note (the run is skipped or partial) */
 } metrics_reader;
 
 static void reader_init(metrics_reader *m, dt_run *r)
@@ -402,34 +403,36 @@ static int reader_line(metrics_reader *m, const char *s, size_t n, int last)
     if (j && kind && !strcmp(kind, "epoch")) {
         dt_run_epoch e;
         if (!(bad = read_epoch(j, &e))) {
-            size_t k = r->n_ep;
-            while (k > 0 && r->ep[k - 1].epoch != e.epoch)
+            size_t k = r->n_epoch_lines;
+            while (k > 0 && r->epoch_lines[k - 1].epoch != e.epoch)
                 k--;
             if (k > 0) { /* logged before: the last line counts */
                 if (!m->dups++) {
                     m->dup_epoch = e.epoch;
-                    m->dup_first = m->ep_line[k - 1];
+                    m->dup_first = m->epoch_line_no[k - 1];
                     m->dup_second = line;
                 }
-                r->ep[k - 1] = e;
-                m->ep_line[k - 1] = line;
-            } else if (dt_grow((void **)&r->ep, &m->cap_ep, r->n_ep + 1, sizeof *r->ep) ||
-                       dt_grow((void **)&m->ep_line, &m->cap_el, r->n_ep + 1, sizeof *m->ep_line)) {
+                r->epoch_lines[k - 1] = e;
+                m->epoch_line_no[k - 1] = line;
+            } else if (dt_grow((void **)&r->epoch_lines, &m->cap_epoch_lines, r->n_epoch_lines + 1,
+                               sizeof *r->epoch_lines) ||
+                       dt_grow((void **)&m->epoch_line_no, &m->cap_line_no, r->n_epoch_lines + 1,
+                               sizeof *m->epoch_line_no)) {
                 json_decref(j);
                 return DT_ERR_NOMEM;
             } else {
-                m->ep_line[r->n_ep] = line;
-                r->ep[r->n_ep++] = e;
+                m->epoch_line_no[r->n_epoch_lines] = line;
+                r->epoch_lines[r->n_epoch_lines++] = e;
             }
         }
     } else if (j && kind && !strcmp(kind, "step")) {
         dt_run_step st;
         if (!(bad = read_step(j, &st))) {
-            if (dt_grow((void **)&r->st, &m->cap_st, r->n_st + 1, sizeof *r->st)) {
+            if (dt_grow((void **)&r->step_lines, &m->cap_step_lines, r->n_step_lines + 1, sizeof *r->step_lines)) {
                 json_decref(j);
                 return DT_ERR_NOMEM;
             }
-            r->st[r->n_st++] = st;
+            r->step_lines[r->n_step_lines++] = st;
         }
     } else if (j && kind && !strcmp(kind, "end")) {
         if (!(bad = read_end(j, r)))
@@ -465,18 +468,18 @@ static int reader_finish(metrics_reader *m, int rc)
                              "%ld epoch line%s repeated (the first: epoch %ld at lines %ld and %ld); "
                              "the last of each counts",
                              m->dups, m->dups > 1 ? "s" : "", m->dup_epoch, m->dup_first, m->dup_second);
-    free(m->ep_line);
-    m->ep_line = NULL;
+    free(m->epoch_line_no);
+    m->epoch_line_no = NULL;
     if (rc == DT_ERR_NOMEM)
         dt_error("out of memory reading %s/metrics.jsonl", r->dir ? r->dir : "a run");
     if (rc != DT_OK)
         return rc;
     if (r->state == DT_RUN_SKIPPED) { /* no number from a file that did not check */
-        r->n_ep = r->n_st = 0;
+        r->n_epoch_lines = r->n_step_lines = 0;
         return DT_OK;
     }
-    if (r->n_ep > 1)
-        qsort(r->ep, r->n_ep, sizeof *r->ep, cmp_epoch);
+    if (r->n_epoch_lines > 1)
+        qsort(r->epoch_lines, r->n_epoch_lines, sizeof *r->epoch_lines, cmp_epoch);
     char how[128] = ""; /* a stop dtrain wrote down */
     if (r->ended && !strcmp(r->end_reason, "signal"))
         snprintf(how, sizeof how, "stopped by signal %d at epoch %d, step %lld (resumable)", r->end_signal,
@@ -485,20 +488,21 @@ static int reader_finish(metrics_reader *m, int rc)
         snprintf(how, sizeof how, "stopped by --max-steps at epoch %d, step %lld", r->end_epoch, r->end_step);
     else if (r->ended && !strcmp(r->end_reason, "diverged"))
         snprintf(how, sizeof how, "diverged (NaN or inf) at epoch %d, step %lld", r->end_epoch, r->end_step);
-    if (!r->n_ep)
+    if (!r->n_epoch_lines)
         return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s%sno complete epoch yet (%zu print interval%s logged): no row",
-                               how, *how ? "; " : "", r->n_st, r->n_st == 1 ? "" : "s");
-    int done = r->epochs > 0 && r->ep[r->n_ep - 1].epoch >= r->epochs - 1;
-    for (size_t i = 0; i < r->n_ep && !done && isfinite(r->desired_acc); i++)
-        done = isfinite(r->ep[i].val_top1) && r->ep[i].val_top1 >= r->desired_acc;
+                               how, *how ? "; " : "", r->n_step_lines, r->n_step_lines == 1 ? "" : "s");
+    int done = r->epochs > 0 && r->epoch_lines[r->n_epoch_lines - 1].epoch >= r->epochs - 1;
+    for (size_t i = 0; i < r->n_epoch_lines && !done && isfinite(r->desired_acc); i++)
+        done = isfinite(r->epoch_lines[i].val_top1) && r->epoch_lines[i].val_top1 >= r->desired_acc;
     if (!done && r->have_config && *how) {
         r->stopped = 1;
-        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s: %zu of %d epochs logged", how, r->n_ep, r->epochs);
+        return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s: %zu of %d epochs logged", how, r->n_epoch_lines,
+                               r->epochs);
     }
     if (!done && r->have_config) {
         r->in_progress = 1;
         return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "in progress (or killed before its end line): %zu of %d epochs "
-                               "logged", r->n_ep, r->epochs);
+                               "logged", r->n_epoch_lines, r->epochs);
     }
     return DT_OK;
 }
@@ -605,196 +609,4 @@ int dt_run_read_metrics(dt_run *r, FILE *f, size_t chunk)
     free(in);
     free(line);
     return reader_finish(&m, rc);
-}
-
-int dt_runs_append(dt_run_set *s, dt_run *r)
-{
-    DT_TRY(dt_grow((void **)&s->runs, &s->cap, s->n + 1, sizeof *s->runs));
-    s->runs[s->n++] = *r;
-    memset(r, 0, sizeof *r);
-    return DT_OK;
-}
-
-int dt_run_in_table(const dt_run *r)
-{
-    return r->have_config && r->state != DT_RUN_SKIPPED && r->n_ep > 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* median of v[0..n) (sorted in place); NaN for n == 0 */
-static double median(double *v, size_t n)
-{
-    if (!n)
-        return NAN;
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static int derive(dt_run *r)
-{
-    size_t m = r->n_st > r->n_ep ? r->n_st : r->n_ep;
-    double *v = malloc((m ? m : 1) * sizeof *v);
-    if (!v)
-        return DT_ERR_NOMEM;
-    /* warm-up: the first print interval of each run of step lines of one epoch with rising epoch_step */
-    for (size_t i = 0, start = 0; i < r->n_st; i++) {
-        const dt_run_step *a = &r->st[i], *b = i + 1 < r->n_st ? &r->st[i + 1] : NULL;
-        int ends = !b || b->epoch != a->epoch ||
-                   (a->epoch_step >= 0 && b->epoch_step >= 0 && b->epoch_step <= a->epoch_step);
-        if (ends) {
-            r->st[start].warmup = i > start; /* an epoch's only interval counts */
-            start = i + 1;
-        }
-    }
-    size_t n = 0;
-    for (size_t i = 0; i < r->n_st; i++)
-        if (!r->st[i].warmup)
-            v[n++] = r->st[i].img_per_s;
-    if (!n)
-        for (size_t i = 0; i < r->n_ep; i++)
-            v[n++] = r->ep[i].img_per_s;
-    r->img_s = median(v, n);
-    double sum = 0, best1 = -1, best5 = -1;
-    for (size_t i = 0; i < r->n_ep; i++) {
-        const dt_run_epoch *e = &r->ep[i];
-        v[i] = e->time_s;
-        sum += e->time_s;
-        if (isfinite(e->val_top1) && e->val_top1 > best1) {
-            best1 = e->val_top1;
-            r->best_top1_epoch = e->epoch;
-        }
-        if (isfinite(e->val_top5) && e->val_top5 > best5) {
-            best5 = e->val_top5;
-            r->best_top5_epoch = e->epoch;
-        }
-        if (isfinite(r->desired_acc) && r->acc_epoch < 0 && isfinite(e->val_top1) && e->val_top1 >= r->desired_acc) {
-            r->acc_epoch = e->epoch;
-            r->time_to_acc = sum;
-        }
-    }
-    r->best_top1 = best1 >= 0 ? best1 : NAN;
-    r->best_top5 = best5 >= 0 ? best5 : NAN;
-    r->train_time = r->n_ep ? sum : NAN;
-    r->epoch_time = median(v, r->n_ep);
-    free(v);
-    return DT_OK;
-}
-
-static int same_config(const dt_run *a, const dt_run *b)
-{
-    return !strcmp(a->arch, b->arch) && !strcmp(a->dataset, b->dataset) && !strcmp(a->device, b->device) &&
-           a->batch_per_rank == b->batch_per_rank && a->opt_level == b->opt_level &&
-           !strcmp(a->precision, b->precision);
-}
-
-static int cmp_run(const void *pa, const void *pb)
-{
-    const dt_run *a = pa, *b = pb;
-    int ta = dt_run_in_table(a), tb = dt_run_in_table(b), c;
-    if (ta != tb)
-        return tb - ta;
-    if (ta) {
-        if ((c = strcmp(a->arch, b->arch)) || (c = strcmp(a->dataset, b->dataset)))
-            return c;
-        if (a->world_size != b->world_size)
-            return a->world_size < b->world_size ? -1 : 1;
-        if ((c = strcmp(a->name, b->name)))
-            return c;
-    }
-    return strcmp(a->dir, b->dir);
-}
-
-int dt_runs_compute(dt_run_set *s)
-{
-    /* names: a name two runs share becomes each one's dir */
-    int *clash = calloc(s->n ? s->n : 1, sizeof *clash);
-    if (!clash)
-        return DT_ERR_NOMEM;
-    for (size_t i = 0; i < s->n; i++)
-        for (size_t k = i + 1; k < s->n; k++)
-            if (!strcmp(s->runs[i].name, s->runs[k].name))
-                clash[i] = clash[k] = 1;
-    int rc = DT_OK;
-    for (size_t i = 0; i < s->n && rc == DT_OK; i++) {
-        dt_run *r = &s->runs[i];
-        if (clash[i]) {
-            char *d = strdup(r->dir);
-            if (!d)
-                rc = DT_ERR_NOMEM;
-            else {
-                free(r->name);
-                r->name = d;
-            }
-        }
-        if (rc == DT_OK && dt_run_in_table(r))
-            rc = derive(r);
-    }
-    free(clash);
-    if (rc != DT_OK) {
-        dt_error("out of memory deriving the runs' numbers");
-        return rc;
-    }
-    if (s->n > 1)
-        qsort(s->runs, s->n, sizeof *s->runs, cmp_run);
-    /* stems: [A-Za-z0-9._-] only, no leading dot, unique (a -2, -3, ... suffix) */
-    for (size_t i = 0; i < s->n; i++) {
-        dt_run *r = &s->runs[i];
-        size_t n = strlen(r->name);
-        char *st = malloc(n + 24);
-        if (!st) {
-            dt_error("out of memory");
-            return DT_ERR_NOMEM;
-        }
-        for (size_t k = 0; k <= n; k++) {
-            char c = r->name[k];
-            int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-                     c == '_' || (c == '.' && k > 0);
-            st[k] = k == n ? 0 : ok ? c : '_';
-        }
-        if (!n)
-            strcpy(st, "run");
-        size_t base = strlen(st);
-        for (int suffix = 2;; suffix++) {
-            int taken = 0;
-            for (size_t k = 0; k < i && !taken; k++)
-                taken = !strcmp(s->runs[k].stem, st);
-            if (!taken)
-                break;
-            snprintf(st + base, 24, "-%d", suffix);
-        }
-        free(r->stem);
-        r->stem = st;
-    }
-    /* baselines: the first row of the same config in this order is the one with the fewest ranks */
-    for (size_t i = 0; i < s->n; i++) {
-        dt_run *r = &s->runs[i];
-        if (!dt_run_in_table(r) || !isfinite(r->img_s))
-            continue;
-        for (size_t k = 0; k < i; k++) {
-            const dt_run *b = &s->runs[k];
-            if (dt_run_in_table(b) && isfinite(b->img_s) && b->img_s > 0 && same_config(r, b)) {
-                r->baseline = (long)k;
-                r->speedup = r->img_s / b->img_s;
-                r->efficiency = 100.0 * r->speedup * (double)b->world_size / (double)r->world_size;
-                break;
-            }
-        }
-    }
-    return DT_OK;
-}
-
-void dt_runs_free(dt_run_set *s)
-{
-    for (size_t i = 0; i < s->n; i++)
-        dt_run_free(&s->runs[i]);
-    free(s->runs);
-    for (size_t i = 0; i < s->n_sources; i++)
-        free(s->sources[i]);
-    free(s->sources);
-    memset(s, 0, sizeof *s);
 }

@@ -76,10 +76,10 @@ typedef struct dt_run {
     int dynamic_scale;  /* amp.loss_scale was "dynamic" */
     double desired_acc; /* NaN: not set */
     /* metrics.jsonl */
-    dt_run_epoch *ep; /* sorted by epoch, one per epoch */
-    size_t n_ep;
-    dt_run_step *st;  /* in file order */
-    size_t n_st;
+    dt_run_epoch *epoch_lines; /* sorted by epoch, one per epoch */
+    size_t n_epoch_lines;
+    dt_run_step *step_lines;   /* in file order */
+    size_t n_step_lines;
     int state;        /* enum dt_run_state */
     int in_progress;  /* has epochs, but not the last one (see above) */
     /* the last "kind":"end" line, unless training lines follow it (a resumed run): why dtrain stopped */
@@ -124,9 +124,9 @@ int dt_run_note_add(dt_run *r, int state, const char *detail, const char *fmt, .
  * note; the return is DT_OK all the same, DT_ERR_NOMEM only when memory runs out. */
 int dt_run_parse_config(dt_run *r, const char *text, size_t len);
 
-/* Reads metrics.jsonl's bytes (len, any content) into r->ep and r->st, following the rules above,
- * and sets state and notes. Call after dt_run_parse_config (the epochs count decides "in
- * progress"). DT_OK, or DT_ERR_NOMEM. */
+/* Reads metrics.jsonl's bytes (len, any content) into r->epoch_lines and r->step_lines, following
+ * the rules above, and sets state and notes. Call after dt_run_parse_config (the epochs count
+ * decides "in progress"). DT_OK, or DT_ERR_NOMEM. */
 int dt_run_parse_metrics(dt_run *r, const char *data, size_t len);
 
 /* The same from a stream, read to its end chunk bytes at a time (0: 64 KiB) and cut into lines

@@ -93,13 +93,13 @@ static int has_throughput(const dt_run_set *s, size_t i0, size_t i1)
 }
 
 /* The loss scale's points: step lines (x = global step), a restart's replayed steps replacing the
- * ones they repeat; without any, epoch lines (x = their step). Returns the count; x, y hold n_st +
- * n_ep. */
+ * ones they repeat; without any, epoch lines (x = their step). Returns the count; x, y hold
+ * n_step_lines + n_epoch_lines. */
 static size_t loss_points(const dt_run *r, double *x, double *y)
 {
     size_t n = 0;
-    for (size_t i = 0; i < r->n_st; i++) {
-        const dt_run_step *t = &r->st[i];
+    for (size_t i = 0; i < r->n_step_lines; i++) {
+        const dt_run_step *t = &r->step_lines[i];
         if (t->step < 0 || !isfinite(t->loss_scale))
             continue;
         while (n > 0 && x[n - 1] >= (double)t->step)
@@ -109,10 +109,11 @@ static size_t loss_points(const dt_run *r, double *x, double *y)
     }
     if (n) /* else from the epoch lines */
         return n;
-    for (size_t k = 0; k < r->n_ep; k++)
-        if (r->ep[k].step >= 0 && isfinite(r->ep[k].loss_scale) && (!n || x[n - 1] < (double)r->ep[k].step)) {
-            x[n] = (double)r->ep[k].step;
-            y[n++] = r->ep[k].loss_scale;
+    for (size_t k = 0; k < r->n_epoch_lines; k++)
+        if (r->epoch_lines[k].step >= 0 && isfinite(r->epoch_lines[k].loss_scale) &&
+            (!n || x[n - 1] < (double)r->epoch_lines[k].step)) {
+            x[n] = (double)r->epoch_lines[k].step;
+            y[n++] = r->epoch_lines[k].loss_scale;
         }
     return n;
 }
@@ -120,15 +121,15 @@ static size_t loss_points(const dt_run *r, double *x, double *y)
 static int wants_loss_scale(const dt_run *r)
 {
     int not_one = 0, any = 0;
-    for (size_t i = 0; i < r->n_st; i++)
-        if (r->st[i].step >= 0 && isfinite(r->st[i].loss_scale)) {
+    for (size_t i = 0; i < r->n_step_lines; i++)
+        if (r->step_lines[i].step >= 0 && isfinite(r->step_lines[i].loss_scale)) {
             any = 1;
-            not_one |= r->st[i].loss_scale != 1;
+            not_one |= r->step_lines[i].loss_scale != 1;
         }
-    for (size_t i = 0; i < r->n_ep; i++)
-        if (isfinite(r->ep[i].loss_scale)) {
-            any |= r->ep[i].step >= 0;
-            not_one |= r->ep[i].loss_scale != 1;
+    for (size_t i = 0; i < r->n_epoch_lines; i++)
+        if (isfinite(r->epoch_lines[i].loss_scale)) {
+            any |= r->epoch_lines[i].step >= 0;
+            not_one |= r->epoch_lines[i].loss_scale != 1;
         }
     return any && (r->dynamic_scale || not_one);
 }
@@ -255,7 +256,7 @@ static void md_row(FILE *f, const dt_run *r, int acc_column)
     else
         snprintf(c[0], sizeof c[0], DASH);
     fmt_opt(c[1], sizeof c[1], r);
-    fprintf(f, " | %d | %s | %s | %zu/%d", r->batch_per_rank, c[0], c[1], r->n_ep, r->epochs);
+    fprintf(f, " | %d | %s | %s | %zu/%d", r->batch_per_rank, c[0], c[1], r->n_epoch_lines, r->epochs);
     fmt_num(c[0], sizeof c[0], r->img_s, 1, "");
     fmt_num(c[1], sizeof c[1], r->speedup, 2, "x");
     fmt_num(c[2], sizeof c[2], r->efficiency, 1, "%");
@@ -451,7 +452,7 @@ int dt_report_csv(FILE *f, const dt_run_set *s)
         csv_int(f, r->opt_level);
         fputc(',', f);
         csv_text(f, r->precision);
-        csv_int(f, row ? (long long)r->n_ep : -1);
+        csv_int(f, row ? (long long)r->n_epoch_lines : -1);
         csv_int(f, r->epochs);
         fprintf(f, ",%s,%d", state_names[r->state], r->in_progress);
         csv_num(f, r->img_s);
@@ -546,7 +547,8 @@ int dt_report_json(FILE *f, const dt_run_set *s)
               set(o, "nodes", jint(r->nodes)) || set(o, "ranks_per_node", jint(even_layout(r) ? r->ranks_per_node : -1)) ||
               set(o, "ranks", jint(r->world_size)) || set(o, "batch_per_rank", jint(r->batch_per_rank)) ||
               set(o, "global_batch", jint(r->global_batch)) || set(o, "opt_level", jint(r->opt_level)) ||
-              set(o, "precision", jstr(r->precision)) || set(o, "epochs_done", jint(row ? (long long)r->n_ep : -1)) ||
+              set(o, "precision", jstr(r->precision)) ||
+              set(o, "epochs_done", jint(row ? (long long)r->n_epoch_lines : -1)) ||
               set(o, "epochs", jint(r->epochs)) || set(o, "img_per_s", jnum(r->img_s)) ||
               set(o, "speedup", jnum(r->speedup)) || set(o, "efficiency_pct", jnum(r->efficiency)) ||
               set(o, "baseline", jstr(r->baseline >= 0 ? s->runs[r->baseline].name : NULL)) ||
@@ -579,7 +581,7 @@ static int plot(const char *dir, const char *file, const dt_svg_chart *c)
 
 static int run_plots(const dt_run *r, const char *dir)
 {
-    size_t n = r->n_ep, m = r->n_st + r->n_ep;
+    size_t n = r->n_epoch_lines, m = r->n_step_lines + r->n_epoch_lines;
     double *b = malloc((5 * n + 2 * m + 1) * sizeof *b);
     if (!b) {
         dt_error("out of memory for the plots of %s", r->dir);
@@ -588,11 +590,11 @@ static int run_plots(const dt_run *r, const char *dir)
     double *x = b, *t1 = b + n, *v1 = b + 2 * n, *t5 = b + 3 * n, *v5 = b + 4 * n, *lx = b + 5 * n, *ly = lx + m;
     int val = 0;
     for (size_t i = 0; i < n; i++) {
-        x[i] = r->ep[i].epoch;
-        t1[i] = r->ep[i].train_top1;
-        v1[i] = r->ep[i].val_top1;
-        t5[i] = r->ep[i].train_top5;
-        v5[i] = r->ep[i].val_top5;
+        x[i] = r->epoch_lines[i].epoch;
+        t1[i] = r->epoch_lines[i].train_top1;
+        v1[i] = r->epoch_lines[i].val_top1;
+        t5[i] = r->epoch_lines[i].train_top5;
+        v5[i] = r->epoch_lines[i].val_top5;
         val |= isfinite(v1[i]) || isfinite(v5[i]);
     }
     char file[700], title[700];

@@ -5,14 +5,14 @@
  *
  *     dt_arena plan;
  *     dt_arena_init_plan(&plan, "activations");      measure: no memory behind it
- *     carve_all(&plan);                               offsets are computed, pointers are NULL
+ *     carve_all(&plan);                               offsets are computed, addresses are NULL
+ *     void *mem = ...dt_arena_peak(&plan) bytes, DT_ARENA_ALIGN-aligned (the backend's allocation)...
  *     dt_arena a;
- *     DT_TRY(dt_arena_init(&a, "activations", dt_arena_peak(&plan)));
+ *     dt_arena_init_buffer(&a, "activations", mem, dt_arena_peak(&plan));
  *     carve_all(&a);                                  same offsets, real memory
  *
- * Every piece starts at a multiple of DT_ARENA_ALIGN bytes from the base (the base itself is
- * DT_ARENA_ALIGN-aligned for arenas from dt_arena_init). dt_arena_mark/dt_arena_reset give stack
- * discipline for scratch space that is reused (workspaces of successive layers).
+ * Every piece starts at a multiple of DT_ARENA_ALIGN bytes from the base. The memory is always the
+ * caller's (host or device): an arena never allocates or frees it.
  * An arena is not thread-safe: one owner carves it.
  */
 #ifndef DT_UTIL_ARENA_H
@@ -33,17 +33,13 @@ typedef struct dt_arena {
     size_t capacity;     /* bytes usable at base; SIZE_MAX in planning mode */
     size_t used;         /* end of the last piece */
     size_t peak;         /* largest `used` so far: the size to allocate after planning */
-    int owned;           /* base was allocated by dt_arena_init and is freed by dt_arena_free */
     char name[48];       /* for messages */
 } dt_arena;
 
-/* Allocates capacity bytes (rounded up to DT_ARENA_ALIGN, at least one block), zero-filled.
- * Returns DT_OK, or DT_ERR_NOMEM after logging (the arena is then empty and safe to free). */
-int dt_arena_init(dt_arena *a, const char *name, size_t capacity);
 /* Planning mode: carving succeeds at any size and only advances used/peak. */
 void dt_arena_init_plan(dt_arena *a, const char *name);
-/* Carves from memory owned elsewhere (a device buffer, say): never freed by dt_arena_free.
- * base must be DT_ARENA_ALIGN-aligned for the alignment promise to hold. */
+/* Carves capacity bytes at base, memory owned elsewhere (a device buffer, say). base must be
+ * DT_ARENA_ALIGN-aligned for the pieces' addresses to be. */
 void dt_arena_init_buffer(dt_arena *a, const char *name, void *base, size_t capacity);
 
 /* Reserves bytes at the next aligned offset and returns that offset, or DT_ARENA_FAIL after
@@ -51,16 +47,10 @@ void dt_arena_init_buffer(dt_arena *a, const char *name, void *base, size_t capa
 size_t dt_arena_push(dt_arena *a, size_t bytes);
 /* Address of an offset: NULL in planning mode. */
 void *dt_arena_at(const dt_arena *a, size_t offset);
-/* push + at: NULL on failure and always NULL in planning mode (use dt_arena_planning to tell). */
-void *dt_arena_alloc(dt_arena *a, size_t bytes);
-int dt_arena_planning(const dt_arena *a);
-
-size_t dt_arena_mark(const dt_arena *a);
-/* Pieces carved after mark are given back (their memory is reused by later pieces). */
-void dt_arena_reset(dt_arena *a, size_t mark);
 size_t dt_arena_peak(const dt_arena *a);
 
-/* Frees owned memory; the arena is left empty (base NULL, capacity 0). NULL is allowed. */
+/* Forgets the memory (which stays the caller's to free): the arena is left empty (base NULL,
+ * capacity 0). NULL is allowed. */
 void dt_arena_free(dt_arena *a);
 
 #ifdef __cplusplus

@@ -14,7 +14,7 @@
 #define HOST_MAX 64
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_rank_ = 0;
+static int log_rank = 0;
 static int log_world = 1;
 static int log_device = -1;
 static char log_host[HOST_MAX];
@@ -84,7 +84,7 @@ void dt_log_init(void)
 void dt_log_set_rank(int rank, int world)
 {
     pthread_mutex_lock(&log_lock);
-    log_rank_ = rank;
+    log_rank = rank;
     log_world = world;
     pthread_mutex_unlock(&log_lock);
 }
@@ -101,14 +101,6 @@ void dt_log_set_host(const char *host)
     pthread_mutex_lock(&log_lock);
     fill_host_locked(host);
     pthread_mutex_unlock(&log_lock);
-}
-
-int dt_log_rank(void)
-{
-    pthread_mutex_lock(&log_lock);
-    int r = log_rank_;
-    pthread_mutex_unlock(&log_lock);
-    return r;
 }
 
 void dt_log_set_level(enum dt_log_level level)
@@ -193,7 +185,7 @@ void dt_vlog(enum dt_log_level level, const char *fmt, va_list ap)
     if (!log_host[0])
         fill_host_locked(NULL);
     size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
-    int k = snprintf(line + n, sizeof line - n, ".%03ld [rank %d", ts.tv_nsec / 1000000L, log_rank_);
+    int k = snprintf(line + n, sizeof line - n, ".%03ld [rank %d", ts.tv_nsec / 1000000L, log_rank);
     n += (size_t)k;
     if (log_world > 0)
         n += (size_t)snprintf(line + n, sizeof line - n, "/%d", log_world);
@@ -228,16 +220,6 @@ void dt_vlog(enum dt_log_level level, const char *fmt, va_list ap)
 
 void dt_log(enum dt_log_level level, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    dt_vlog(level, fmt, ap);
-    va_end(ap);
-}
-
-void dt_log0(enum dt_log_level level, const char *fmt, ...)
-{
-    if (dt_log_rank() != 0)
-        return;
     va_list ap;
     va_start(ap, fmt);
     dt_vlog(level, fmt, ap);

@@ -34,7 +34,6 @@ void dt_log_set_rank(int rank, int world);
 void dt_log_set_device(int device);
 /* host == NULL: the short host name from gethostname(). Longer names are cut to 63 bytes. */
 void dt_log_set_host(const char *host);
-int dt_log_rank(void);
 
 void dt_log_set_level(enum dt_log_level level);
 enum dt_log_level dt_log_get_level(void);
@@ -51,8 +50,6 @@ void dt_log_close_file(void);
 
 void dt_log(enum dt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dt_vlog(enum dt_log_level level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-/* Like dt_log, but only rank 0 writes: progress lines and summaries. */
-void dt_log0(enum dt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define dt_error(...) dt_log(DT_LOG_ERROR, __VA_ARGS__)
 #define dt_warn(...) dt_log(DT_LOG_WARN, __VA_ARGS__)

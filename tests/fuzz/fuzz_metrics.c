@@ -62,13 +62,14 @@ static int same_double(double a, double b)
 /* 1 when the two readers left the same run (field by field: structs have padding) */
 static int same_run(const dt_run *a, const dt_run *b)
 {
-    if (a->n_ep != b->n_ep || a->n_st != b->n_st || a->n_notes != b->n_notes || a->state != b->state ||
+    if (a->n_epoch_lines != b->n_epoch_lines || a->n_step_lines != b->n_step_lines || a->n_notes != b->n_notes ||
+        a->state != b->state ||
         a->in_progress != b->in_progress || a->stopped != b->stopped || a->ended != b->ended ||
         strcmp(a->end_reason, b->end_reason) || a->end_signal != b->end_signal || a->end_epoch != b->end_epoch ||
         a->end_step != b->end_step)
         return 0;
-    for (size_t i = 0; i < a->n_ep; i++) {
-        const dt_run_epoch *x = &a->ep[i], *y = &b->ep[i];
+    for (size_t i = 0; i < a->n_epoch_lines; i++) {
+        const dt_run_epoch *x = &a->epoch_lines[i], *y = &b->epoch_lines[i];
         if (x->epoch != y->epoch || x->step != y->step || !same_double(x->train_loss, y->train_loss) ||
             !same_double(x->train_top1, y->train_top1) || !same_double(x->train_top5, y->train_top5) ||
             !same_double(x->val_loss, y->val_loss) || !same_double(x->val_top1, y->val_top1) ||
@@ -76,8 +77,8 @@ static int same_run(const dt_run *a, const dt_run *b)
             !same_double(x->time_s, y->time_s) || !same_double(x->loss_scale, y->loss_scale))
             return 0;
     }
-    for (size_t i = 0; i < a->n_st; i++) {
-        const dt_run_step *x = &a->st[i], *y = &b->st[i];
+    for (size_t i = 0; i < a->n_step_lines; i++) {
+        const dt_run_step *x = &a->step_lines[i], *y = &b->step_lines[i];
         if (x->epoch != y->epoch || x->epoch_step != y->epoch_step || x->step != y->step ||
             !same_double(x->img_per_s, y->img_per_s) || !same_double(x->loss_scale, y->loss_scale))
             return 0;

@@ -1,4 +1,4 @@
-/* test_image.c: data/image.c on inputs made here: a synthetic RGB pattern (gradients, a ripple and
+/* test_image.c: data/image.h on inputs made here: a synthetic RGB pattern (gradients, a ripple and
  * sharp squares) encoded by dt_jpeg_encode; gray and CMYK JPEGs written with libjpeg directly; PNGs
  * written with libpng's simplified API. Checks probing, decoding, the resampler against a
  * double-precision triangle filter written here, box decoding (every DCT scale, gray, CMYK) against

@@ -1,4 +1,4 @@
-/* test_log.c: the log line format, levels, rank-0-only lines, the per-rank file, long and concurrent lines. */
+/* test_log.c: the log line format, levels, the per-rank file, long and concurrent lines. */
 #include "config.h"
 
 #include <errno.h>
@@ -49,15 +49,7 @@ int main(void)
     free(s);
     dt_log_set_level(DT_LOG_INFO);
 
-    dt_log0(DT_LOG_INFO, "from rank 0 only");
-    s = tap_log_take();
-    TAP_OK(s[0] == '\0', "dt_log0 silent on rank 3");
-    free(s);
     dt_log_set_rank(0, 8);
-    dt_log0(DT_LOG_INFO, "from rank 0 only");
-    s = tap_log_take();
-    TAP_OK(tap_match(s, "\\[rank 0/8 node2\\] info: from rank 0 only"), "dt_log0 writes on rank 0");
-    free(s);
 
     enum dt_log_level lv = DT_LOG_ERROR;
     TAP_OK(dt_log_parse_level("debug", &lv) == 0 && lv == DT_LOG_DEBUG, "parse debug");
