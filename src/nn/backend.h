@@ -1,4 +1,4 @@
-/* backend.h: the op table every compute backend fills (CPU now, CUDA later).
+/* backend.h: the op table every compute backend fills (nn/cpu, nn/cuda).
  *
  * Layers call these ops and never see which backend runs. Tensors are NHWC activations (rows of C
  * contiguous channels), conv weights O,KH,KW,I/groups ("OHWI"), linear weights [out, in] as PyTorch
@@ -67,6 +67,137 @@ typedef struct dt_bn_desc {
  * scale and shift of the affine map it applied (so backward recomputes y bit for bit) */
 #define DT_BN_SAVED(c) (4 * (size_t)(c))
 
+/* --- the ops: one list ---------------------------------------------------------------------------
+ *
+ * Every op of a backend is one line X(name, return type, (parameters), (arguments)):
+ *   name         the dt_backend member; the CPU backend implements it as dt_cpu_<name> (nn/cpu/),
+ *                the CUDA backend as dt_cuda_<name> (nn/cuda/)
+ *   return type  one token: void, int, double or size_t
+ *   parameters   the member's prototype, in parentheses
+ *   arguments    the same names, in parentheses: what passes a call on (a wrapper forwarding it)
+ * Code that needs one thing per op defines an X and expands the list with it, e.g.
+ *   #define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;
+ *   DT_OPS(DT_OP_MEMBER)       ->  size_t (*conv_workspace)(const dt_conv_desc *d); void (*conv_fwd)(...); ...
+ * Made from the list: the members of dt_backend and enum dt_backend_op below; the declarations of
+ * the implementations (nn/cpu/cpu.h, nn/cuda/cuda.h) and both backends' tables; the guarded backend
+ * of tests/unit/test_backend_guard.c; the table and coverage checks of tests/gpu/ops_check.c.
+ * Memory (mem_alloc, mem_free, mem_put, mem_get, sync) is not in the list: those members are
+ * written out in dt_backend, as each backend provides them its own way.
+ *
+ * The list has two parts, the convolutions first (DT_CONV_OPS) and the rest (DT_OTHER_OPS), only
+ * because the CPU backend has two convolutions (oneDNN's and the im2col reference) and one of
+ * everything else: read DT_OPS as one list.
+ *
+ * Adding an op: a line in the right part (with its contract as a comment), dt_cpu_<name> and
+ * dt_cuda_<name>, a test in tests/unit/test_ops.c (CPU) and tests/gpu/ops_check.c (CUDA). */
+
+#define DT_CONV_OPS(X)                                                                                                 \
+    /* Bytes of workspace for any of the three conv ops on d. Called when a model is planned: a                        \
+     * backend prepares its per-shape state here (oneDNN primitives), so the ops allocate nothing. */                  \
+    X(conv_workspace, size_t, (const dt_conv_desc *d), (d))                                                            \
+    /* y = conv(x, w) + bias (bias may be NULL) */                                                                     \
+    X(conv_fwd, void, (const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws),  \
+      (d, x, w, bias, y, ws))                                                                                          \
+    X(conv_bwd_data, void,                                                                                             \
+      (const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws),                   \
+      (d, dy, w, dx, accumulate, ws))                                                                                  \
+    /* dw (and dbias unless NULL) */                                                                                   \
+    X(conv_bwd_filter, void,                                                                                           \
+      (const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate, void *ws),     \
+      (d, x, dy, dw, dbias, accumulate, ws))
+
+#define DT_OTHER_OPS(X)                                                                                                \
+    /* Training mode: batch statistics (biased variance to normalise), saved for backward in                           \
+     * saved[DT_BN_SAVED(c)], running stats updated as PyTorch does (unbiased variance, momentum).                     \
+     * relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). */                                   \
+    X(bn_fwd_train, void,                                                                                              \
+      (const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y, float *saved,             \
+       float *running_mean, float *running_var, int relu),                                                             \
+      (d, x, gamma, beta, y, saved, running_mean, running_var, relu))                                                  \
+    X(bn_fwd_infer, void,                                                                                              \
+      (const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, const float *running_mean,          \
+       const float *running_var, float *y, int relu),                                                                  \
+      (d, x, gamma, beta, running_mean, running_var, y, relu))                                                         \
+    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from x and what forward saved. relu:                   \
+     * the forward was fused with a ReLU and dy is the gradient of the ReLU's output; where that                       \
+     * output was zero is recomputed from x and saved exactly as forward computed it, so the output                    \
+     * itself need not be kept. */                                                                                     \
+    X(bn_bwd, void,                                                                                                    \
+      (const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma, const float *saved,         \
+       float *dx, float *dgamma, float *dbeta, int accumulate_dx, int accumulate_params),                              \
+      (d, x, dy, relu, gamma, saved, dx, dgamma, dbeta, accumulate_dx, accumulate_params))                             \
+                                                                                                                       \
+    X(relu_fwd, void, (int64_t n, const float *x, float *y), (n, x, y))                                                \
+    /* from the output y: dx = dy where y > 0 */                                                                       \
+    X(relu_bwd, void, (int64_t n, const float *y, const float *dy, float *dx, int accumulate),                         \
+      (n, y, dy, dx, accumulate))                                                                                      \
+    X(add_fwd, void, (int64_t n, const float *a, const float *b, float *y), (n, a, b, y))                              \
+    /* dst = src (accumulate 0) or dst += src */                                                                       \
+    X(copy_grad, void, (int64_t n, const float *src, float *dst, int accumulate), (n, src, dst, accumulate))           \
+                                                                                                                       \
+    /* argmax holds, per output element, where in its window the chosen input was: ky*kw + kx (one                     \
+     * byte: windows are at most 16x16) */                                                                             \
+    X(maxpool_fwd, void, (const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax), (d, x, y, argmax))        \
+    X(maxpool_bwd, void, (const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate),   \
+      (d, dy, argmax, dx, accumulate))                                                                                 \
+    X(avgpool_fwd, void, (const dt_pool_desc *d, const float *x, float *y), (d, x, y))                                 \
+    X(avgpool_bwd, void, (const dt_pool_desc *d, const float *dy, float *dx, int accumulate), (d, dy, dx, accumulate)) \
+                                                                                                                       \
+    /* y[n, out] = x[n, in] w[out, in]^T + b */                                                                        \
+    X(linear_fwd, void, (int n, int in, int out, const float *x, const float *w, const float *b, float *y),            \
+      (n, in, out, x, w, b, y))                                                                                        \
+    X(linear_bwd, void,                                                                                                \
+      (int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,       \
+       int accumulate_dx, int accumulate_params),                                                                      \
+      (n, in, out, x, w, dy, dx, dw, db, accumulate_dx, accumulate_params))                                            \
+                                                                                                                       \
+    /* Inverted dropout: element i is kept with probability 1-p from hash(seed, i), kept values are                    \
+     * scaled by 1/(1-p); mask[i] is 1 where kept. */                                                                  \
+    X(dropout_fwd, void, (int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask),                 \
+      (n, p, seed, x, y, mask))                                                                                        \
+    X(dropout_bwd, void, (int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate),        \
+      (n, p, mask, dy, dx, accumulate))                                                                                \
+                                                                                                                       \
+    /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward */                              \
+    X(flatten_fwd, void, (int n, int h, int w, int c, const float *x, float *y), (n, h, w, c, x, y))                   \
+    X(flatten_bwd, void, (int n, int h, int w, int c, const float *dy, float *dx, int accumulate),                     \
+      (n, h, w, c, dy, dx, accumulate))                                                                                \
+                                                                                                                       \
+    /* Mean softmax cross-entropy over n rows of k logits with label smoothing eps (PyTorch's                          \
+     * definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits =                                \
+     * d(loss)/d(logits) when dlogits is not NULL. Returns the mean loss. labels is host memory; each                  \
+     * must be in [0, k). */                                                                                           \
+    X(xent, double, (int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits),             \
+      (n, k, logits, labels, eps, dlogits))                                                                            \
+                                                                                                                       \
+    /* torch.optim.SGD on n elements: d = g + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d;                  \
+     * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. buf may be NULL when                     \
+     * momentum is 0. */                                                                                               \
+    X(sgd, void,                                                                                                       \
+      (int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,           \
+       int nesterov, int first),                                                                                       \
+      (n, p, g, buf, lr, momentum, dampening, wd, nesterov, first))                                                    \
+                                                                                                                       \
+    X(fill, void, (int64_t n, float value, float *x), (n, value, x))                                                   \
+    /* x *= a */                                                                                                       \
+    X(scale, void, (int64_t n, float a, float *x), (n, a, x))                                                          \
+    /* x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage holds */               \
+    X(round_half, void, (int64_t n, float *x, int bf16), (n, x, bf16))                                                 \
+    /* g *= inv_scale; returns 1 when any result is inf or NaN (the loss scaler's overflow) */                         \
+    X(unscale_check, int, (int64_t n, float *g, float inv_scale), (n, g, inv_scale))                                   \
+    /* a batch of n host uint8 values, channels last with c channels, into the model's input:                          \
+     * x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */                               \
+    X(normalize_u8, void,                                                                                              \
+      (int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host, float *x),              \
+      (n, c, u_host, mean_host, std_host, x))
+
+#define DT_OPS(X) DT_CONV_OPS(X) DT_OTHER_OPS(X)
+
+/* DT_BACKEND_OP_<name>: an op's index in the list; DT_BACKEND_OP_COUNT: how many there are */
+#define DT_BACKEND_OP_ENUM(name, ret, params, args) DT_BACKEND_OP_##name,
+enum dt_backend_op { DT_OPS(DT_BACKEND_OP_ENUM) DT_BACKEND_OP_COUNT };
+#undef DT_BACKEND_OP_ENUM
+
 typedef struct dt_backend {
     const char *name;
 
@@ -83,81 +214,10 @@ typedef struct dt_backend {
      * CPU): before another stream or thread (a communicator) reads what they wrote */
     void (*sync)(void);
 
-    /* Bytes of workspace for any of the three conv ops on d. Called when a model is planned: a backend
-     * prepares its per-shape state here (oneDNN primitives), so the ops allocate nothing. */
-    size_t (*conv_workspace)(const dt_conv_desc *d);
-    /* y = conv(x, w) + bias (bias may be NULL) */
-    void (*conv_fwd)(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
-    void (*conv_bwd_data)(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws);
-    /* dw (and dbias unless NULL) */
-    void (*conv_bwd_filter)(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
-                            int accumulate, void *ws);
-
-    /* Training mode: batch statistics (biased variance to normalise), saved for backward in
-     * saved[DT_BN_SAVED(c)], running stats updated as PyTorch does (unbiased variance, momentum).
-     * relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). */
-    void (*bn_fwd_train)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *saved, float *running_mean, float *running_var, int relu);
-    void (*bn_fwd_infer)(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                         const float *running_mean, const float *running_var, float *y, int relu);
-    /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from x and what forward saved. relu:
-     * the forward was fused with a ReLU and dy is the gradient of the ReLU's output; where that output
-     * was zero is recomputed from x and saved exactly as forward computed it, so the output itself
-     * need not be kept. */
-    void (*bn_bwd)(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
-                   const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
-                   int accumulate_params);
-
-    void (*relu_fwd)(int64_t n, const float *x, float *y);
-    /* from the output y: dx = dy where y > 0 */
-    void (*relu_bwd)(int64_t n, const float *y, const float *dy, float *dx, int accumulate);
-    void (*add_fwd)(int64_t n, const float *a, const float *b, float *y);
-    /* dst = src (accumulate 0) or dst += src */
-    void (*copy_grad)(int64_t n, const float *src, float *dst, int accumulate);
-
-    /* argmax holds, per output element, where in its window the chosen input was: ky*kw + kx (one
-     * byte: windows are at most 16x16) */
-    void (*maxpool_fwd)(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax);
-    void (*maxpool_bwd)(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate);
-    void (*avgpool_fwd)(const dt_pool_desc *d, const float *x, float *y);
-    void (*avgpool_bwd)(const dt_pool_desc *d, const float *dy, float *dx, int accumulate);
-
-    /* y[n, out] = x[n, in] w[out, in]^T + b */
-    void (*linear_fwd)(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
-    void (*linear_bwd)(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                       float *db, int accumulate_dx, int accumulate_params);
-
-    /* Inverted dropout: element i is kept with probability 1-p from hash(seed, i), kept values are
-     * scaled by 1/(1-p); mask[i] is 1 where kept. */
-    void (*dropout_fwd)(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask);
-    void (*dropout_bwd)(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate);
-
-    /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward */
-    void (*flatten_fwd)(int n, int h, int w, int c, const float *x, float *y);
-    void (*flatten_bwd)(int n, int h, int w, int c, const float *dy, float *dx, int accumulate);
-
-    /* Mean softmax cross-entropy over n rows of k logits with label smoothing eps (PyTorch's
-     * definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits = d(loss)/d(logits)
-     * when dlogits is not NULL. Returns the mean loss. labels is host memory; each must be in [0, k). */
-    double (*xent)(int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits);
-
-    /* torch.optim.SGD on n elements: d = g + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d;
-     * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. buf may be NULL when
-     * momentum is 0. */
-    void (*sgd)(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
-                int nesterov, int first);
-
-    void (*fill)(int64_t n, float value, float *x);
-    /* x *= a */
-    void (*scale)(int64_t n, float a, float *x);
-    /* x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage holds */
-    void (*round_half)(int64_t n, float *x, int bf16);
-    /* g *= inv_scale; returns 1 when any result is inf or NaN (the loss scaler's overflow) */
-    int (*unscale_check)(int64_t n, float *g, float inv_scale);
-    /* a batch of n host uint8 values, channels last with c channels, into the model's input:
-     * x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */
-    void (*normalize_u8)(int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host,
-                         float *x);
+    /* the ops, one member each: ret (*name)(parameters) */
+#define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;
+    DT_OPS(DT_OP_MEMBER)
+#undef DT_OP_MEMBER
 } dt_backend;
 
 /* The CPU backend: convolutions through oneDNN where this build has it (the kernels PyTorch's CPU

@@ -9,6 +9,8 @@
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
  * variant and dtype, and exits 1 when any row fails (0 when all pass, 2 on a bad command line).
+ * The table's members and the ops to cover come from nn/backend.h's list (DT_OPS): a row checks
+ * that the table is complete, and (without --only) one that every op of the list had a row.
  * --backend cpu checks dt_backend_cpu instead (oneDNN's convolutions where built, else the same
  * code as the reference): a check of this program itself, runnable without a GPU.
  *
@@ -279,6 +281,22 @@ static float float_of(uint32_t u)
     return f;
 }
 
+/* Coverage: which ops of nn/backend.h's list some row tested. A row is about the op its name starts
+ * with, up to a space or '+' ("bn_fwd_train+relu y" tests bn_fwd_train). */
+#define OP_NAME(name, ret, params, args) #name,
+static const char *const OP_NAMES[] = {DT_OPS(OP_NAME)};
+#undef OP_NAME
+_Static_assert(sizeof OP_NAMES / sizeof OP_NAMES[0] == DT_BACKEND_OP_COUNT, "one name per op");
+static int covered[DT_BACKEND_OP_COUNT];
+
+static void cover(const char *row_name)
+{
+    size_t len = strcspn(row_name, " +");
+    for (int k = 0; k < DT_BACKEND_OP_COUNT; k++)
+        if (strlen(OP_NAMES[k]) == len && !strncmp(row_name, OP_NAMES[k], len))
+            covered[k] = 1;
+}
+
 /* one table row */
 static void row(const char *op, const char *dtype, const char *shape, double maxabs, double maxrel, enum mode m,
                 double tol, int pass)
@@ -291,6 +309,7 @@ static void row(const char *op, const char *dtype, const char *shape, double max
     else
         snprintf(t, sizeof t, "%.1e", tol);
     printf("%-40s %-4s %-30s %9.2e %9.2e %8s  %s\n", op, dtype, shape, maxabs, maxrel, t, pass ? "PASS" : "FAIL");
+    cover(op);
     n_rows++;
     n_failed += !pass;
     fflush(stdout);
@@ -402,12 +421,11 @@ static int table_complete(void)
         int present;
     } m[] = {
 #define M(x) {#x, DEV->x != NULL}
-        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(sync), M(conv_workspace), M(conv_fwd),
-        M(conv_bwd_data), M(conv_bwd_filter), M(bn_fwd_train), M(bn_fwd_infer), M(bn_bwd), M(relu_fwd),
-        M(relu_bwd), M(add_fwd), M(copy_grad), M(maxpool_fwd), M(maxpool_bwd), M(avgpool_fwd), M(avgpool_bwd),
-        M(linear_fwd), M(linear_bwd), M(dropout_fwd), M(dropout_bwd), M(flatten_fwd), M(flatten_bwd), M(xent),
-        M(sgd), M(fill), M(scale), M(round_half), M(unscale_check), M(normalize_u8),
+        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(sync),
 #undef M
+#define OP(name, ret, params, args) {#name, DEV->name != NULL},
+        DT_OPS(OP) /* every op of nn/backend.h's list */
+#undef OP
     };
     int missing = 0;
     for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
@@ -494,6 +512,7 @@ static void test_conv(const conv_case *cc, int dt)
     wd = wd > wd2 ? wd : wd2;
     void *ws_ref = hold(malloc(wr ? wr : 64), 0);
     void *ws_dev = d_bytes(wd ? wd : 64);
+    cover("conv_workspace"); /* no row of its own: the conv rows below run in the workspace it sized */
 
     const double wsd = 1.0 / sqrt((double)d.kh * d.kw * (d.c / d.groups));
     float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, wsd, dt), *b = h_randn(nb, 0, 0.5, dt);
@@ -1432,6 +1451,24 @@ static void test_model(void)
     }
 }
 
+/* --- coverage ------------------------------------------------------------------------------------ */
+
+/* every op of the list has a row (a new op without a test here fails); not with --only */
+static void test_coverage(void)
+{
+    if (ONLY)
+        return;
+    int missing = 0;
+    for (int k = 0; k < DT_BACKEND_OP_COUNT; k++)
+        if (!covered[k]) {
+            printf("      no row tests %s\n", OP_NAMES[k]);
+            missing++;
+        }
+    char shape[64];
+    snprintf(shape, sizeof shape, "%d ops in nn/backend.h's list", DT_BACKEND_OP_COUNT);
+    row("every op tested", "-", shape, missing, missing, M_EXACT, 0, missing == 0);
+}
+
 /* --- main -------------------------------------------------------------------------------------------- */
 
 static void usage(FILE *f)
@@ -1518,6 +1555,7 @@ int main(int argc, char **argv)
     test_round_half();
     ALL_DTYPES test_unscale_check(dt);
     ALL_DTYPES test_normalize_u8(dt);
+    test_coverage();
     if (model)
         test_model();
     printf("ops_check: %d rows, %d failed (seed %llu)\n", n_rows, n_failed, (unsigned long long)seed);

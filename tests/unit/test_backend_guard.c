@@ -90,79 +90,21 @@ static void g_get(void *dst, const void *src, size_t n)
     leave();
 }
 
-/* each op: open the memory, run the CPU backend's op, close it again */
+/* each op of nn/backend.h's list: g_<name> opens the memory, runs the CPU backend's op, closes the
+ * memory again and returns what the op returned. RETURN_<type> is the end of the wrapper for each
+ * return type in the list. */
 #define CPU dt_backend_cpu
-#define WRAP_V(name, params, args)    \
-    static void g_##name params       \
-    {                                 \
-        enter();                      \
-        CPU.name args;                \
-        leave();                      \
+#define RETURN_void(call) call; leave();
+#define RETURN_int(call) int r_ = call; leave(); return r_;
+#define RETURN_double(call) double r_ = call; leave(); return r_;
+#define RETURN_size_t(call) size_t r_ = call; leave(); return r_;
+#define GUARD(name, ret, params, args) \
+    static ret g_##name params         \
+    {                                  \
+        enter();                       \
+        RETURN_##ret(CPU.name args)    \
     }
-WRAP_V(conv_fwd, (const dt_conv_desc *d, const float *x, const float *w, const float *b, float *y, void *ws),
-       (d, x, w, b, y, ws))
-WRAP_V(conv_bwd_data, (const dt_conv_desc *d, const float *dy, const float *w, float *dx, int acc, void *ws),
-       (d, dy, w, dx, acc, ws))
-WRAP_V(conv_bwd_filter,
-       (const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *db, int acc, void *ws),
-       (d, x, dy, dw, db, acc, ws))
-WRAP_V(bn_fwd_train,
-       (const dt_bn_desc *d, const float *x, const float *g, const float *b, float *y, float *s, float *rm, float *rv,
-        int relu),
-       (d, x, g, b, y, s, rm, rv, relu))
-WRAP_V(bn_fwd_infer,
-       (const dt_bn_desc *d, const float *x, const float *g, const float *b, const float *rm, const float *rv, float *y,
-        int relu),
-       (d, x, g, b, rm, rv, y, relu))
-WRAP_V(bn_bwd,
-       (const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *g, const float *s, float *dx,
-        float *dg, float *db, int adx, int ap),
-       (d, x, dy, relu, g, s, dx, dg, db, adx, ap))
-WRAP_V(relu_fwd, (int64_t n, const float *x, float *y), (n, x, y))
-WRAP_V(relu_bwd, (int64_t n, const float *y, const float *dy, float *dx, int acc), (n, y, dy, dx, acc))
-WRAP_V(add_fwd, (int64_t n, const float *a, const float *b, float *y), (n, a, b, y))
-WRAP_V(copy_grad, (int64_t n, const float *s, float *d, int acc), (n, s, d, acc))
-WRAP_V(maxpool_fwd, (const dt_pool_desc *d, const float *x, float *y, uint8_t *am), (d, x, y, am))
-WRAP_V(maxpool_bwd, (const dt_pool_desc *d, const float *dy, const uint8_t *am, float *dx, int acc), (d, dy, am, dx, acc))
-WRAP_V(avgpool_fwd, (const dt_pool_desc *d, const float *x, float *y), (d, x, y))
-WRAP_V(avgpool_bwd, (const dt_pool_desc *d, const float *dy, float *dx, int acc), (d, dy, dx, acc))
-WRAP_V(linear_fwd, (int n, int in, int out, const float *x, const float *w, const float *b, float *y),
-       (n, in, out, x, w, b, y))
-WRAP_V(linear_bwd,
-       (int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db, int adx,
-        int ap),
-       (n, in, out, x, w, dy, dx, dw, db, adx, ap))
-WRAP_V(dropout_fwd, (int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask), (n, p, seed, x, y, mask))
-WRAP_V(dropout_bwd, (int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int acc), (n, p, mask, dy, dx, acc))
-WRAP_V(flatten_fwd, (int n, int h, int w, int c, const float *x, float *y), (n, h, w, c, x, y))
-WRAP_V(flatten_bwd, (int n, int h, int w, int c, const float *dy, float *dx, int acc), (n, h, w, c, dy, dx, acc))
-WRAP_V(sgd,
-       (int64_t n, float *p, const float *g, float *buf, float lr, float mo, float da, float wd, int nest, int first),
-       (n, p, g, buf, lr, mo, da, wd, nest, first))
-WRAP_V(fill, (int64_t n, float v, float *x), (n, v, x))
-WRAP_V(scale, (int64_t n, float a, float *x), (n, a, x))
-WRAP_V(round_half, (int64_t n, float *x, int bf16), (n, x, bf16))
-WRAP_V(normalize_u8, (int64_t n, int c, const uint8_t *u, const float *mean, const float *std, float *x),
-       (n, c, u, mean, std, x))
-
-static double g_xent(int n, int k, const float *z, const int32_t *y, float eps, float *dz)
-{
-    enter();
-    double r = CPU.xent(n, k, z, y, eps, dz);
-    leave();
-    return r;
-}
-static int g_unscale_check(int64_t n, float *g, float inv)
-{
-    enter();
-    int r = CPU.unscale_check(n, g, inv);
-    leave();
-    return r;
-}
-static size_t g_conv_workspace(const dt_conv_desc *d)
-{
-    return CPU.conv_workspace(d);
-}
+DT_OPS(GUARD)
 
 static dt_backend guarded;
 
@@ -175,12 +117,8 @@ static void make_guarded(void)
     guarded.mem_free = g_free;
     guarded.mem_put = g_put;
     guarded.mem_get = g_get;
-#define SET(op) guarded.op = g_##op
-    SET(conv_workspace); SET(conv_fwd); SET(conv_bwd_data); SET(conv_bwd_filter); SET(bn_fwd_train);
-    SET(bn_fwd_infer); SET(bn_bwd); SET(relu_fwd); SET(relu_bwd); SET(add_fwd); SET(copy_grad); SET(maxpool_fwd);
-    SET(maxpool_bwd); SET(avgpool_fwd); SET(avgpool_bwd); SET(linear_fwd); SET(linear_bwd); SET(dropout_fwd);
-    SET(dropout_bwd); SET(flatten_fwd); SET(flatten_bwd); SET(xent); SET(sgd); SET(fill); SET(scale);
-    SET(round_half); SET(unscale_check); SET(normalize_u8);
+#define SET(name, ret, params, args) guarded.name = g_##name;
+    DT_OPS(SET)
 #undef SET
 }
 

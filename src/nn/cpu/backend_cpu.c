@@ -10,42 +10,31 @@
 
 #include "nn/cpu/cpu.h"
 
-/* every op but the convolutions, shared by both tables */
-#define CPU_COMMON_OPS                                                                               \
-    .bn_fwd_train = dt_cpu_bn_fwd_train, .bn_fwd_infer = dt_cpu_bn_fwd_infer, .bn_bwd = dt_cpu_bn_bwd,    \
-    .relu_fwd = dt_cpu_relu_fwd, .relu_bwd = dt_cpu_relu_bwd, .add_fwd = dt_cpu_add_fwd,                \
-    .copy_grad = dt_cpu_copy_grad, .maxpool_fwd = dt_cpu_maxpool_fwd, .maxpool_bwd = dt_cpu_maxpool_bwd,  \
-    .avgpool_fwd = dt_cpu_avgpool_fwd, .avgpool_bwd = dt_cpu_avgpool_bwd, .linear_fwd = dt_cpu_linear_fwd, \
-    .linear_bwd = dt_cpu_linear_bwd, .dropout_fwd = dt_cpu_dropout_fwd, .dropout_bwd = dt_cpu_dropout_bwd, \
-    .flatten_fwd = dt_cpu_flatten_fwd, .flatten_bwd = dt_cpu_flatten_bwd, .xent = dt_cpu_xent,          \
-    .sgd = dt_cpu_sgd, .fill = dt_cpu_fill, .scale = dt_cpu_scale, .round_half = dt_cpu_round_half,            \
-    .unscale_check = dt_cpu_unscale_check, .normalize_u8 = dt_cpu_normalize_u8, .host_memory = 1,           \
-    .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy,                  \
+/* memory: host memory, plain C */
+#define CPU_MEMORY                                                                                            \
+    .host_memory = 1, .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy, \
     .mem_get = dt_cpu_mem_copy, .sync = dt_cpu_sync
+
+/* .<name> = dt_cpu_<name> for each op of nn/backend.h's list; for oneDNN's convolutions, dt_cpu_dnnl_<name> */
+#define CPU_OP(name, ret, params, args) .name = dt_cpu_##name,
+#define CPU_DNNL_OP(name, ret, params, args) .name = dt_cpu_dnnl_##name,
 
 const dt_backend dt_backend_cpu_ref = {
     .name = "cpu-ref",
-    .conv_workspace = dt_cpu_conv_workspace,
-    .conv_fwd = dt_cpu_conv_fwd,
-    .conv_bwd_data = dt_cpu_conv_bwd_data,
-    .conv_bwd_filter = dt_cpu_conv_bwd_filter,
-    CPU_COMMON_OPS,
+    CPU_MEMORY,
+    DT_OPS(CPU_OP)
 };
 
 /* the convolutions: oneDNN's where this build has it, else the reference's */
-#ifdef HAVE_DNNL
-#define CPU_CONV(op) dt_cpu_dnnl_conv_##op
-#else
-#define CPU_CONV(op) dt_cpu_conv_##op
-#endif
-
 const dt_backend dt_backend_cpu = {
     .name = "cpu",
-    .conv_workspace = CPU_CONV(workspace),
-    .conv_fwd = CPU_CONV(fwd),
-    .conv_bwd_data = CPU_CONV(bwd_data),
-    .conv_bwd_filter = CPU_CONV(bwd_filter),
-    CPU_COMMON_OPS,
+    CPU_MEMORY,
+#ifdef HAVE_DNNL
+    DT_CONV_OPS(CPU_DNNL_OP)
+#else
+    DT_CONV_OPS(CPU_OP)
+#endif
+    DT_OTHER_OPS(CPU_OP)
 };
 
 void *dt_cpu_mem_alloc(size_t bytes)

@@ -11,9 +11,9 @@
  * cuBLAS's atomics mode stays at its default (not allowed), which keeps its results bit-reproducible
  * run to run on one GPU model. (cuDNN's math type is set per convolution: conv_cudnn.c.)
  *
- * Memory: plain cudaMalloc, zeroed on the compute stream (a caching allocator is the plan's next
- * step, doc/design.md). Copies to and from the host are queued on the compute stream, so they are
- * ordered after the ops already queued, and wait for it. */
+ * Memory: plain cudaMalloc (no caching allocator), zeroed on the compute stream. Copies to and from
+ * the host are queued on the compute stream, so they are ordered after the ops already queued, and
+ * wait for it. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -201,6 +201,9 @@ void dt_cuda_sync(void)
 }
 
 /* --- the table ----------------------------------------------------------------------------------- */
+/* .<name> = dt_cuda_<name> for each op of nn/backend.h's list */
+#define CUDA_OP(name, ret, params, args) .name = dt_cuda_##name,
+
 const dt_backend dt_backend_cuda = {
     .name = "cuda",
     .host_memory = 0,
@@ -209,32 +212,5 @@ const dt_backend dt_backend_cuda = {
     .mem_put = dt_cuda_mem_put,
     .mem_get = dt_cuda_mem_get,
     .sync = dt_cuda_sync,
-    .conv_workspace = dt_cuda_conv_workspace,
-    .conv_fwd = dt_cuda_conv_fwd,
-    .conv_bwd_data = dt_cuda_conv_bwd_data,
-    .conv_bwd_filter = dt_cuda_conv_bwd_filter,
-    .bn_fwd_train = dt_cuda_bn_fwd_train,
-    .bn_fwd_infer = dt_cuda_bn_fwd_infer,
-    .bn_bwd = dt_cuda_bn_bwd,
-    .relu_fwd = dt_cuda_relu_fwd,
-    .relu_bwd = dt_cuda_relu_bwd,
-    .add_fwd = dt_cuda_add_fwd,
-    .copy_grad = dt_cuda_copy_grad,
-    .maxpool_fwd = dt_cuda_maxpool_fwd,
-    .maxpool_bwd = dt_cuda_maxpool_bwd,
-    .avgpool_fwd = dt_cuda_avgpool_fwd,
-    .avgpool_bwd = dt_cuda_avgpool_bwd,
-    .linear_fwd = dt_cuda_linear_fwd,
-    .linear_bwd = dt_cuda_linear_bwd,
-    .dropout_fwd = dt_cuda_dropout_fwd,
-    .dropout_bwd = dt_cuda_dropout_bwd,
-    .flatten_fwd = dt_cuda_flatten_fwd,
-    .flatten_bwd = dt_cuda_flatten_bwd,
-    .xent = dt_cuda_xent,
-    .sgd = dt_cuda_sgd,
-    .fill = dt_cuda_fill,
-    .scale = dt_cuda_scale,
-    .round_half = dt_cuda_round_half,
-    .unscale_check = dt_cuda_unscale_check,
-    .normalize_u8 = dt_cuda_normalize_u8,
+    DT_OPS(CUDA_OP)
 };

@@ -7,8 +7,9 @@
  *
  * Math: CUDNN_FMA_MATH. CUDNN_DEFAULT_MATH is not enough to keep fp32 in fp32: on Ampere and newer
  * it lets cuDNN run fp32 convolutions on TF32 tensor cores (PyTorch sets FMA math when TF32 is off
- * for the same reason). This first version must compare with the CPU reference to fp32 rounding;
- * tensor-op math (TF32, then fp16/bf16 storage) comes later.
+ * for the same reason). Results must compare with the CPU reference to fp32 rounding
+ * (tests/gpu/ops_check), so no tensor-op math (TF32, fp16/bf16: doc/design.md, "The CUDA backend:
+ * the plan").
  *
  * Planning: dt_cuda_conv_workspace, called once per convolution when a model is planned, makes the
  * shape's descriptors and chooses the three algorithms by measurement (cudnnFind*Algorithm, which

@@ -3,9 +3,9 @@
  * Contracts are those of the matching dt_backend members in nn/backend.h, on device memory, with the
  * CPU backend (nn/cpu) as the reference: each op must compute what the CPU op computes, to float
  * rounding (ops the CPU does exactly, such as copies, ReLU, max pool, dropout masks and fp16/bf16
- * rounding, bit for bit). This first version stores fp32 everywhere and emulates the reduced types
- * of mixed precision with round_half, as the CPU backend does; real fp16/bf16 storage is the next
- * step (doc/design.md, "The CUDA backend: the plan").
+ * rounding, bit for bit). Storage is fp32 everywhere: the reduced types of mixed precision are
+ * emulated with round_half, as the CPU backend does (real fp16/bf16 storage: doc/design.md, "The
+ * CUDA backend: the plan").
  *
  * Execution: every op is queued on one compute stream (dt_cuda_stream()) and returns without
  * waiting, except those that hand a value to the host (xent's loss, unscale_check's flag, mem_get),
@@ -64,47 +64,18 @@ void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes);
 void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes);
 void dt_cuda_sync(void); /* cudaStreamSynchronize of the compute stream */
 
-/* --- convolutions (conv_cudnn.c): cuDNN, NHWC tensors and KRSC (= our OHWI) filters ------------- */
-size_t dt_cuda_conv_workspace(const dt_conv_desc *d);
-void dt_cuda_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
-void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws);
-void dt_cuda_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
-                             int accumulate, void *ws);
-
-/* --- linear layers (linear_cublas.c): cuBLAS, fp32 ---------------------------------------------- */
-void dt_cuda_linear_fwd(int n, int in, int out, const float *x, const float *w, const float *b, float *y);
-void dt_cuda_linear_bwd(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                        float *db, int accumulate_dx, int accumulate_params);
-
-/* --- our kernels (kernels.cu) ------------------------------------------------------------------- */
-void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                          float *saved, float *running_mean, float *running_var, int relu);
-void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                          const float *running_mean, const float *running_var, float *y, int relu);
-void dt_cuda_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
-                    const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
-                    int accumulate_params);
-void dt_cuda_relu_fwd(int64_t n, const float *x, float *y);
-void dt_cuda_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate);
-void dt_cuda_add_fwd(int64_t n, const float *a, const float *b, float *y);
-void dt_cuda_copy_grad(int64_t n, const float *src, float *dst, int accumulate);
-void dt_cuda_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax);
-void dt_cuda_maxpool_bwd(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate);
-void dt_cuda_avgpool_fwd(const dt_pool_desc *d, const float *x, float *y);
-void dt_cuda_avgpool_bwd(const dt_pool_desc *d, const float *dy, float *dx, int accumulate);
-void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask);
-void dt_cuda_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate);
-void dt_cuda_flatten_fwd(int n, int h, int w, int c, const float *x, float *y);
-void dt_cuda_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, int accumulate);
-double dt_cuda_xent(int n, int k, const float *logits, const int32_t *labels_host, float eps, float *dlogits);
-void dt_cuda_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
-                 int nesterov, int first);
-void dt_cuda_fill(int64_t n, float value, float *x);
-void dt_cuda_scale(int64_t n, float a, float *x);
-void dt_cuda_round_half(int64_t n, float *x, int bf16);
-int dt_cuda_unscale_check(int64_t n, float *g, float inv_scale);
-void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host,
-                          float *x);
+/* --- the ops: dt_cuda_<name> for each op of nn/backend.h's list ----------------------------------
+ * conv_cudnn.c     the convolutions: cuDNN, NHWC tensors and KRSC (= our OHWI) filters
+ * linear_cublas.c  linear_fwd, linear_bwd: cuBLAS, fp32
+ * our kernels, one file per family as in nn/cpu (kernels.h: what they share):
+ *   bn.cu          batch norm
+ *   pool.cu        max and average pooling
+ *   linear.cu      xent (the rest of nn/cpu/linear.c)
+ *   eltwise.cu     everything else: relu, add, copy_grad, dropout, flatten, sgd, fill, scale,
+ *                  round_half, unscale_check, normalize_u8 */
+#define DT_CUDA_DECLARE(name, ret, params, args) ret dt_cuda_##name params;
+DT_OPS(DT_CUDA_DECLARE)
+#undef DT_CUDA_DECLARE
 
 #ifdef __cplusplus
 }

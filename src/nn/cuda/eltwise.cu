@@ -1,0 +1,377 @@
+/* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
+ * scale, dropout (with util/rng.c's hash), flatten, sgd, round_half (util/half.c's conversions),
+ * unscale_check, normalize_u8 (shared helpers and rules: kernels.h). */
+#include "config.h"
+
+#include "nn/cuda/kernels.h"
+
+/* --- element-wise ---------------------------------------------------------------------------------- */
+
+static __global__ void relu_fwd_kernel(int64_t n, const float *x, float *y)
+{
+    GRID_LOOP(i, n)
+    {
+        const float v = x[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
+static __global__ void relu_bwd_kernel(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
+{
+    GRID_LOOP(i, n)
+    {
+        const float g = y[i] > 0.0f ? dy[i] : 0.0f;
+        dx[i] = accumulate ? __fadd_rn(dx[i], g) : g;
+    }
+}
+
+static __global__ void add_kernel(int64_t n, const float *a, const float *b, float *y)
+{
+    GRID_LOOP(i, n)
+    y[i] = __fadd_rn(a[i], b[i]);
+}
+
+static __global__ void accumulate_kernel(int64_t n, const float *src, float *dst)
+{
+    GRID_LOOP(i, n)
+    dst[i] = __fadd_rn(dst[i], src[i]);
+}
+
+static __global__ void fill_kernel(int64_t n, float value, float *x)
+{
+    GRID_LOOP(i, n)
+    x[i] = value;
+}
+
+static __global__ void scale_kernel(int64_t n, float a, float *x)
+{
+    GRID_LOOP(i, n)
+    x[i] = __fmul_rn(x[i], a);
+}
+
+extern "C" void dt_cuda_relu_fwd(int64_t n, const float *x, float *y)
+{
+    if (n <= 0)
+        return;
+    relu_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, x, y);
+    DT_LAUNCHED("relu_fwd_kernel");
+}
+
+extern "C" void dt_cuda_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
+{
+    if (n <= 0)
+        return;
+    relu_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, y, dy, dx, accumulate);
+    DT_LAUNCHED("relu_bwd_kernel");
+}
+
+extern "C" void dt_cuda_add_fwd(int64_t n, const float *a, const float *b, float *y)
+{
+    if (n <= 0)
+        return;
+    add_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, a, b, y);
+    DT_LAUNCHED("add_kernel");
+}
+
+extern "C" void dt_cuda_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
+{
+    if (n <= 0)
+        return;
+    if (!accumulate) {
+        if (src != dst)
+            DT_CK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+        return;
+    }
+    accumulate_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, src, dst);
+    DT_LAUNCHED("accumulate_kernel");
+}
+
+extern "C" void dt_cuda_fill(int64_t n, float value, float *x)
+{
+    if (n <= 0)
+        return;
+    fill_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, value, x);
+    DT_LAUNCHED("fill_kernel");
+}
+
+extern "C" void dt_cuda_scale(int64_t n, float a, float *x)
+{
+    if (n <= 0)
+        return;
+    scale_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, a, x);
+    DT_LAUNCHED("scale_kernel");
+}
+
+/* --- dropout --------------------------------------------------------------------------------------- */
+
+/* util/rng.c's dt_hash64 (splitmix64 of a mix of a and b), bit for bit */
+static __device__ __forceinline__ uint64_t dev_hash64(uint64_t a, uint64_t b)
+{
+    uint64_t z = ((a * 0x9e3779b97f4a7c15ULL) ^ (b + 0x632be59bd9b4e019ULL)) + 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static __global__ void dropout_fwd_kernel(int64_t n, uint32_t cut, float scale, uint64_t seed, const float *x, float *y,
+                                          uint8_t *mask)
+{
+    GRID_LOOP(i, n)
+    {
+        const uint8_t keep = (uint32_t)(dev_hash64(seed, (uint64_t)i) >> 40) >= cut;
+        mask[i] = keep;
+        y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
+    }
+}
+
+static __global__ void dropout_bwd_kernel(int64_t n, float scale, const uint8_t *mask, const float *dy, float *dx,
+                                          int accumulate)
+{
+    GRID_LOOP(i, n)
+    {
+        const float v = mask[i] ? __fmul_rn(dy[i], scale) : 0.0f;
+        dx[i] = accumulate ? __fadd_rn(dx[i], v) : v;
+    }
+}
+
+extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask)
+{
+    if (n <= 0)
+        return;
+    /* eltwise.c's constants, computed on the host as there */
+    const uint32_t cut = (uint32_t)((double)p * (1u << 24));
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, cut, scale, seed, x, y, mask);
+    DT_LAUNCHED("dropout_fwd_kernel");
+}
+
+extern "C" void dt_cuda_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate)
+{
+    if (n <= 0)
+        return;
+    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    dropout_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, scale, mask, dy, dx, accumulate);
+    DT_LAUNCHED("dropout_bwd_kernel");
+}
+
+/* --- flatten --------------------------------------------------------------------------------------- */
+
+/* y[img, ch*h*w + p] = x[img, p, ch], p = y*w + x: one thread per y element */
+static __global__ void flatten_fwd_kernel(int64_t total, int64_t hw, int c, const float *x, float *y)
+{
+    const int64_t per = hw * c;
+    GRID_LOOP(o, total)
+    {
+        const int64_t img = o / per, r = o % per;
+        const int64_t ch = r / hw, p = r % hw;
+        y[o] = x[img * per + p * c + ch];
+    }
+}
+
+/* one thread per dx element */
+static __global__ void flatten_bwd_kernel(int64_t total, int64_t hw, int c, const float *dy, float *dx,
+                                          int accumulate)
+{
+    const int64_t per = hw * c;
+    GRID_LOOP(i, total)
+    {
+        const int64_t img = i / per, r = i % per;
+        const int64_t p = r / c, ch = r % c;
+        const float v = dy[img * per + ch * hw + p];
+        dx[i] = accumulate ? __fadd_rn(dx[i], v) : v;
+    }
+}
+
+extern "C" void dt_cuda_flatten_fwd(int n, int h, int w, int c, const float *x, float *y)
+{
+    const int64_t hw = (int64_t)h * w, total = (int64_t)n * hw * c;
+    if (total <= 0)
+        return;
+    flatten_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, x, y);
+    DT_LAUNCHED("flatten_fwd_kernel");
+}
+
+extern "C" void dt_cuda_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, int accumulate)
+{
+    const int64_t hw = (int64_t)h * w, total = (int64_t)n * hw * c;
+    if (total <= 0)
+        return;
+    flatten_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, dy, dx, accumulate);
+    DT_LAUNCHED("flatten_bwd_kernel");
+}
+
+/* --- SGD ------------------------------------------------------------------------------------------- */
+
+/* eltwise.c's dt_cpu_sgd, unfused */
+static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
+                                  float one_minus_dampening, float wd, int nesterov, int first)
+{
+    GRID_LOOP(i, n)
+    {
+        const float pv = p[i];
+        float d = g[i];
+        if (wd != 0.0f)
+            d = __fadd_rn(d, __fmul_rn(wd, pv));
+        if (momentum != 0.0f) {
+            const float b = first ? d : __fadd_rn(__fmul_rn(momentum, buf[i]), __fmul_rn(one_minus_dampening, d));
+            buf[i] = b;
+            d = nesterov ? __fadd_rn(d, __fmul_rn(momentum, b)) : b;
+        }
+        p[i] = __fsub_rn(pv, __fmul_rn(lr, d));
+    }
+}
+
+extern "C" void dt_cuda_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening,
+                            float wd, int nesterov, int first)
+{
+    if (n <= 0)
+        return;
+    sgd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, p, g, buf, lr, momentum, 1.0f - dampening, wd, nesterov,
+                                                        first);
+    DT_LAUNCHED("sgd_kernel");
+}
+
+/* --- fp16 / bf16 rounding -------------------------------------------------------------------------- */
+/* util/half.c's scalar conversions, bit for bit (CUDA's __float2half_rn / __float2bfloat16_rn agree on
+ * numbers but make NaNs canonical, where half.c keeps the payload's top bits for bf16 and gives
+ * sign|0x7e00 for fp16). Caveat, on the CPU side: half.c's bulk fp16 path uses F16C (vcvtps2ph) in
+ * groups of 8, which keeps the top 10 payload bits of a NaN instead of 0x7e00, so for fp16 NaNs the
+ * CPU's own payload depends on the element's position; compare NaNs as NaNs. */
+
+static __device__ __forceinline__ uint16_t dev_f32_to_bf16(float f)
+{
+    uint32_t u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+static __device__ __forceinline__ float dev_bf16_to_f32(uint16_t h)
+{
+    return __uint_as_float((uint32_t)h << 16);
+}
+
+static __device__ __forceinline__ uint16_t dev_f32_to_f16(float f)
+{
+    const uint32_t u = __float_as_uint(f), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u)
+        return (uint16_t)(sign | 0x7e00u);
+    if (a >= 0x477ff000u)
+        return (uint16_t)(sign | 0x7c00u);
+    if (a < 0x38800000u) {
+        /* half.c: nearbyintf(|f| * 2^24) (exact product, ties to even), in integers so that no FTZ
+         * setting can change it: |f| = m * 2^(e-150), times 2^24 = m / 2^(126-e) */
+        const uint32_t e = a >> 23;
+        if (e < 102) /* below 2^-25: rounds to 0 (2^-25 itself is a tie, to even: 0, handled below too) */
+            return (uint16_t)sign;
+        const uint32_t m = (a & 0x7fffffu) | 0x800000u, sh = 126 - e; /* 14..24 */
+        uint32_t q = m >> sh;
+        const uint32_t rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+        if (rem > half || (rem == half && (q & 1)))
+            q++;
+        return (uint16_t)(sign | q); /* q = 1024 is the smallest normal half, as in half.c */
+    }
+    const uint32_t r = a + 0xfffu + ((a >> 13) & 1);
+    return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static __device__ __forceinline__ float dev_f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ffu;
+    if (e == 0) /* zero or subnormal: +-m * 2^-24, exact */
+        return __uint_as_float(sign | __float_as_uint(__fmul_rn(__uint2float_rn(m), 5.9604644775390625e-8f)));
+    if (e == 31)
+        return __uint_as_float(sign | 0x7f800000u | (m << 13));
+    return __uint_as_float(sign | ((e + 112) << 23) | (m << 13));
+}
+
+static __global__ void round_half_kernel(int64_t n, float *x, int bf16)
+{
+    GRID_LOOP(i, n)
+    {
+        const float v = x[i];
+        x[i] = bf16 ? dev_bf16_to_f32(dev_f32_to_bf16(v)) : dev_f16_to_f32(dev_f32_to_f16(v));
+    }
+}
+
+extern "C" void dt_cuda_round_half(int64_t n, float *x, int bf16)
+{
+    if (n <= 0)
+        return;
+    round_half_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, x, bf16);
+    DT_LAUNCHED("round_half_kernel");
+}
+
+/* --- unscale and overflow check -------------------------------------------------------------------- */
+
+static __global__ void unscale_check_kernel(int64_t n, float *g, float inv_scale, int *flag)
+{
+    int bad = 0;
+    GRID_LOOP(i, n)
+    {
+        const float v = __fmul_rn(g[i], inv_scale);
+        g[i] = v;
+        bad |= !(__fsub_rn(v, v) == 0.0f); /* inf - inf and NaN - NaN are NaN */
+    }
+    if (bad)
+        *flag = 1; /* every writer writes the same value */
+}
+
+extern "C" int dt_cuda_unscale_check(int64_t n, float *g, float inv_scale)
+{
+    if (n <= 0)
+        return 0;
+    cudaStream_t st = stream();
+    int *flag = (int *)scratch(sizeof(int));
+    DT_CK(cudaMemsetAsync(flag, 0, sizeof(int), st));
+    unscale_check_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, g, inv_scale, flag);
+    DT_LAUNCHED("unscale_check_kernel");
+    int bad = 0;
+    DT_CK(cudaMemcpyAsync(&bad, flag, sizeof(int), cudaMemcpyDeviceToHost, st));
+    DT_CK(cudaStreamSynchronize(st));
+    return bad != 0;
+}
+
+/* --- input normalisation --------------------------------------------------------------------------- */
+
+#define NORM_MAXC 16
+
+typedef struct norm_params {
+    float mean[NORM_MAXC], std[NORM_MAXC];
+} norm_params;
+
+static __global__ void normalize_u8_kernel(int64_t n, int c, const uint8_t *u, norm_params np, float *x)
+{
+    GRID_LOOP(i, n)
+    {
+        const int ch = (int)(i % c);
+        x[i] = __fdiv_rn(__fsub_rn(__fmul_rn((float)u[i], 1.0f / 255.0f), np.mean[ch]), np.std[ch]);
+    }
+}
+
+extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, const float *mean_host,
+                                     const float *std_host, float *x)
+{
+    if (n <= 0)
+        return;
+    if (c < 1 || c > NORM_MAXC)
+        dt_cuda_fatal("normalize_u8", "channel count outside 1..16");
+    norm_params np;
+    for (int j = 0; j < NORM_MAXC; j++) {
+        np.mean[j] = j < c ? mean_host[j] : 0.0f;
+        np.std[j] = j < c ? std_host[j] : 1.0f;
+    }
+    cudaStream_t st = stream();
+    uint8_t *u = (uint8_t *)scratch((size_t)n);
+    DT_CK(cudaMemcpyAsync(u, u_host, (size_t)n, cudaMemcpyHostToDevice, st));
+    /* From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may reuse
+     * u_host at once. From page-locked memory it runs later: wait for it then, so that the contract
+     * (the op has read u_host when it returns) holds either way. */
+    cudaPointerAttributes attr;
+    DT_CK(cudaPointerGetAttributes(&attr, u_host));
+    if (attr.type != cudaMemoryTypeUnregistered)
+        DT_CK(cudaStreamSynchronize(st));
+    normalize_u8_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, u, np, x);
+    DT_LAUNCHED("normalize_u8_kernel");
+}

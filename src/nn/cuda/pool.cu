@@ -1,0 +1,192 @@
+/* pool.cu: max and adaptive average pooling on the GPU, the port of nn/cpu/pool.c (shared helpers and
+ * rules: kernels.h). */
+#include "config.h"
+
+#include "nn/cuda/kernels.h"
+
+/* --- pooling --------------------------------------------------------------------------------------- */
+
+/* where element i of an NHWC tensor of c channels, w columns and h rows is: its image (returned),
+ * channel, column and row */
+static __device__ int64_t nhwc_pos(int64_t i, int c, int w, int h, int *ch, int *x, int *y)
+{
+    *ch = (int)(i % c);
+    int64_t t = i / c;
+    *x = (int)(t % w);
+    t /= w;
+    *y = (int)(t % h);
+    return t / h;
+}
+
+/* pool.c's rule: start at -inf with argmax at the window's first valid element; take an element when
+ * it is greater or NaN (the first maximum wins, NaN propagates, the last NaN wins) */
+static __global__ void maxpool_fwd_kernel(dt_pool_desc d, const float *x, float *y, uint8_t *argmax)
+{
+    const int64_t total = (int64_t)d.n * d.oh * d.ow * d.c, in_img = (int64_t)d.h * d.w * d.c;
+    GRID_LOOP(o, total)
+    {
+        int ch, ox, oy;
+        const int64_t img = nhwc_pos(o, d.c, d.ow, d.oh, &ch, &ox, &oy);
+        const float *xi = x + img * in_img + ch;
+        const int iy0 = oy * d.sh - d.ph, ix0 = ox * d.sw - d.pw;
+        uint8_t a = (uint8_t)((iy0 < 0 ? -iy0 : 0) * d.kw + (ix0 < 0 ? -ix0 : 0));
+        float cur = neg_inf();
+        for (int ky = 0; ky < d.kh; ky++) {
+            const int iy = iy0 + ky;
+            if (iy < 0 || iy >= d.h)
+                continue;
+            for (int kx = 0; kx < d.kw; kx++) {
+                const int ix = ix0 + kx;
+                if (ix < 0 || ix >= d.w)
+                    continue;
+                const float v = xi[((int64_t)iy * d.w + ix) * d.c];
+                if (v > cur || v != v) {
+                    cur = v;
+                    a = (uint8_t)(ky * d.kw + kx);
+                }
+            }
+        }
+        y[o] = cur;
+        argmax[o] = a;
+    }
+}
+
+/* Gather: each input element sums dy over the outputs whose window covers it and whose argmax is it,
+ * in increasing (oy, ox) order: pool.c's scatter order, from the same start (0.0f or dx), so the
+ * float sums are the CPU's. */
+static __global__ void maxpool_bwd_kernel(dt_pool_desc d, const float *dy, const uint8_t *argmax, float *dx,
+                                          int accumulate)
+{
+    const int64_t total = (int64_t)d.n * d.h * d.w * d.c;
+    GRID_LOOP(i, total)
+    {
+        int ch, ix, iy;
+        const int64_t img = nhwc_pos(i, d.c, d.w, d.h, &ch, &ix, &iy);
+        float acc = accumulate ? dx[i] : 0.0f;
+        /* oy*sh - ph <= iy <= oy*sh - ph + kh - 1 */
+        const int ty = iy + d.ph - d.kh + 1, tx = ix + d.pw - d.kw + 1;
+        const int oy0 = ty <= 0 ? 0 : (ty + d.sh - 1) / d.sh, ox0 = tx <= 0 ? 0 : (tx + d.sw - 1) / d.sw;
+        int oy1 = (iy + d.ph) / d.sh, ox1 = (ix + d.pw) / d.sw;
+        if (oy1 > d.oh - 1)
+            oy1 = d.oh - 1;
+        if (ox1 > d.ow - 1)
+            ox1 = d.ow - 1;
+        for (int oy = oy0; oy <= oy1; oy++) {
+            const int ky = iy - (oy * d.sh - d.ph);
+            for (int ox = ox0; ox <= ox1; ox++) {
+                const int kx = ix - (ox * d.sw - d.pw);
+                const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.c + ch;
+                if ((int)argmax[o] == ky * d.kw + kx)
+                    acc = __fadd_rn(acc, dy[o]);
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+/* PyTorch's adaptive window [floor(o*in/out), ceil((o+1)*in/out)), as pool.c */
+static __device__ __forceinline__ int win_start(int o, int in, int out)
+{
+    return (int)(((int64_t)o * in) / out);
+}
+
+static __device__ __forceinline__ int win_end(int o, int in, int out)
+{
+    return (int)(((int64_t)(o + 1) * in + out - 1) / out);
+}
+
+static __device__ __forceinline__ float win_inv(int y0, int y1, int x0, int x1)
+{
+    return __fdiv_rn(1.0f, (float)((y1 - y0) * (x1 - x0)));
+}
+
+static __global__ void avgpool_fwd_kernel(dt_pool_desc d, const float *x, float *y)
+{
+    const int64_t total = (int64_t)d.n * d.oh * d.ow * d.c, in_img = (int64_t)d.h * d.w * d.c;
+    GRID_LOOP(o, total)
+    {
+        int ch, ox, oy;
+        const int64_t img = nhwc_pos(o, d.c, d.ow, d.oh, &ch, &ox, &oy);
+        const int y0 = win_start(oy, d.h, d.oh), y1 = win_end(oy, d.h, d.oh);
+        const int x0 = win_start(ox, d.w, d.ow), x1 = win_end(ox, d.w, d.ow);
+        const float *xi = x + img * in_img + ch;
+        float s = 0.0f;
+        for (int iy = y0; iy < y1; iy++)
+            for (int ix = x0; ix < x1; ix++)
+                s = __fadd_rn(s, xi[((int64_t)iy * d.w + ix) * d.c]);
+        y[o] = __fmul_rn(s, win_inv(y0, y1, x0, x1));
+    }
+}
+
+/* the outputs o in [0, out) whose window covers input i: a range, computed, then widened by one and
+ * checked against the windows themselves */
+static __device__ __forceinline__ void covering(int i, int in, int out, int *lo, int *hi)
+{
+    int a = (int)(((int64_t)i * out) / in) - 1, b = (int)((((int64_t)i + 1) * out - 1) / in) + 1;
+    *lo = a < 0 ? 0 : a;
+    *hi = b > out - 1 ? out - 1 : b;
+}
+
+static __global__ void avgpool_bwd_kernel(dt_pool_desc d, const float *dy, float *dx, int accumulate)
+{
+    const int64_t total = (int64_t)d.n * d.h * d.w * d.c;
+    GRID_LOOP(i, total)
+    {
+        int ch, ix, iy;
+        const int64_t img = nhwc_pos(i, d.c, d.w, d.h, &ch, &ix, &iy);
+        float acc = accumulate ? dx[i] : 0.0f;
+        int oy0, oy1, ox0, ox1;
+        covering(iy, d.h, d.oh, &oy0, &oy1);
+        covering(ix, d.w, d.ow, &ox0, &ox1);
+        for (int oy = oy0; oy <= oy1; oy++) {
+            const int y0 = win_start(oy, d.h, d.oh), y1 = win_end(oy, d.h, d.oh);
+            if (iy < y0 || iy >= y1)
+                continue;
+            for (int ox = ox0; ox <= ox1; ox++) {
+                const int x0 = win_start(ox, d.w, d.ow), x1 = win_end(ox, d.w, d.ow);
+                if (ix < x0 || ix >= x1)
+                    continue;
+                const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.c + ch;
+                acc = __fadd_rn(acc, __fmul_rn(dy[o], win_inv(y0, y1, x0, x1)));
+            }
+        }
+        dx[i] = acc;
+    }
+}
+
+extern "C" void dt_cuda_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax)
+{
+    const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
+    if (total <= 0)
+        return;
+    maxpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, x, y, argmax);
+    DT_LAUNCHED("maxpool_fwd_kernel");
+}
+
+extern "C" void dt_cuda_maxpool_bwd(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx,
+                                    int accumulate)
+{
+    const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
+    if (total <= 0)
+        return;
+    maxpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, dy, argmax, dx, accumulate);
+    DT_LAUNCHED("maxpool_bwd_kernel");
+}
+
+extern "C" void dt_cuda_avgpool_fwd(const dt_pool_desc *d, const float *x, float *y)
+{
+    const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
+    if (total <= 0)
+        return;
+    avgpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, x, y);
+    DT_LAUNCHED("avgpool_fwd_kernel");
+}
+
+extern "C" void dt_cuda_avgpool_bwd(const dt_pool_desc *d, const float *dy, float *dx, int accumulate)
+{
+    const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
+    if (total <= 0)
+        return;
+    avgpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, dy, dx, accumulate);
+    DT_LAUNCHED("avgpool_bwd_kernel");
+}
