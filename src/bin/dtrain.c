@@ -1,4 +1,4 @@
-/* dtrain.c: the training program's command line (the work is in src/train/trainer.c).
+/* dtrain.c: the training program's command line (the work is dt_train, src/train/trainer.h).
  * Flags follow the seed tutorial's ImageNet script where it has them. Exit codes: 0 success, 1 a
  * failure at run time, 2 a bad command line or bad input found at start (nothing written), 3 and
  * 130 after SIGTERM/SIGUSR1 and SIGINT with the checkpoint written (trainer.h). */
@@ -12,6 +12,7 @@
 
 #include "libdt/comm.h"
 #include "libdt/spawn.h"
+#include "nn/model.h"
 #include "train/trainer.h"
 #include "util/check.h"
 #include "util/cli.h"
@@ -35,8 +36,9 @@ static void usage(FILE *out)
             "dtpack (splits train and val). One process per rank: srun --mpi=pmix or mpirun for CPU ranks.\n"
             "\n"
             "Model and data:\n"
-            "  -a, --arch NAME           resnet18/34/50/101/152, resnet8/20/56, resnet18_small, alexnet,\n"
-            "                            vgg11, vgg11_bn, vgg16, vgg16_bn (default resnet50)\n"
+            "  -a, --arch NAME           ");
+    dt_model_print_names(out, 28, 28, 80); /* the table in nn/models.c; room left for the default */
+    fprintf(out, " (default resnet50)\n"
             "  -j, --workers N           loader threads per rank (default 4)\n"
             "  -b, --batch-size N        images per rank and step (default 64)\n"
             "      --crop N              training crop of encoded images (default 224; raw shards: their size)\n"
@@ -156,7 +158,7 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
-    static const char *const schedules[] = {"step", "cosine", NULL};
+    static const char *const schedules[] = {"step", "cosine", NULL}; /* DT_LR_STEP, DT_LR_COSINE */
     static const char *const precisions[] = {"fp16", "bf16", NULL};
     static const char *const devices[] = {"cpu", "cuda", NULL};
     /* HDF5 1.10's exit handler crashes on a file whose H5Fclose failed (a full disk while writing a
@@ -195,7 +197,7 @@ int main(int argc, char **argv)
         case OPT_MAX_NONFINITE: bad = dt_parse_long("--max-nonfinite", optarg, 1, 1L << 40, &cfg.max_nonfinite); break;
         case OPT_NO_LR_SCALING: cfg.no_lr_scaling = 1; break;
         case OPT_WARMUP: bad = num("--warmup-epochs", optarg, 0, 1e6, &cfg.warmup_epochs); break;
-        case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, schedules, &cfg.cosine); break;
+        case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, schedules, &cfg.lr_schedule); break;
         case OPT_LR_STEPS:
             bad = dt_parse_long_list("--lr-steps", optarg, 1, 1000000, cfg.lr_steps, 16, &cfg.n_lr_steps);
             break;

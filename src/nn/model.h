@@ -16,10 +16,15 @@
  * After planning nothing is allocated; any n <= the planned batch may be run.
  *
  * Memory plan: every activation a backward pass needs is kept, but a ReLU whose input has no other
- * reader runs in place (its backward needs only its output). Activation gradients share one arena by
- * lifetime: a value's gradient lives from the backward of its last reader to the backward of its
- * producer, and values whose lifetimes do not overlap get the same bytes. The gradient of an add's
- * input that nothing else reads is the add's output gradient itself: no copy, no bytes. */
+ * reader runs in place (its backward needs only its output); activations backward does not read
+ * give their bytes to later values. Activation gradients share one arena by lifetime: a value's
+ * gradient lives from the backward of its last reader to the backward of its producer, and values
+ * whose lifetimes do not overlap get the same bytes (the packing is nn/plan.h's). The gradient of
+ * an add's input that nothing else reads is the add's output gradient itself: no copy, no bytes.
+ *
+ * The code: nn/graph.c builds the graph (the dt_layer_* calls below) and owns the parameters;
+ * nn/models.c holds the architectures (dt_models); nn/model.c plans memory and runs forward and
+ * backward; nn/precision.c does mixed precision; nn/state.c reads and writes state_dicts. */
 #ifndef DT_NN_MODEL_H
 #define DT_NN_MODEL_H
 
@@ -59,30 +64,35 @@ typedef struct dt_param {
 } dt_param;
 
 typedef struct dt_value {
-    int c;                  /* channels (features after flatten) */
-    int h, w;               /* per image, set by planning */
+    int channels;           /* features after flatten */
+    int height, width;      /* per image, set by planning */
     int producer;           /* node index, -1 for the model input */
-    size_t off;             /* data offset in the activation arena */
-    size_t goff;            /* gradient offset in the gradient arena */
+    size_t act_off;         /* data offset in the activation arena */
+    size_t grad_off;        /* gradient offset in the gradient arena */
     int grad_ready;         /* backward bookkeeping: gradient written this pass */
     int consumers;          /* nodes reading this value */
-    int alias;              /* value whose activation memory this one reuses (an in-place ReLU), or -1 */
-    int galias;             /* value whose gradient memory this one's gradient is (an add's input), or -1 */
+    int act_alias;          /* value whose activation memory this one reuses (an in-place ReLU), or -1 */
+    int grad_alias;         /* value whose gradient memory this one's gradient is (an add's input), or -1 */
 } dt_value;
+
+/* what dt_node.param[] holds, by position: conv and linear use WEIGHT and BIAS, batch norm all five */
+enum dt_node_param { DT_NODE_WEIGHT, DT_NODE_BIAS, DT_NODE_RUNNING_MEAN, DT_NODE_RUNNING_VAR,
+                     DT_NODE_BATCHES_TRACKED, DT_NODE_PARAMS };
 
 typedef struct dt_node {
     enum dt_op_kind op;
     char name[DT_NAME_MAX]; /* module name, e.g. "layer1.0.bn1" */
     int in0, in1, out;      /* value indices (in1 only for ADD) */
-    int p[5];               /* parameter indices, -1 when absent */
-    struct {
-        int k, s, pad, dil, groups, bias; /* conv, maxpool (k, s, pad) */
-        int oh, ow;                       /* adaptive average pool */
+    int param[DT_NODE_PARAMS]; /* parameter indices (enum dt_node_param), -1 when absent */
+    struct {                /* the op's settings */
+        int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad) */
+        int has_bias;                     /* conv, linear */
+        int out_h, out_w;                 /* adaptive average pool */
         float eps, momentum;              /* batch norm */
-        float drop;                       /* dropout probability */
-        int relu_node;                    /* BN: the in-place ReLU fused into it, or -1 */
-        int fused;                        /* ReLU: runs inside the BN before it */
-    } a;
+        float drop_prob;                  /* dropout probability */
+        int fused_relu;                   /* BN: the in-place ReLU node fused into it, or -1 */
+        int fused_into_bn;                /* ReLU: runs inside the BN before it */
+    } attr;
     size_t save_off;        /* saved state in the activation arena (BN mean/invstd, argmax, mask) */
 } dt_node;
 
@@ -100,8 +110,8 @@ typedef struct dt_model {
     int n_params;
     size_t cap_params;
     int input, output;      /* value indices */
-    const float *x;         /* the input of the last forward (the caller's memory) */
-    int build_error;        /* set by a builder call that failed; checked by dt_model_create */
+    const float *input_data; /* the input of the last forward (the caller's memory) */
+    int build_error;        /* set by a dt_layer_* call that failed; checked by dt_model_end */
 
     float *weights, *grads; /* n_weights each, 64-byte aligned */
     int64_t n_weights;
@@ -111,19 +121,19 @@ typedef struct dt_model {
     int64_t n_counts;
 
     int plan_n, plan_h, plan_w;
-    int plan_rule;          /* 0: the smallest memory packing; k = 1..3 forces the k-th (tests check they agree) */
-    /* mixed precision (dt_model_set_amp), emulated on the CPU: every value the reduced type would
-     * store is rounded to it, so the numbers are those of fp16/bf16 storage with fp32 compute */
+    int plan_rule;          /* enum dt_plan_order (nn/plan.h): 0 the smallest packing, 1..3 force one
+                             * (tests check that all give the same numbers) */
+    /* mixed precision (dt_model_set_amp; nn/precision.c), emulated: every value the reduced type
+     * would store is rounded to it, so the numbers are those of fp16/bf16 storage with fp32 compute */
     int amp_level;          /* 0 (fp32), 1 (conv/linear cast), 2, 3 (reduced model) */
     int amp_bf16;           /* the reduced type: 0 fp16, 1 bf16 */
     int amp_keep_bn_fp32;   /* BN parameters, statistics and compute in fp32 */
-    dt_arena amp_ws;        /* rounded copies of conv/linear operands */
+    dt_arena amp_scratch;   /* rounded copies of conv/linear operands */
     float loss_scale;       /* dt_model_loss seeds backward with the loss times this (0 or 1: unscaled) */
-    dt_arena act, grad, ws;
+    dt_arena act, grad, workspace; /* activations (and saved state), activation gradients, conv workspace */
     int training;           /* 1: BN uses batch statistics, dropout is active */
     uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
     uint64_t step;
-    double last_loss;
     int profile;            /* 1: time every node; totals per kind in prof (seconds) */
     /* called by dt_model_backward after each node's backward, when set: that node's parameter
      * gradients are final (DDP starts all-reduces from here) */
@@ -135,8 +145,30 @@ typedef struct dt_model {
     double prof[2][DT_OP_KINDS + 1]; /* [forward, backward][kind]; [1][DT_OP_KINDS]: conv backward-data */
 } dt_model;
 
-/* Architecture names dt_model_create knows, NULL-terminated. */
-extern const char *const dt_model_archs[];
+/* An architecture dt_model_create knows (models.c's table; doc/design.md, "Adding a model"). */
+typedef struct dt_model_info dt_model_info;
+struct dt_model_info {
+    const char *name;       /* -a NAME; torchvision's name where torchvision has the model */
+    /* adds the layers to m (after dt_model_begin, from m->input) and returns the output value */
+    int (*build)(dt_model *m, const dt_model_info *info);
+    const int *config;      /* ResNet: blocks per stage; VGG: each conv's channels, 0 for a max pool */
+    int config_len;
+    int bottleneck;         /* ResNet: Bottleneck blocks (1x1, 3x3, 1x1 x4) instead of BasicBlocks */
+    int small_stem;         /* ResNet: a 3x3 stride-1 conv1 and no max pool */
+    int batchnorm;          /* VGG: a BN after every conv */
+    int input_size;         /* the height and width it is made for (224: ImageNet, 32: CIFAR) */
+    int64_t params;         /* trainable parameters at 3 channels and 1000 classes: torchvision's count
+                             * (for resnet8/20/56 and resnet18_small, that of the PyTorch definitions
+                             * in tests/fixtures/make_fixtures.py); test_model checks it */
+};
+/* every architecture, in the order listings use */
+extern const dt_model_info dt_models[];
+extern const int dt_n_models;
+/* The architecture called name, or NULL. */
+const dt_model_info *dt_model_lookup(const char *name);
+/* Writes the names of dt_models separated by ", " to f, starting a new line (indented by indent
+ * spaces) before a line would pass width columns; col is the column f is at. No final newline. */
+void dt_model_print_names(FILE *f, int col, int indent, int width);
 
 /* Builds the named architecture for in_c input channels and num_classes outputs. Returns DT_OK,
  * DT_ERR_INPUT after logging an unknown name (with the list of known ones), or DT_ERR_NOMEM. */
@@ -190,21 +222,29 @@ int dt_param_trainable(const dt_param *p);
 void dt_param_from_torch(const dt_param *p, const float *torch, float *ours);
 void dt_param_to_torch(const dt_param *p, const float *ours, float *torch);
 
-/* --- builder (models.c uses these; each returns the output value, or -1 with build_error set) --- */
+/* --- building (models.c's builders use these) ---
+ * dt_model_begin makes the graph's input value (m->input); each dt_layer_* call appends one node
+ * reading value x (and returns its output value, or -1 with m->build_error set: a chain of calls
+ * needs one check, at dt_model_end). Named layers own parameters called "<name>.weight" and so on. */
 int dt_model_begin(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
-int dt_b_conv(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int bias, enum dt_init init);
-/* with dilation and groups */
-int dt_b_conv_full(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int dil, int groups, int bias,
-                   enum dt_init init);
-int dt_b_bn(dt_model *m, const char *name, int x);
-int dt_b_relu(dt_model *m, int x);
-int dt_b_maxpool(dt_model *m, int x, int k, int s, int pad);
-int dt_b_avgpool(dt_model *m, int x, int oh, int ow);
-int dt_b_flatten(dt_model *m, int x);
-int dt_b_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b);
-int dt_b_dropout(dt_model *m, int x, float p);
-int dt_b_add(dt_model *m, int a, int b);
-/* Finishes building: allocates parameter storage (zero-filled). DT_OK or the first builder error. */
+/* k x k convolution to oc channels, stride s, zero padding pad; bias as torchvision's bias=True */
+int dt_layer_conv(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int bias, enum dt_init init);
+/* the same with dilation and groups (ResNeXt, MobileNet: no model here uses them yet) */
+int dt_layer_conv_grouped(dt_model *m, const char *name, int x, int oc, int k, int s, int pad, int dil, int groups,
+                          int bias, enum dt_init init);
+int dt_layer_batchnorm(dt_model *m, const char *name, int x);
+int dt_layer_relu(dt_model *m, int x);
+int dt_layer_maxpool(dt_model *m, int x, int k, int s, int pad);
+/* adaptive average pool to oh x ow */
+int dt_layer_adaptive_avgpool(dt_model *m, int x, int oh, int ow);
+/* [n, h, w, c] -> [n, h*w*c]; must follow an adaptive pool (the feature count cannot depend on the input size) */
+int dt_layer_flatten(dt_model *m, int x);
+int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b);
+int dt_layer_dropout(dt_model *m, int x, float p);
+/* a + b (a residual connection): the same channels */
+int dt_layer_add(dt_model *m, int a, int b);
+/* Finishes building: the memory analysis (model.h's top), then parameter storage (zero-filled).
+ * DT_OK or the first builder error. */
 int dt_model_end(dt_model *m, int output);
 
 #ifdef __cplusplus

@@ -1,5 +1,6 @@
-/* models.c: torchvision's architectures (and the small-input variants) built as model graphs,
- * with torchvision's module names so state_dict names match. */
+/* models.c: the architectures dt_model_create knows (the table dt_models): torchvision's, and the
+ * small-input variants, built as model graphs with torchvision's module names so that state_dict
+ * names match. Adding one: doc/design.md, "Adding a model". */
 #include "config.h"
 
 #include <stdio.h>
@@ -9,32 +10,28 @@
 #include "util/check.h"
 #include "util/log.h"
 
-const char *const dt_model_archs[] = {"resnet18", "resnet34",  "resnet50", "resnet101", "resnet152",     "resnet8",
-                                      "resnet20", "resnet56",  "resnet18_small", "alexnet", "vgg11", "vgg11_bn",
-                                      "vgg16",    "vgg16_bn", NULL};
-
 /* conv -> bn (-> relu): the common triple, named <prefix>.convN / <prefix>.bnN */
 static int conv_bn(dt_model *m, const char *prefix, int idx, int x, int oc, int k, int s, int relu)
 {
     char cn[DT_NAME_MAX], bn[DT_NAME_MAX];
     snprintf(cn, sizeof cn, "%s%sconv%d", prefix, prefix[0] ? "." : "", idx);
     snprintf(bn, sizeof bn, "%s%sbn%d", prefix, prefix[0] ? "." : "", idx);
-    x = dt_b_conv(m, cn, x, oc, k, s, k / 2, 0, DT_INIT_KAIMING_FAN_OUT);
-    x = dt_b_bn(m, bn, x);
-    return relu ? dt_b_relu(m, x) : x;
+    x = dt_layer_conv(m, cn, x, oc, k, s, k / 2, 0, DT_INIT_KAIMING_FAN_OUT);
+    x = dt_layer_batchnorm(m, bn, x);
+    return relu ? dt_layer_relu(m, x) : x;
 }
 
 /* mark the weight of the BN node that produced value v for zero_init_residual */
 static void mark_zero_init(dt_model *m, int v)
 {
     if (v >= 0 && !m->build_error)
-        m->params[m->nodes[m->values[v].producer].p[0]].zero_init = 1;
+        m->params[m->nodes[m->values[v].producer].param[DT_NODE_WEIGHT]].zero_init = 1;
 }
 
 /* one residual block (torchvision's BasicBlock or Bottleneck, stride on the 3x3 conv: v1.5) */
 static int block(dt_model *m, const char *name, int x, int planes, int stride, int bottleneck)
 {
-    int in_c = m->values[x >= 0 ? x : 0].c;
+    int in_c = m->values[x >= 0 ? x : 0].channels;
     int out_c = bottleneck ? planes * 4 : planes;
     int y;
     if (bottleneck) {
@@ -51,10 +48,10 @@ static int block(dt_model *m, const char *name, int x, int planes, int stride, i
         char cn[DT_NAME_MAX], bn[DT_NAME_MAX];
         snprintf(cn, sizeof cn, "%s.downsample.0", name);
         snprintf(bn, sizeof bn, "%s.downsample.1", name);
-        id = dt_b_conv(m, cn, x, out_c, 1, stride, 0, 0, DT_INIT_KAIMING_FAN_OUT);
-        id = dt_b_bn(m, bn, id);
+        id = dt_layer_conv(m, cn, x, out_c, 1, stride, 0, 0, DT_INIT_KAIMING_FAN_OUT);
+        id = dt_layer_batchnorm(m, bn, id);
     }
-    return dt_b_relu(m, dt_b_add(m, y, id));
+    return dt_layer_relu(m, dt_layer_add(m, y, id));
 }
 
 static int stage(dt_model *m, int layer, int x, int planes, int blocks, int stride, int bottleneck)
@@ -69,35 +66,36 @@ static int stage(dt_model *m, int layer, int x, int planes, int blocks, int stri
 
 static int head(dt_model *m, int x)
 {
-    x = dt_b_avgpool(m, x, 1, 1);
-    x = dt_b_flatten(m, x);
-    return dt_b_linear(m, "fc", x, m->num_classes, DT_INIT_TORCH_DEFAULT, DT_INIT_TORCH_DEFAULT);
+    x = dt_layer_adaptive_avgpool(m, x, 1, 1);
+    x = dt_layer_flatten(m, x);
+    return dt_layer_linear(m, "fc", x, m->num_classes, DT_INIT_TORCH_DEFAULT, DT_INIT_TORCH_DEFAULT);
 }
 
-/* torchvision ResNet; small_stem: 3x3 stride-1 conv1 and no max pool (32x32 inputs) */
-static int resnet(dt_model *m, const int *blocks, int bottleneck, int small_stem)
+/* torchvision's ResNet (v1.5); small_stem: a 3x3 stride-1 conv1 and no max pool (32x32 inputs) */
+static int resnet(dt_model *m, const dt_model_info *info)
 {
     int x = m->input;
-    if (small_stem) {
+    if (info->small_stem) {
         x = conv_bn(m, "", 1, x, 64, 3, 1, 1);
     } else {
-        x = dt_b_conv(m, "conv1", x, 64, 7, 2, 3, 0, DT_INIT_KAIMING_FAN_OUT);
-        x = dt_b_relu(m, dt_b_bn(m, "bn1", x));
-        x = dt_b_maxpool(m, x, 3, 2, 1);
+        x = dt_layer_conv(m, "conv1", x, 64, 7, 2, 3, 0, DT_INIT_KAIMING_FAN_OUT);
+        x = dt_layer_relu(m, dt_layer_batchnorm(m, "bn1", x));
+        x = dt_layer_maxpool(m, x, 3, 2, 1);
     }
     static const int planes[4] = {64, 128, 256, 512};
-    for (int l = 0; l < 4; l++)
-        x = stage(m, l + 1, x, planes[l], blocks[l], l == 0 ? 1 : 2, bottleneck);
+    for (int l = 0; l < 4 && l < info->config_len; l++)
+        x = stage(m, l + 1, x, planes[l], info->config[l], l == 0 ? 1 : 2, info->bottleneck);
     return head(m, x);
 }
 
-/* CIFAR-style 6n+2 ResNet: 3x3 stem of 16, stages of 16/32/64 BasicBlocks */
-static int resnet_cifar(dt_model *m, int n)
+/* CIFAR-style 6n+2 ResNet (He et al. 2016, section 4.2): a 3x3 stem of 16, stages of 16/32/64
+ * BasicBlocks, torchvision's names without layer4 */
+static int resnet_cifar(dt_model *m, const dt_model_info *info)
 {
+    static const int planes[3] = {16, 32, 64};
     int x = conv_bn(m, "", 1, m->input, 16, 3, 1, 1);
-    x = stage(m, 1, x, 16, n, 1, 0);
-    x = stage(m, 2, x, 32, n, 2, 0);
-    x = stage(m, 3, x, 64, n, 2, 0);
+    for (int l = 0; l < 3 && l < info->config_len; l++)
+        x = stage(m, l + 1, x, planes[l], info->config[l], l == 0 ? 1 : 2, 0);
     return head(m, x);
 }
 
@@ -108,107 +106,145 @@ static int classifier(dt_model *m, int x, int dropout_first, enum dt_init init_w
     int i = 0;
     for (int l = 0; l < 2; l++) {
         if (dropout_first) {
-            x = dt_b_dropout(m, x, 0.5f);
+            x = dt_layer_dropout(m, x, 0.5f);
             i++;
         }
         snprintf(name, sizeof name, "classifier.%d", i++);
-        x = dt_b_relu(m, dt_b_linear(m, name, x, 4096, init_w, init_b));
+        x = dt_layer_relu(m, dt_layer_linear(m, name, x, 4096, init_w, init_b));
         i++;
         if (!dropout_first) {
-            x = dt_b_dropout(m, x, 0.5f);
+            x = dt_layer_dropout(m, x, 0.5f);
             i++;
         }
     }
     snprintf(name, sizeof name, "classifier.%d", i);
-    return dt_b_linear(m, name, x, m->num_classes, init_w, init_b);
+    return dt_layer_linear(m, name, x, m->num_classes, init_w, init_b);
 }
 
-static int alexnet(dt_model *m)
+/* torchvision's AlexNet (features: conv, relu, [max pool] five times, numbered as torchvision) */
+static int alexnet(dt_model *m, const dt_model_info *info)
 {
     static const struct { int oc, k, s, p, idx, pool; } L[5] = {
         {64, 11, 4, 2, 0, 1}, {192, 5, 1, 2, 3, 1}, {384, 3, 1, 1, 6, 0}, {256, 3, 1, 1, 8, 0}, {256, 3, 1, 1, 10, 1}};
+    (void)info; /* nothing to choose */
     int x = m->input;
     char name[DT_NAME_MAX];
     for (int l = 0; l < 5; l++) {
         snprintf(name, sizeof name, "features.%d", L[l].idx);
-        x = dt_b_relu(m, dt_b_conv(m, name, x, L[l].oc, L[l].k, L[l].s, L[l].p, 1, DT_INIT_TORCH_DEFAULT));
+        x = dt_layer_relu(m, dt_layer_conv(m, name, x, L[l].oc, L[l].k, L[l].s, L[l].p, 1, DT_INIT_TORCH_DEFAULT));
         if (L[l].pool)
-            x = dt_b_maxpool(m, x, 3, 2, 0);
+            x = dt_layer_maxpool(m, x, 3, 2, 0);
     }
-    x = dt_b_flatten(m, dt_b_avgpool(m, x, 6, 6));
+    x = dt_layer_flatten(m, dt_layer_adaptive_avgpool(m, x, 6, 6));
     return classifier(m, x, 1, DT_INIT_TORCH_DEFAULT, DT_INIT_TORCH_DEFAULT);
 }
 
-/* VGG configuration: channels, 0 for a max pool */
-static int vgg(dt_model *m, const int *cfg, int n, int bn)
+/* VGG: config holds each conv's channels, 0 for a max pool */
+static int vgg(dt_model *m, const dt_model_info *info)
 {
     int x = m->input, idx = 0;
     char name[DT_NAME_MAX];
-    for (int i = 0; i < n; i++) {
-        if (cfg[i] == 0) {
-            x = dt_b_maxpool(m, x, 2, 2, 0);
+    for (int i = 0; i < info->config_len; i++) {
+        int oc = info->config[i];
+        if (oc == 0) {
+            x = dt_layer_maxpool(m, x, 2, 2, 0);
             idx++;
             continue;
         }
         snprintf(name, sizeof name, "features.%d", idx++);
-        x = dt_b_conv(m, name, x, cfg[i], 3, 1, 1, 1, DT_INIT_KAIMING_FAN_OUT);
-        if (bn) {
+        x = dt_layer_conv(m, name, x, oc, 3, 1, 1, 1, DT_INIT_KAIMING_FAN_OUT);
+        if (info->batchnorm) {
             snprintf(name, sizeof name, "features.%d", idx++);
-            x = dt_b_bn(m, name, x);
+            x = dt_layer_batchnorm(m, name, x);
         }
-        x = dt_b_relu(m, x);
+        x = dt_layer_relu(m, x);
         idx++;
     }
-    x = dt_b_flatten(m, dt_b_avgpool(m, x, 7, 7));
+    x = dt_layer_flatten(m, dt_layer_adaptive_avgpool(m, x, 7, 7));
     return classifier(m, x, 0, DT_INIT_NORMAL_001, DT_INIT_ZEROS);
+}
+
+#define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's */
+static const int resnet18_blocks[] = {2, 2, 2, 2}, resnet34_blocks[] = {3, 4, 6, 3}, resnet50_blocks[] = {3, 4, 6, 3},
+                 resnet101_blocks[] = {3, 4, 23, 3}, resnet152_blocks[] = {3, 8, 36, 3};
+static const int resnet8_blocks[] = {1, 1, 1}, resnet20_blocks[] = {3, 3, 3}, resnet56_blocks[] = {9, 9, 9};
+static const int vgg11_config[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
+static const int vgg16_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
+
+const dt_model_info dt_models[] = {
+    {"resnet18", resnet, resnet18_blocks, LEN(resnet18_blocks), .input_size = 224, .params = 11689512},
+    {"resnet34", resnet, resnet34_blocks, LEN(resnet34_blocks), .input_size = 224, .params = 21797672},
+    {"resnet50", resnet, resnet50_blocks, LEN(resnet50_blocks), .bottleneck = 1, .input_size = 224, .params = 25557032},
+    {"resnet101", resnet, resnet101_blocks, LEN(resnet101_blocks), .bottleneck = 1, .input_size = 224,
+     .params = 44549160},
+    {"resnet152", resnet, resnet152_blocks, LEN(resnet152_blocks), .bottleneck = 1, .input_size = 224,
+     .params = 60192808},
+    {"resnet8", resnet_cifar, resnet8_blocks, LEN(resnet8_blocks), .input_size = 32, .params = 142392},
+    {"resnet20", resnet_cifar, resnet20_blocks, LEN(resnet20_blocks), .input_size = 32, .params = 336824},
+    {"resnet56", resnet_cifar, resnet56_blocks, LEN(resnet56_blocks), .input_size = 32, .params = 920120},
+    {"resnet18_small", resnet, resnet18_blocks, LEN(resnet18_blocks), .small_stem = 1, .input_size = 32,
+     .params = 11681832},
+    {"alexnet", alexnet, .input_size = 224, .params = 61100840},
+    {"vgg11", vgg, vgg11_config, LEN(vgg11_config), .input_size = 224, .params = 132863336},
+    {"vgg11_bn", vgg, vgg11_config, LEN(vgg11_config), .batchnorm = 1, .input_size = 224, .params = 132868840},
+    {"vgg16", vgg, vgg16_config, LEN(vgg16_config), .input_size = 224, .params = 138357544},
+    {"vgg16_bn", vgg, vgg16_config, LEN(vgg16_config), .batchnorm = 1, .input_size = 224, .params = 138365992},
+};
+const int dt_n_models = LEN(dt_models);
+
+const dt_model_info *dt_model_lookup(const char *name)
+{
+    for (int i = 0; i < dt_n_models; i++)
+        if (strcmp(dt_models[i].name, name) == 0)
+            return &dt_models[i];
+    return NULL;
+}
+
+void dt_model_print_names(FILE *f, int col, int indent, int width)
+{
+    for (int i = 0; i < dt_n_models; i++) {
+        int len = (int)strlen(dt_models[i].name) + (i + 1 < dt_n_models ? 1 : 0); /* the name and its comma */
+        if (i > 0) {
+            if (col + 1 + len > width) {
+                fprintf(f, "\n%*s", indent, "");
+                col = indent;
+            } else {
+                fputc(' ', f);
+                col++;
+            }
+        }
+        fprintf(f, "%s%s", dt_models[i].name, i + 1 < dt_n_models ? "," : "");
+        col += len;
+    }
+}
+
+/* "resnet18, resnet34, ..." into buf (cut short when it does not fit) */
+static void model_names(char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < dt_n_models && k < size; i++)
+        k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", dt_models[i].name);
 }
 
 int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be)
 {
-    static const int r18[4] = {2, 2, 2, 2}, r34[4] = {3, 4, 6, 3}, r101[4] = {3, 4, 23, 3}, r152[4] = {3, 8, 36, 3};
-    static const int vgg11[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
-    static const int vgg16[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
     if (in_c < 1 || num_classes < 1) {
         dt_error("model %s: %d input channels and %d classes: both must be at least 1", arch, in_c, num_classes);
         return DT_ERR_INPUT;
     }
-    dt_model_begin(m, arch, in_c, num_classes, be);
-    int out;
-    if (!strcmp(arch, "resnet18"))
-        out = resnet(m, r18, 0, 0);
-    else if (!strcmp(arch, "resnet34"))
-        out = resnet(m, r34, 0, 0);
-    else if (!strcmp(arch, "resnet50"))
-        out = resnet(m, r34, 1, 0);
-    else if (!strcmp(arch, "resnet101"))
-        out = resnet(m, r101, 1, 0);
-    else if (!strcmp(arch, "resnet152"))
-        out = resnet(m, r152, 1, 0);
-    else if (!strcmp(arch, "resnet18_small"))
-        out = resnet(m, r18, 0, 1);
-    else if (!strcmp(arch, "resnet8"))
-        out = resnet_cifar(m, 1);
-    else if (!strcmp(arch, "resnet20"))
-        out = resnet_cifar(m, 3);
-    else if (!strcmp(arch, "resnet56"))
-        out = resnet_cifar(m, 9);
-    else if (!strcmp(arch, "alexnet"))
-        out = alexnet(m);
-    else if (!strcmp(arch, "vgg11") || !strcmp(arch, "vgg11_bn"))
-        out = vgg(m, vgg11, (int)(sizeof vgg11 / sizeof vgg11[0]), !strcmp(arch, "vgg11_bn"));
-    else if (!strcmp(arch, "vgg16") || !strcmp(arch, "vgg16_bn"))
-        out = vgg(m, vgg16, (int)(sizeof vgg16 / sizeof vgg16[0]), !strcmp(arch, "vgg16_bn"));
-    else {
+    const dt_model_info *info = dt_model_lookup(arch);
+    if (!info) {
         char list[512];
-        size_t k = 0;
-        list[0] = '\0';
-        for (int i = 0; dt_model_archs[i] && k < sizeof list; i++)
-            k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "", dt_model_archs[i]);
+        model_names(list, sizeof list);
         dt_error("unknown model '%s' (known: %s)", arch, list);
-        dt_model_free(m);
+        memset(m, 0, sizeof *m); /* safe to free, as after any failure */
         return DT_ERR_INPUT;
     }
-    int rc = dt_model_end(m, out);
+    dt_model_begin(m, arch, in_c, num_classes, be);
+    int rc = dt_model_end(m, info->build(m, info));
     if (rc != DT_OK)
         dt_model_free(m);
     return rc;

@@ -25,18 +25,18 @@ static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
  * start and end say the most). */
 static void put(dt_agree_set *s, const char *name, const char *text)
 {
-    if (s->n >= DT_AGREE_SLOTS)
+    if (s->used >= DT_AGREE_SLOTS)
         return; /* dt_agree_fingerprint's count is checked by the unit test */
-    dt_agree_rec *r = &s->rec[s->n++];
+    dt_agree_rec *rec = &s->rec[s->used++];
     size_t nl = strlen(name), tl = strlen(text);
-    r->hash = fnv1a(fnv1a(0xcbf29ce484222325ULL, name, nl + 1), text, tl);
-    snprintf(r->name, sizeof r->name, "%s", name);
-    if (tl < sizeof r->text)
-        memcpy(r->text, text, tl + 1);
+    rec->hash = fnv1a(fnv1a(0xcbf29ce484222325ULL, name, nl + 1), text, tl);
+    snprintf(rec->name, sizeof rec->name, "%s", name);
+    if (tl < sizeof rec->text)
+        memcpy(rec->text, text, tl + 1);
     else {
         enum { HEAD = 40 };
-        size_t tail = sizeof r->text - 1 - HEAD - 3;
-        snprintf(r->text, sizeof r->text, "%.*s...%s", (int)HEAD, text, text + tl - tail);
+        size_t tail = sizeof rec->text - 1 - HEAD - 3;
+        snprintf(rec->text, sizeof rec->text, "%.*s...%s", (int)HEAD, text, text + tl - tail);
     }
 }
 
@@ -87,59 +87,60 @@ static void put_tri(dt_agree_set *s, const char *name, int v)
     put_str(s, name, v < 0 ? NULL : v ? "true" : "false");
 }
 
-int dt_agree_fingerprint(const dt_train_cfg *c, dt_agree_set *out)
+int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
 {
     static const char *const levels[] = {"O0", "O1", "O2", "O3"};
     memset(out, 0, sizeof *out);
-    out->n = 1; /* slot 0, the version, is made last: it lists the options */
-    put_str(out, "-a", c->arch);
-    put_str(out, "DATA", c->data);
-    put_flag(out, "--synthetic", c->synthetic);
-    put_long(out, "-b", c->batch, -1);
-    put_long(out, "--crop", c->crop, 0);
-    put_long(out, "--crop-padding", c->crop_padding == 0 ? 4 : c->crop_padding < 0 ? 0 : c->crop_padding, -1);
-    put_long(out, "--epochs", c->epochs, -1);
-    put_long(out, "--start-epoch", c->start_epoch, -1);
-    put_long(out, "--max-steps", c->max_steps, 0);
-    put_double(out, "--lr", c->lr);
-    put_flag(out, "--no-lr-scaling", c->no_lr_scaling);
-    put_double(out, "--warmup-epochs", c->warmup_epochs);
-    put_str(out, "--lr-schedule", c->cosine ? "cosine" : "step");
+    out->used = 1; /* slot 0, the version, is made last: it lists the options */
+    put_str(out, "-a", cfg->arch);
+    put_str(out, "DATA", cfg->data);
+    put_flag(out, "--synthetic", cfg->synthetic);
+    put_long(out, "-b", cfg->batch, -1);
+    put_long(out, "--crop", cfg->crop, 0);
+    put_long(out, "--crop-padding", cfg->crop_padding == 0 ? 4 : cfg->crop_padding < 0 ? 0 : cfg->crop_padding, -1);
+    put_long(out, "--epochs", cfg->epochs, -1);
+    put_long(out, "--start-epoch", cfg->start_epoch, -1);
+    put_long(out, "--max-steps", cfg->max_steps, 0);
+    put_double(out, "--lr", cfg->lr);
+    put_flag(out, "--no-lr-scaling", cfg->no_lr_scaling);
+    put_double(out, "--warmup-epochs", cfg->warmup_epochs);
+    put_str(out, "--lr-schedule", cfg->lr_schedule == DT_LR_COSINE ? "cosine" : "step");
     char steps[16 * 24] = "";
-    for (int i = 0; i < c->n_lr_steps && i < 16 && !c->cosine; i++) /* cosine does not use them */
-        snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%ld", i ? "," : "", c->lr_steps[i]);
-    put_str(out, "--lr-steps", c->cosine ? NULL : steps);
-    put_double(out, "--momentum", c->momentum);
-    put_double(out, "--wd", c->wd);
-    put_flag(out, "--nesterov", c->nesterov);
-    put_double(out, "--label-smoothing", c->label_smoothing);
-    put_long(out, "--accum-steps", c->accum_steps, -1);
-    put_double(out, "--desired-acc", c->desired_acc);
-    put_long(out, "--seed", (long)c->seed, -1);
-    put_flag(out, "--deterministic", c->deterministic);
-    put_str(out, "--device", c->cuda ? "cuda" : "cpu");
-    put_str(out, "--opt-level", c->opt_level >= 0 && c->opt_level < 4 ? levels[c->opt_level] : "?");
-    put_str(out, "--precision", c->amp.bf16 ? "bf16" : "fp16");
-    put_tri(out, "--keep-batchnorm-fp32", c->amp.keep_batchnorm_fp32);
-    put_tri(out, "--master-weights", c->amp.master_weights);
-    put_str(out, "--loss-scale", c->amp.loss_scale);
-    put_long(out, "--loss-scale-window", c->scale_window, 0);
-    put_flag(out, "--allreduce-fp32", c->amp.allreduce_fp32);
-    put_long(out, "--max-nonfinite", c->max_nonfinite, 0);
-    put_double(out, "--bucket-mb", c->bucket_mb);
-    put_double(out, "--first-bucket-mb", c->first_bucket_mb);
-    put_flag(out, "--no-overlap", c->no_overlap);
-    put_flag(out, "--sync-bn", c->sync_bn);
-    put_str(out, "--resume", c->resume);
-    put_str(out, "--pretrained", c->pretrained);
-    put_flag(out, "--evaluate", c->evaluate);
-    put_long(out, "--checkpoint-every", c->checkpoint_every, 0);
+    int cosine = cfg->lr_schedule == DT_LR_COSINE; /* which does not use --lr-steps */
+    for (int i = 0; i < cfg->n_lr_steps && i < 16 && !cosine; i++)
+        snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%ld", i ? "," : "", cfg->lr_steps[i]);
+    put_str(out, "--lr-steps", cosine ? NULL : steps);
+    put_double(out, "--momentum", cfg->momentum);
+    put_double(out, "--wd", cfg->wd);
+    put_flag(out, "--nesterov", cfg->nesterov);
+    put_double(out, "--label-smoothing", cfg->label_smoothing);
+    put_long(out, "--accum-steps", cfg->accum_steps, -1);
+    put_double(out, "--desired-acc", cfg->desired_acc);
+    put_long(out, "--seed", (long)cfg->seed, -1);
+    put_flag(out, "--deterministic", cfg->deterministic);
+    put_str(out, "--device", cfg->cuda ? "cuda" : "cpu");
+    put_str(out, "--opt-level", cfg->opt_level >= 0 && cfg->opt_level < 4 ? levels[cfg->opt_level] : "?");
+    put_str(out, "--precision", cfg->amp.bf16 ? "bf16" : "fp16");
+    put_tri(out, "--keep-batchnorm-fp32", cfg->amp.keep_batchnorm_fp32);
+    put_tri(out, "--master-weights", cfg->amp.master_weights);
+    put_str(out, "--loss-scale", cfg->amp.loss_scale);
+    put_long(out, "--loss-scale-window", cfg->scale_window, 0);
+    put_flag(out, "--allreduce-fp32", cfg->amp.allreduce_fp32);
+    put_long(out, "--max-nonfinite", cfg->max_nonfinite, 0);
+    put_double(out, "--bucket-mb", cfg->bucket_mb);
+    put_double(out, "--first-bucket-mb", cfg->first_bucket_mb);
+    put_flag(out, "--no-overlap", cfg->no_overlap);
+    put_flag(out, "--sync-bn", cfg->sync_bn);
+    put_str(out, "--resume", cfg->resume);
+    put_str(out, "--pretrained", cfg->pretrained);
+    put_flag(out, "--evaluate", cfg->evaluate);
+    put_long(out, "--checkpoint-every", cfg->checkpoint_every, 0);
     /* slot 0: the version and the options compared, so that builds comparing other options (or the
      * same ones in another order) disagree here, before any option */
     char list[DT_AGREE_SLOTS * DT_AGREE_NAME] = "", version[DT_AGREE_SLOTS * DT_AGREE_NAME + 64];
-    for (int i = 1; i < out->n; i++)
+    for (int i = 1; i < out->used; i++)
         snprintf(list + strlen(list), sizeof list - strlen(list), " %s", out->rec[i].name);
-    snprintf(version, sizeof version, "with dtrain %s (%d options compared)", PACKAGE_VERSION, out->n - 1);
+    snprintf(version, sizeof version, "with dtrain %s (%d options compared)", PACKAGE_VERSION, out->used - 1);
     dt_agree_set v = {0};
     put(&v, "dtrain", version);
     v.rec[0].hash = fnv1a(v.rec[0].hash, list, strlen(list));
@@ -254,25 +255,25 @@ int dt_agree_describe(const dt_agree_rec *recs, int n_ranks, char *buf, size_t n
     return (int)(k < n ? k : n - 1);
 }
 
-int dt_agree_options(dt_comm *c, const dt_train_cfg *cfg)
+int dt_agree_options(dt_comm *comm, const dt_train_cfg *cfg)
 {
-    if (c->size == 1)
+    if (comm->size == 1)
         return DT_OK;
     dt_agree_set mine;
     dt_agree_fingerprint(cfg, &mine);
     int64_t sum[2 * DT_AGREE_SLOTS];
     dt_agree_summary(&mine, sum);
-    DT_TRY(c->ops->allreduce(c, sum, sum, 2 * DT_AGREE_SLOTS, DT_INT64, DT_MIN));
+    DT_TRY(comm->ops->allreduce(comm, sum, sum, 2 * DT_AGREE_SLOTS, DT_INT64, DT_MIN));
     int slot = dt_agree_first_difference(sum);
     if (slot < 0)
         return DT_OK;
     /* every rank knows the slot: now who has what, DT_AGREE_REC_BYTES from each */
     dt_agree_rec *all;
-    DT_CHECK_ALLOC(all = calloc((size_t)c->size, sizeof *all));
-    int rc = c->ops->allgather(c, &mine.rec[slot], all, sizeof *all, DT_UINT8);
-    if (rc == DT_OK && c->rank == 0) {
+    DT_CHECK_ALLOC(all = calloc((size_t)comm->size, sizeof *all));
+    int rc = comm->ops->allgather(comm, &mine.rec[slot], all, sizeof *all, DT_UINT8);
+    if (rc == DT_OK && comm->rank == 0) {
         char line[1024];
-        dt_agree_describe(all, c->size, line, sizeof line);
+        dt_agree_describe(all, comm->size, line, sizeof line);
         dt_error("%s", line);
     }
     free(all);

@@ -40,12 +40,12 @@ typedef struct dt_agree_rec {
 } dt_agree_rec;
 
 typedef struct dt_agree_set {
-    int n;                                /* slots in use; the others hold zeros */
+    int used;                             /* slots in use; the others hold zeros */
     dt_agree_rec rec[DT_AGREE_SLOTS];
 } dt_agree_set;
 
-/* The fingerprint of c (pure: no I/O, no communication). Always DT_OK. */
-int dt_agree_fingerprint(const dt_train_cfg *c, dt_agree_set *out);
+/* The fingerprint of cfg (pure: no I/O, no communication). Always DT_OK. */
+int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out);
 /* What a rank contributes to the all-reduce (min): for slot i, sum[2i] = hash, sum[2i+1] = ~hash, as
  * int64. The minimum over ranks of both says whether the slot's hashes are all the same. */
 void dt_agree_summary(const dt_agree_set *s, int64_t sum[2 * DT_AGREE_SLOTS]);
@@ -59,7 +59,7 @@ int dt_agree_describe(const dt_agree_rec *recs, int n_ranks, char *buf, size_t n
 /* The exchange (every rank, as the first collective of a run): DT_OK when every rank has the same
  * fingerprint; DT_ERR_INPUT on every rank when not, after rank 0 logged the one line; or the
  * communicator's error (a timeout, already said). */
-int dt_agree_options(dt_comm *c, const dt_train_cfg *cfg);
+int dt_agree_options(dt_comm *comm, const dt_train_cfg *cfg);
 
 #ifdef __cplusplus
 }

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "util/check.h"
-#include "util/clones.h"
 #include "util/cli.h"
 #include "util/h5.h"
 #include "util/log.h"
@@ -117,11 +116,11 @@ void dt_scaler_init(dt_scaler *s, const dt_amp_props *p)
     s->max_scale = 16777216.0; /* 2^24 */
 }
 
-DT_CLONES
-int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow)
+/* the overflow flag agreed over the ranks (a max over one int): every rank skips together */
+static int overflow_agree(dt_comm *comm, int local_overflow, int *overflow)
 {
     int32_t v = local_overflow != 0;
-    DT_TRY(c->ops->allreduce(c, &v, &v, 1, DT_INT32, DT_MAX));
+    DT_TRY(comm->ops->allreduce(comm, &v, &v, 1, DT_INT32, DT_MAX));
     *overflow = v;
     return DT_OK;
 }
@@ -149,6 +148,12 @@ int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
     return 0;
 }
 
+/* dst = src, n floats of the backend's memory: its copy_grad without accumulation is a plain copy */
+static void copy_floats(const dt_backend *be, int64_t n, const float *src, float *dst)
+{
+    be->copy_grad(n, src, dst, 0);
+}
+
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
 {
     dt_amp_props copy = *p; /* p may point into a */
@@ -164,10 +169,16 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
             dt_error("mixed precision: cannot allocate the fp32 master weights of %s", m->arch);
             return DT_ERR_NOMEM;
         }
-        m->be->copy_grad(m->n_weights, m->weights, a->master, 0);
+        dt_amp_master_from_model(a, m);
     }
     m->loss_scale = (float)a->scaler.scale;
     return DT_OK;
+}
+
+void dt_amp_master_from_model(dt_amp *a, const dt_model *m)
+{
+    if (a->master)
+        copy_floats(m->be, m->n_weights, m->weights, a->master);
 }
 
 void dt_amp_free(dt_amp *a)
@@ -177,20 +188,20 @@ void dt_amp_free(dt_amp *a)
     a->master = NULL;
 }
 
-int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
                 int loss_nonfinite, int *skipped)
 {
     int overflow = m->be->unscale_check(m->n_weights, m->grads, (float)(1.0 / s->scale)) || loss_nonfinite;
-    if (c)
-        DT_TRY(dt_overflow_agree(c, overflow, &overflow));
-    *skipped = dt_scaler_update(s, overflow, step, c ? c->rank : 0);
+    if (comm)
+        DT_TRY(overflow_agree(comm, overflow, &overflow));
+    *skipped = dt_scaler_update(s, overflow, step, comm ? comm->rank : 0);
     if (!*skipped) {
         if (master) { /* the update happens on the fp32 masters; the model gets them rounded */
             float *w = m->weights;
             m->weights = master;
             dt_sgd_step(opt, m, lr);
             m->weights = w;
-            m->be->copy_grad(m->n_weights, master, m->weights, 0);
+            copy_floats(m->be, m->n_weights, master, m->weights);
         } else {
             dt_sgd_step(opt, m, lr);
         }

@@ -69,8 +69,6 @@ typedef struct dt_scaler {
 } dt_scaler;
 
 void dt_scaler_init(dt_scaler *s, const dt_amp_props *p);
-/* The overflow flag agreed over the ranks (a max over one int): every rank skips together. */
-int dt_overflow_agree(dt_comm *c, int local_overflow, int *overflow);
 /* After a step's gradients were checked: returns 1 when the step must be skipped (overflow). The
  * scale moves as described above; rank 0 (rank == 0) logs an overflow with the step. */
 int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank);
@@ -84,16 +82,19 @@ typedef struct dt_amp {
 } dt_amp;
 /* Call before dt_model_plan. DT_OK or DT_ERR_NOMEM. */
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p);
+/* The master weights (when there are any) become a copy of the model's weights again: after the
+ * weights were replaced (--pretrained, read by rank 0 and broadcast by DDP). */
+void dt_amp_master_from_model(dt_amp *a, const dt_model *m);
 void dt_amp_free(dt_amp *a);
 
 /* The end of a training step under a scaler: the gradients (of the loss times the scale) are
  * unscaled and checked, the ranks agree on overflow, and then either the optimiser steps (on the
  * master weights when there are any, then rounded into the model) or, on overflow, nothing is
- * touched (weights, momentum, step count). *skipped says which. c may be NULL (one process);
+ * touched (weights, momentum, step count). *skipped says which. comm may be NULL (one process);
  * master NULL when the model's weights are the ones to update. The model's loss scale follows the
  * scaler. loss_nonfinite: this rank's loss was NaN or infinite, which skips the step on every rank
  * like an overflow (its gradients are then not finite either, unless the loss alone overflowed). */
-int dt_amp_step(dt_scaler *s, dt_comm *c, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
                 int loss_nonfinite, int *skipped);
 /* Checkpoint state: attributes of group g. Load names the file in its one-line errors. */
 int dt_scaler_save(const dt_scaler *s, hid_t g);

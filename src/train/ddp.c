@@ -19,11 +19,11 @@ typedef struct bucket {
 } bucket;
 
 struct dt_ddp {
-    dt_model *m;
-    dt_comm *c;
+    dt_model *model;
+    dt_comm *comm;
     dt_ddp_cfg cfg;
-    bucket *b;
-    int nb;
+    bucket *buckets;
+    int n_buckets;
     int *param_bucket;  /* per model parameter: its bucket, or -1 */
     /* the communication thread */
     pthread_t thread;
@@ -60,13 +60,13 @@ static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_
     int bf = d->cfg.wire == DT_BFLOAT16;
     *nh = *nf = 0;
     for (int j = 0, p = k->first_param; j < k->n_params; p--) {
-        const dt_param *q = &d->m->params[p];
+        const dt_param *q = &d->model->params[p];
         if (!dt_param_trainable(q))
             continue;
         j++;
-        float *g = d->m->grads + q->off;
+        float *g = d->model->grads + q->off;
         size_t n = (size_t)q->numel;
-        if (dt_param_reduced(d->m, q)) {
+        if (dt_param_reduced(d->model, q)) {
             uint16_t *w = d->wire + *nh;
             if (to_wire)
                 bf ? dt_f32_to_bf16_n(n, g, w) : dt_f32_to_f16_n(n, g, w);
@@ -83,22 +83,22 @@ static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_
 
 static int reduce_bucket(dt_ddp *d, int i)
 {
-    bucket *k = &d->b[i];
-    float *g = d->m->grads + k->lo;
+    bucket *k = &d->buckets[i];
+    float *g = d->model->grads + k->lo;
     size_t n = (size_t)(k->hi - k->lo);
     if (d->wire) { /* half the bytes for the reduced-type gradients (AMP O2/O3); fp32 ones as fp32 */
         size_t nh, nf;
         wire_move(d, k, 1, &nh, &nf);
         if (nh)
-            DT_TRY(d->c->ops->allreduce(d->c, d->wire, d->wire, nh, d->cfg.wire, DT_AVG));
+            DT_TRY(d->comm->ops->allreduce(d->comm, d->wire, d->wire, nh, d->cfg.wire, DT_AVG));
         if (nf)
-            DT_TRY(d->c->ops->allreduce(d->c, d->wire32, d->wire32, nf, DT_FLOAT32, DT_AVG));
+            DT_TRY(d->comm->ops->allreduce(d->comm, d->wire32, d->wire32, nf, DT_FLOAT32, DT_AVG));
         wire_move(d, k, 0, &nh, &nf);
     } else {
-        DT_TRY(d->c->ops->allreduce(d->c, g, g, n, DT_FLOAT32, DT_AVG));
+        DT_TRY(d->comm->ops->allreduce(d->comm, g, g, n, DT_FLOAT32, DT_AVG));
     }
     if (d->cfg.grad_scale != 1.0f)
-        d->m->be->scale((int64_t)n, d->cfg.grad_scale, g);
+        d->model->be->scale((int64_t)n, d->cfg.grad_scale, g);
     return DT_OK;
 }
 
@@ -129,21 +129,21 @@ static void *comm_thread(void *arg)
 static void on_grads(void *ctx, int node)
 {
     dt_ddp *d = ctx;
-    const dt_node *nd = &d->m->nodes[node];
+    const dt_node *nd = &d->model->nodes[node];
     pthread_mutex_lock(&d->mu); /* only this (the compute) thread changes pending and ready_upto */
-    for (int j = 0; j < 5; j++) {
-        int p = nd->p[j];
+    for (int j = 0; j < DT_NODE_PARAMS; j++) {
+        int p = nd->param[j];
         if (p >= 0 && d->param_bucket[p] >= 0)
-            d->b[d->param_bucket[p]].pending--;
+            d->buckets[d->param_bucket[p]].pending--;
     }
     int upto = d->ready_upto;
-    while (upto < d->nb && d->b[upto].pending == 0) /* in order: the same on every rank */
+    while (upto < d->n_buckets && d->buckets[upto].pending == 0) /* in order: the same on every rank */
         upto++;
     pthread_mutex_unlock(&d->mu);
     if (upto == d->ready_upto)
         return;
-    if (!d->m->be->host_memory) /* queued on the device: written before the communicator reads them */
-        d->m->be->sync();
+    if (!d->model->be->host_memory) /* queued on the device: written before the communicator reads them */
+        d->model->be->sync();
     pthread_mutex_lock(&d->mu);
     d->ready_upto = upto;
     pthread_cond_broadcast(&d->cv);
@@ -152,11 +152,11 @@ static void on_grads(void *ctx, int node)
 
 static int make_buckets(dt_ddp *d)
 {
-    dt_model *m = d->m;
+    dt_model *m = d->model;
     size_t cap0 = d->cfg.first_bucket_bytes, cap = d->cfg.bucket_bytes;
     d->param_bucket = malloc((size_t)m->n_params * sizeof(int));
-    d->b = calloc((size_t)m->n_params + 1, sizeof *d->b);
-    if (!d->param_bucket || !d->b)
+    d->buckets = calloc((size_t)m->n_params + 1, sizeof *d->buckets);
+    if (!d->param_bucket || !d->buckets)
         return DT_ERR_NOMEM;
     size_t bytes = 0;
     for (int p = m->n_params - 1; p >= 0; p--) { /* reverse creation order: the last layers first */
@@ -164,7 +164,7 @@ static int make_buckets(dt_ddp *d)
         d->param_bucket[p] = -1;
         if (!dt_param_trainable(q))
             continue;
-        bucket *k = &d->b[d->nb];
+        bucket *k = &d->buckets[d->n_buckets];
         if (!k->n_params) {
             k->lo = q->off;
             k->hi = q->off + q->numel;
@@ -173,40 +173,40 @@ static int make_buckets(dt_ddp *d)
         k->lo = q->off < k->lo ? q->off : k->lo;
         k->hi = q->off + q->numel > k->hi ? q->off + q->numel : k->hi;
         k->n_params++;
-        d->param_bucket[p] = d->nb;
+        d->param_bucket[p] = d->n_buckets;
         bytes += (size_t)q->numel * sizeof(float);
-        if (bytes >= (d->nb == 0 ? cap0 : cap)) { /* full: the next parameter opens a new bucket */
-            d->nb++;
+        if (bytes >= (d->n_buckets == 0 ? cap0 : cap)) { /* full: the next parameter opens a new bucket */
+            d->n_buckets++;
             bytes = 0;
         }
     }
-    if (d->b[d->nb].n_params)
-        d->nb++;
+    if (d->buckets[d->n_buckets].n_params)
+        d->n_buckets++;
     /* parameters are laid out in creation order, so each bucket's range is its own */
-    for (int i = 1; i < d->nb; i++)
-        if (d->b[i].hi > d->b[i - 1].lo) {
+    for (int i = 1; i < d->n_buckets; i++)
+        if (d->buckets[i].hi > d->buckets[i - 1].lo) {
             dt_error("ddp: buckets %d and %d overlap in the gradient array (parameters out of order)", i - 1, i);
             return DT_ERR_STATE;
         }
     return DT_OK;
 }
 
-static int broadcast_floats(dt_comm *c, float *x, int64_t n)
+static int broadcast_floats(dt_comm *comm, float *x, int64_t n)
 {
     const int64_t chunk = 1 << 28; /* MPI counts bytes in an int */
     for (int64_t o = 0; o < n; o += chunk)
-        DT_TRY(c->ops->broadcast(c, x + o, (size_t)(n - o < chunk ? n - o : chunk), DT_FLOAT32, 0));
+        DT_TRY(comm->ops->broadcast(comm, x + o, (size_t)(n - o < chunk ? n - o : chunk), DT_FLOAT32, 0));
     return DT_OK;
 }
 
-int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
+int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cfg)
 {
     *out = NULL;
     dt_ddp *d = calloc(1, sizeof *d);
     if (!d)
         return DT_ERR_NOMEM;
-    d->m = m;
-    d->c = c;
+    d->model = m;
+    d->comm = comm;
     d->cfg = cfg ? *cfg : (dt_ddp_cfg){0};
     if (!d->cfg.bucket_bytes)
         d->cfg.bucket_bytes = (size_t)25 << 20;
@@ -217,32 +217,34 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
     int rc = make_buckets(d);
-    if (!m->be->host_memory && c->size > 1) { /* device gradients (NCCL): what this version cannot do yet */
+    if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing, no SyncBN */
         if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
-            d->cfg.wire = DT_FLOAT32; /* gradients of emulated fp16 go as fp32 (real fp16 storage: next) */
+            d->cfg.wire = DT_FLOAT32; /* the reduced-type gradients are fp32 arrays of rounded values: sent as such */
         if (d->cfg.sync_bn) {
             dt_error("--sync-bn with --device cuda on several ranks: not supported yet");
             rc = DT_ERR_INPUT;
         }
     }
     /* every replica starts from rank 0's weights and buffers */
-    if (rc == DT_OK && c->size > 1) {
-        rc = broadcast_floats(c, m->weights, m->n_weights);
+    if (rc == DT_OK && comm->size > 1) {
+        rc = broadcast_floats(comm, m->weights, m->n_weights);
         if (rc == DT_OK && m->n_buffers)
-            rc = broadcast_floats(c, m->buffers, m->n_buffers);
+            rc = broadcast_floats(comm, m->buffers, m->n_buffers);
     }
     if (rc == DT_OK && (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
         size_t most = 0;
-        for (int i = 0; i < d->nb; i++)
-            most = (size_t)(d->b[i].hi - d->b[i].lo) > most ? (size_t)(d->b[i].hi - d->b[i].lo) : most;
+        for (int i = 0; i < d->n_buckets; i++) {
+            size_t len = (size_t)(d->buckets[i].hi - d->buckets[i].lo);
+            most = len > most ? len : most;
+        }
         d->wire = malloc((most ? most : 1) * sizeof(uint16_t));
         d->wire32 = malloc((most ? most : 1) * sizeof(float));
         if (!d->wire || !d->wire32)
             rc = DT_ERR_NOMEM;
     }
-    if (rc == DT_OK && d->cfg.sync_bn && c->size > 1)
-        rc = c->ops->dup(c, &d->bn_comm);
-    if (rc == DT_OK && c->size > 1 && !d->cfg.no_overlap) {
+    if (rc == DT_OK && d->cfg.sync_bn && comm->size > 1)
+        rc = comm->ops->dup(comm, &d->bn_comm);
+    if (rc == DT_OK && comm->size > 1 && !d->cfg.no_overlap) {
         int e = pthread_create(&d->thread, NULL, comm_thread, d);
         if (e) {
             dt_error("ddp: cannot start the communication thread: %s", strerror(e));
@@ -261,17 +263,17 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg)
         m->bn_sync = bn_sync;
         m->bn_sync_ctx = d;
     }
-    if (c->rank == 0)
-        dt_debug("ddp: %d buckets (first %.1f MiB, then %.1f MiB), overlap %s", d->nb, d->cfg.first_bucket_bytes / 1048576.0,
-                 d->cfg.bucket_bytes / 1048576.0, d->cfg.no_overlap ? "off" : "on");
+    if (comm->rank == 0)
+        dt_debug("ddp: %d buckets (first %.1f MiB, then %.1f MiB), overlap %s", d->n_buckets,
+                 d->cfg.first_bucket_bytes / 1048576.0, d->cfg.bucket_bytes / 1048576.0, d->cfg.no_overlap ? "off" : "on");
     *out = d;
     return DT_OK;
 }
 
 int dt_ddp_sync_buffers(dt_ddp *d)
 {
-    if (d->c->size > 1 && d->m->n_buffers)
-        return broadcast_floats(d->c, d->m->buffers, d->m->n_buffers);
+    if (d->comm->size > 1 && d->model->n_buffers)
+        return broadcast_floats(d->comm, d->model->buffers, d->model->n_buffers);
     return DT_OK;
 }
 
@@ -282,32 +284,32 @@ int dt_ddp_before_forward(dt_ddp *d)
 
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
 {
-    int comm = sync && d->c->size > 1;
+    int comm = sync && d->comm->size > 1;
     pthread_mutex_lock(&d->mu);
-    for (int i = 0; i < d->nb; i++)
-        d->b[i].pending = d->b[i].n_params;
+    for (int i = 0; i < d->n_buckets; i++)
+        d->buckets[i].pending = d->buckets[i].n_params;
     d->ready_upto = d->done_upto = 0;
     d->err = 0;
     d->active = comm && d->have_thread;
     pthread_mutex_unlock(&d->mu);
-    d->m->on_grads = d->active ? on_grads : NULL;
-    int rc = dt_model_backward(d->m, n, accumulate);
-    d->m->on_grads = on_grads;
+    d->model->on_grads = d->active ? on_grads : NULL;
+    int rc = dt_model_backward(d->model, n, accumulate);
+    d->model->on_grads = on_grads;
     if (rc == DT_OK && d->bn_err) /* a SyncBN reduction of this forward or backward failed */
         rc = d->bn_err;
     if (!comm)
         return rc;
-    if (!d->m->be->host_memory) /* the last buckets' gradients are queued on the device */
-        d->m->be->sync();
+    if (!d->model->be->host_memory) /* the last buckets' gradients are queued on the device */
+        d->model->be->sync();
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
-        for (int i = 0; rc == DT_OK && i < d->nb; i++)
+        for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
             rc = reduce_bucket(d, i);
         return rc;
     }
     pthread_mutex_lock(&d->mu);
-    d->ready_upto = d->nb; /* buckets whose nodes were skipped (unused) go too */
+    d->ready_upto = d->n_buckets; /* buckets whose nodes were skipped (unused) go too */
     pthread_cond_broadcast(&d->cv);
-    while (!d->err && d->done_upto < d->nb)
+    while (!d->err && d->done_upto < d->n_buckets)
         pthread_cond_wait(&d->cv, &d->mu);
     d->active = 0;
     if (rc == DT_OK)
@@ -318,12 +320,7 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
 
 int dt_ddp_buckets(const dt_ddp *d)
 {
-    return d->nb;
-}
-
-size_t dt_ddp_bucket_bytes(const dt_ddp *d, int i)
-{
-    return (size_t)(d->b[i].hi - d->b[i].lo) * sizeof(float);
+    return d->n_buckets;
 }
 
 void dt_ddp_free(dt_ddp *d)
@@ -337,20 +334,20 @@ void dt_ddp_free(dt_ddp *d)
         pthread_mutex_unlock(&d->mu);
         pthread_join(d->thread, NULL);
     }
-    if (d->m && d->m->on_grads_ctx == d) {
-        d->m->on_grads = NULL;
-        d->m->on_grads_ctx = NULL;
+    if (d->model && d->model->on_grads_ctx == d) {
+        d->model->on_grads = NULL;
+        d->model->on_grads_ctx = NULL;
     }
-    if (d->m && d->m->bn_sync_ctx == d) {
-        d->m->bn_sync = NULL;
-        d->m->bn_sync_ctx = NULL;
+    if (d->model && d->model->bn_sync_ctx == d) {
+        d->model->bn_sync = NULL;
+        d->model->bn_sync_ctx = NULL;
     }
     dt_comm_free(d->bn_comm);
     free(d->wire);
     free(d->wire32);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
-    free(d->b);
+    free(d->buckets);
     free(d->param_bucket);
     free(d);
 }

@@ -38,7 +38,7 @@ typedef struct dt_ddp dt_ddp;
 
 /* Builds the buckets, starts the communication thread and broadcasts rank 0's parameters and
  * buffers. The model must outlive it; its on_grads hook is taken. */
-int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *c, const dt_ddp_cfg *cfg);
+int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cfg);
 /* Before a forward: the broadcast of buffers when configured. */
 int dt_ddp_before_forward(dt_ddp *d);
 /* Rank 0's buffers (BN running statistics) to every rank, now: before validation, so that every rank
@@ -47,8 +47,6 @@ int dt_ddp_sync_buffers(dt_ddp *d);
 /* dt_model_backward, plus (when sync) the averaged gradients on every rank at return. */
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync);
 int dt_ddp_buckets(const dt_ddp *d);
-/* the bytes of bucket i and its first parameter's name (reverse order: bucket 0 holds the last layers) */
-size_t dt_ddp_bucket_bytes(const dt_ddp *d, int i);
 void dt_ddp_free(dt_ddp *d);
 
 #ifdef __cplusplus

@@ -19,7 +19,7 @@
 _Static_assert(sizeof(double) == 8 && sizeof(float) == 4, "IEEE 754 binary64 and binary32 expected");
 
 struct dt_tb {
-    FILE *f;
+    FILE *file;
     char *path;
     uint8_t *buf; /* the record being built */
     size_t cap;
@@ -123,7 +123,7 @@ static int record_end(dt_tb *w, size_t n)
     put_le64(b, (uint64_t)n);
     put_le32(b + 8, dt_crc32c_mask(dt_crc32c(b, 8)));
     put_le32(b + 12 + n, dt_crc32c_mask(dt_crc32c(b + 12, n)));
-    if (fwrite(b, 1, 16 + n, w->f) != 16 + n) {
+    if (fwrite(b, 1, 16 + n, w->file) != 16 + n) {
         dt_error("%s: cannot write a TensorBoard event: %s", w->path, strerror(errno));
         return DT_ERR_SYS;
     }
@@ -202,7 +202,7 @@ int dt_tb_open(dt_tb **out, const char *dir)
     int rc = DT_OK;
     /* ".0" as TensorFlow names a process's first writer; a name taken (a second writer in the same
      * second) moves on to the next number rather than appending to another writer's file */
-    for (int i = 0; i < 1000 && !w->f; i++) {
+    for (int i = 0; i < 1000 && !w->file; i++) {
         free(w->path);
         w->path = NULL;
         if (asprintf(&w->path, "%s/events.out.tfevents.%lld.%s.%ld.%d", dir, secs, host, pid, i) < 0) {
@@ -211,14 +211,14 @@ int dt_tb_open(dt_tb **out, const char *dir)
             rc = DT_ERR_NOMEM;
             goto fail;
         }
-        w->f = fopen(w->path, "wbx");
-        if (!w->f && errno != EEXIST) {
+        w->file = fopen(w->path, "wbx");
+        if (!w->file && errno != EEXIST) {
             dt_error("%s: cannot create the TensorBoard events file: %s", w->path, strerror(errno));
             rc = DT_ERR_SYS;
             goto fail;
         }
     }
-    if (!w->f) {
+    if (!w->file) {
         dt_error("%s: cannot create the TensorBoard events file: %s", w->path, strerror(EEXIST));
         rc = DT_ERR_SYS;
         goto fail;
@@ -228,8 +228,8 @@ int dt_tb_open(dt_tb **out, const char *dir)
     *out = w;
     return DT_OK;
 fail:
-    if (w->f) {
-        fclose(w->f);
+    if (w->file) {
+        fclose(w->file);
         unlink(w->path);
     }
     free(w->path);
@@ -245,7 +245,7 @@ const char *dt_tb_path(const dt_tb *w)
 
 int dt_tb_flush(dt_tb *w)
 {
-    if (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0) {
+    if (fflush(w->file) != 0 || fsync(fileno(w->file)) != 0) {
         dt_error("%s: cannot flush the TensorBoard events: %s", w->path, strerror(errno));
         return DT_ERR_SYS;
     }
@@ -257,7 +257,7 @@ void dt_tb_close(dt_tb *w)
     if (!w)
         return;
     int flushed = dt_tb_flush(w) == DT_OK; /* logs its own error */
-    if (fclose(w->f) != 0 && flushed)
+    if (fclose(w->file) != 0 && flushed)
         dt_error("%s: cannot close the TensorBoard events file: %s", w->path, strerror(errno));
     free(w->path);
     free(w->buf);

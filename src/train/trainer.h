@@ -11,6 +11,12 @@
 extern "C" {
 #endif
 
+/* --lr-schedule: the values are the indices of its choices in src/bin/dtrain.c ("step", "cosine") */
+enum dt_lr_schedule {
+    DT_LR_STEP = 0,             /* x0.1 at each of lr_steps (epochs) */
+    DT_LR_COSINE = 1,           /* per step, cosine from the (warmed-up) lr to 0 at the last epoch's end */
+};
+
 typedef struct dt_train_cfg {
     const char *data;           /* packed dataset directory (dtpack); NULL with synthetic */
     const char *arch;
@@ -20,7 +26,7 @@ typedef struct dt_train_cfg {
     double lr;                  /* for a global batch of 256 (scaled unless no_lr_scaling) */
     int no_lr_scaling;
     double warmup_epochs;
-    int cosine;                 /* 0: step schedule (x0.1 at lr_steps), 1: per-step cosine to 0 */
+    int lr_schedule;            /* enum dt_lr_schedule */
     long lr_steps[16];
     int n_lr_steps;
     double momentum, wd, label_smoothing;
@@ -53,7 +59,7 @@ typedef struct dt_train_cfg {
 
 /* Apex-like defaults: resnet50, 90 epochs, batch 64 per rank, lr 0.1 per 256, step schedule at
  * 30/60/80, momentum 0.9, wd 1e-4, print every 10 steps, O0, 25/1 MiB buckets, 600 s timeout. */
-void dt_train_defaults(dt_train_cfg *c);
+void dt_train_defaults(dt_train_cfg *cfg);
 /* Exit codes of dtrain. SIGTERM or SIGUSR1 (Slurm's --signal before a time limit, preemption) on
  * any rank: every rank finishes its step, rank 0 writes the checkpoint, all exit 3 (run again with
  * --resume auto). SIGINT: the same, exit 130. */
@@ -63,7 +69,7 @@ void dt_train_defaults(dt_train_cfg *c);
 /* Runs training (rank, size and communicator from the launch). Returns the process exit code:
  * 0 done, 1 a failure at run time (one line), 2 bad input found at start (one line, nothing
  * written), DT_EXIT_RESUMABLE or DT_EXIT_INTERRUPTED after a signal (checkpoint written). */
-int dt_train(const dt_train_cfg *c);
+int dt_train(const dt_train_cfg *cfg);
 
 #ifdef __cplusplus
 }

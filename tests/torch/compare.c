@@ -57,11 +57,11 @@ static int zero_grad_bias(const dt_model *m, int param)
 {
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
-        if (nd->op != DT_OP_CONV || nd->p[1] != param)
+        if (nd->op != DT_OP_CONV || nd->param[DT_NODE_BIAS] != param)
             continue;
         for (int k = i + 1; k < m->n_nodes; k++)
             if (m->nodes[k].in0 == nd->out || m->nodes[k].in1 == nd->out)
-                return m->nodes[k].op == DT_OP_BN ? nd->p[0] : -1;
+                return m->nodes[k].op == DT_OP_BN ? nd->param[DT_NODE_WEIGHT] : -1;
     }
     return -1;
 }
@@ -158,8 +158,8 @@ static double compare(const char *group, const char *name, const float *ours, in
 static int param_node(const dt_model *m, int i)
 {
     for (int k = 0; k < m->n_nodes; k++)
-        for (int j = 0; j < 5; j++)
-            if (m->nodes[k].p[j] == i)
+        for (int j = 0; j < DT_NODE_PARAMS; j++)
+            if (m->nodes[k].param[j] == i)
                 return k;
     return -1;
 }
@@ -202,13 +202,13 @@ static int check_kinks(const dt_model *m, const char *name)
         int64_t at = (int64_t)rows[3 * r + 1];
         const dt_node *nd = &m->nodes[relu[call]];
         float ours;
-        if (nd->a.fused) { /* its output is not kept: recompute BN's pre-ReLU value as the BN does */
+        if (nd->attr.fused_into_bn) { /* its output is not kept: recompute BN's pre-ReLU value as the BN does */
             const dt_node *bn = &m->nodes[m->values[nd->in0].producer];
-            const float *x = dt_arena_at(&m->act, m->values[bn->in0].off), *saved = dt_arena_at(&m->act, bn->save_off);
-            int c = m->values[bn->in0].c, j = (int)(at % c);
+            const float *x = dt_arena_at(&m->act, m->values[bn->in0].act_off), *saved = dt_arena_at(&m->act, bn->save_off);
+            int c = m->values[bn->in0].channels, j = (int)(at % c);
             ours = x[at] * saved[2 * c + j] + saved[3 * c + j];
         } else { /* an in-place ReLU has overwritten its input with max(0, x): the same "> 0" as x */
-            const float *x = dt_arena_at(&m->act, m->values[nd->in0].off);
+            const float *x = dt_arena_at(&m->act, m->values[nd->in0].act_off);
             ours = x[at];
         }
         if ((ours > 0) != (rows[3 * r + 2] > 0)) {

@@ -53,11 +53,11 @@ int main(void)
     base.data = "/data/fm";
     dt_agree_set s;
     dt_agree_fingerprint(&base, &s);
-    TAP_OK(s.n > 30 && s.n < DT_AGREE_SLOTS, "%d options and the version fit in %d slots", s.n - 1, DT_AGREE_SLOTS);
+    TAP_OK(s.used > 30 && s.used < DT_AGREE_SLOTS, "%d options and the version fit in %d slots", s.used - 1, DT_AGREE_SLOTS);
     TAP_OK(!strcmp(s.rec[0].name, "dtrain") && strstr(s.rec[0].text, PACKAGE_VERSION), "slot 0: %s", s.rec[0].text);
     int unique = 1;
-    for (int i = 0; i < s.n; i++)
-        for (int j = i + 1; j < s.n; j++)
+    for (int i = 0; i < s.used; i++)
+        for (int j = i + 1; j < s.used; j++)
             unique &= strcmp(s.rec[i].name, s.rec[j].name) != 0;
     TAP_OK(unique, "every option has a slot of its own");
 
@@ -121,7 +121,7 @@ int main(void)
     CHANGE("--max-steps", c->max_steps = 2);
     CHANGE("--no-lr-scaling", c->no_lr_scaling = 1);
     CHANGE("--warmup-epochs", c->warmup_epochs = 5);
-    CHANGE("--lr-schedule", c->cosine = 1);
+    CHANGE("--lr-schedule", c->lr_schedule = DT_LR_COSINE);
     CHANGE("--lr-steps", c->lr_steps[2] = 85);
     CHANGE("--momentum", c->momentum = 0.8);
     CHANGE("--wd", c->wd = 5e-4);
@@ -151,7 +151,7 @@ int main(void)
 
     /* cosine does not read --lr-steps: a difference there alone is none */
     dt_train_cfg cos1 = base, cos2 = base;
-    cos1.cosine = cos2.cosine = 1;
+    cos1.lr_schedule = cos2.lr_schedule = DT_LR_COSINE;
     cos2.lr_steps[0] = 3;
     TAP_OK(differ(&cos1, &cos2, line, sizeof line) == -1, "cosine: --lr-steps not compared");
 
@@ -203,7 +203,7 @@ int main(void)
     /* another build (other options compared): slot 0 */
     dt_agree_fingerprint(&base, &s);
     dt_agree_rec v[2] = {s.rec[0], s.rec[0]};
-    snprintf(v[1].text, sizeof v[1].text, "with dtrain %s (%d options compared)", PACKAGE_VERSION, s.n);
+    snprintf(v[1].text, sizeof v[1].text, "with dtrain %s (%d options compared)", PACKAGE_VERSION, s.used);
     v[1].hash ^= 1;
     dt_agree_describe(v, 2, line, sizeof line);
     TAP_OK(strstr(line, "rank 1 was started with dtrain") && strstr(line, "rank 0 with dtrain"), "versions: %s", line);

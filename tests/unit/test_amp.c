@@ -208,8 +208,8 @@ int main(void)
              dt_model_forward(&mm, x, 4) == DT_OK && dt_model_loss(&mm, y, 4, 0, &loss) == DT_OK;
         const dt_node *c1 = &mm.nodes[0]; /* conv1 */
         int bf = lv[k].bf16;
-        float *conv_out = dt_arena_at(&mm.act, mm.values[c1->out].off);
-        int64_t nout = 4LL * 12 * 12 * mm.values[c1->out].c;
+        float *conv_out = dt_arena_at(&mm.act, mm.values[c1->out].act_off);
+        int64_t nout = 4LL * 12 * 12 * mm.values[c1->out].channels;
         int conv_red = dt_is_half(conv_out, nout, bf), logits_red = dt_is_half(dt_model_logits(&mm), 40, bf);
         ok = ok && dt_model_backward(&mm, 4, 0) == DT_OK;
         const dt_param *pc = &mm.params[pconv], *pb = &mm.params[pbn];

@@ -1,9 +1,12 @@
-/* test_model.c: every architecture builds with torchvision's parameter count and names; bad names
- * and too-small inputs are refused with one line; initialisation follows torchvision's rules and
- * is reproducible; a forward/backward pass runs and gives finite numbers. */
+/* test_model.c: every architecture of the table (nn/models.c) builds with torchvision's parameter
+ * count and names, plans for its input size and is listed in doc/dtrain.1; bad names and
+ * too-small inputs are refused with one line; initialisation follows torchvision's rules and is
+ * reproducible; a forward/backward pass runs and gives finite numbers. */
 #include "config.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,35 +37,102 @@ static double param_std(const dt_model *m, const char *name)
     return sqrt(s2 / p->numel - mean * mean);
 }
 
+/* the text of doc/dtrain.1's entry for -a/--arch (from its line to the next .TP), or NULL */
+static char *read_man_arch_entry(void)
+{
+    const char *top = getenv("top_srcdir");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/doc/dtrain.1", top ? top : ".");
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char line[1024], *text = calloc(1, 1);
+    size_t len = 0;
+    int in = 0;
+    while (text && fgets(line, sizeof line, f)) {
+        if (in && strncmp(line, ".TP", 3) == 0)
+            break;
+        if (!in && strstr(line, "\\-\\-arch"))
+            in = 1;
+        if (in) {
+            char *t = realloc(text, len + strlen(line) + 1);
+            if (!t) {
+                free(text);
+                text = NULL;
+                break;
+            }
+            text = t;
+            memcpy(text + len, line, strlen(line) + 1);
+            len += strlen(line);
+        }
+    }
+    fclose(f);
+    if (text && !in) {
+        free(text);
+        text = NULL;
+    }
+    return text;
+}
+
+/* does text hold name as a whole word (not as a part of resnet18_small, say)? */
+static int has_word(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        int before = p == text || !(isalnum((unsigned char)p[-1]) || p[-1] == '_');
+        int after = !(isalnum((unsigned char)p[n]) || p[n] == '_');
+        if (before && after)
+            return 1;
+    }
+    return 0;
+}
+
 int main(void)
 {
     tap_log_begin();
-    /* torchvision's numbers of trainable parameters for 1000 classes, 3 input channels */
+    /* every architecture of the table: its parameter count (torchvision's, in the table), one name
+     * that must exist where listed here, planning for its input size, and the dtrain(1) man page
+     * lists it under -a */
     static const struct {
-        const char *arch;
-        int64_t params;
-        const char *a_name; /* a name that must exist */
-    } tv[] = {
-        {"resnet18", 11689512, "layer4.1.bn2.running_var"},
-        {"resnet34", 21797672, "layer3.5.conv2.weight"},
-        {"resnet50", 25557032, "layer4.0.downsample.1.num_batches_tracked"},
-        {"resnet101", 44549160, "layer3.22.conv3.weight"},
-        {"resnet152", 60192808, "layer2.7.bn3.bias"},
-        {"alexnet", 61100840, "classifier.6.bias"},
-        {"vgg11", 132863336, "features.18.weight"},
-        {"vgg11_bn", 132868840, "features.26.running_mean"},
-        {"vgg16", 138357544, "features.28.weight"},
-        {"vgg16_bn", 138365992, "features.41.weight"},
+        const char *arch, *a_name;
+    } names[] = {
+        {"resnet18", "layer4.1.bn2.running_var"},
+        {"resnet34", "layer3.5.conv2.weight"},
+        {"resnet50", "layer4.0.downsample.1.num_batches_tracked"},
+        {"resnet101", "layer3.22.conv3.weight"},
+        {"resnet152", "layer2.7.bn3.bias"},
+        {"resnet56", "layer3.8.bn2.weight"},
+        {"resnet18_small", "layer4.1.conv2.weight"},
+        {"alexnet", "classifier.6.bias"},
+        {"vgg11", "features.18.weight"},
+        {"vgg11_bn", "features.26.running_mean"},
+        {"vgg16", "features.28.weight"},
+        {"vgg16_bn", "features.41.weight"},
     };
-    for (size_t i = 0; i < sizeof tv / sizeof tv[0]; i++) {
+    char *man = read_man_arch_entry();
+    TAP_OK(man != NULL, "doc/dtrain.1 has an entry for --arch");
+    for (int i = 0; i < dt_n_models; i++) {
+        const dt_model_info *info = &dt_models[i];
+        const char *a_name = NULL;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (strcmp(names[k].arch, info->name) == 0)
+                a_name = names[k].a_name;
         dt_model m;
-        int rc = dt_model_create(&m, tv[i].arch, 3, 1000, &dt_backend_cpu);
-        TAP_OK(rc == DT_OK && count_params(&m, 1) == tv[i].params && dt_model_find_param(&m, tv[i].a_name) >= 0,
-               "%s: %lld trainable parameters (torchvision: %lld), has %s", tv[i].arch,
-               rc == DT_OK ? (long long)count_params(&m, 1) : -1LL, (long long)tv[i].params, tv[i].a_name);
+        int rc = dt_model_create(&m, info->name, 3, 1000, &dt_backend_cpu);
+        long long got = rc == DT_OK ? (long long)count_params(&m, 1) : -1LL;
+        TAP_OK(rc == DT_OK && got == info->params && (!a_name || dt_model_find_param(&m, a_name) >= 0),
+               "%s: %lld trainable parameters (torchvision: %lld)%s%s", info->name, got, (long long)info->params,
+               a_name ? ", has " : "", a_name ? a_name : "");
+        int size = info->input_size;
+        TAP_OK(rc == DT_OK && size > 0 && dt_model_plan(&m, 1, size, size) == DT_OK, "%s plans for its input size %d",
+               info->name, size);
         if (rc == DT_OK)
             dt_model_free(&m);
+        TAP_OK(dt_model_lookup(info->name) == info, "%s: found by name", info->name);
+        TAP_OK(man && has_word(man, info->name), "%s: listed under --arch in doc/dtrain.1", info->name);
     }
+    free(man);
+    TAP_OK(dt_model_lookup("resnet") == NULL && dt_model_lookup("") == NULL, "no model called resnet or ''");
 
     dt_model m;
     TAP_OK(dt_model_create(&m, "resnet50x", 3, 10, &dt_backend_cpu) == DT_ERR_INPUT, "unknown arch refused");

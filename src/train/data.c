@@ -1,0 +1,104 @@
+/* data.c: the run's data side (contract in trainer_int.h): the training and validation sets packed
+ * by dtpack (or none, with --synthetic), the model's input and output sizes they imply, the
+ * normalisation (ImageNet's constants for encoded images, measured for raw shards), the loaders (one
+ * per set, this rank's share of each epoch) and the steps an epoch has. Every rank opens and checks
+ * everything itself; nothing is written. */
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "train/trainer_int.h"
+#include "util/check.h"
+#include "util/log.h"
+
+int dt_run_open_datasets(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    if (cfg->synthetic) {
+        r->classes = 1000;
+        r->channels = 3;
+        r->image_size = cfg->crop ? cfg->crop : 224;
+        return DT_OK;
+    }
+    if (!cfg->data) {
+        dt_error("no data directory given (a directory packed by dtpack, or --synthetic)");
+        return DT_ERR_INPUT;
+    }
+    if (dt_dataset_open(&r->train_set, cfg->data, "train", 0) != DT_OK)
+        return DT_ERR_INPUT;
+    r->have_train_set = 1;
+    if (dt_dataset_open(&r->val_set, cfg->data, "val", 0) != DT_OK)
+        return DT_ERR_INPUT;
+    r->have_val_set = 1;
+    if (dt_dataset_check_splits(&r->train_set, &r->val_set) != DT_OK) /* as dtpack verify: kind, classes, size */
+        return DT_ERR_INPUT;
+    int raw = r->train_set.kind == DT_SHARD_RAW;
+    r->classes = r->train_set.num_classes;
+    r->channels = raw ? r->train_set.c : 3;
+    r->image_size = raw ? r->train_set.h : (cfg->crop ? cfg->crop : 224);
+    return DT_OK;
+}
+
+/* per-channel mean and standard deviation of the training images, for normalisation: ImageNet's
+ * for encoded data (torchvision's constants); measured on up to 10000 images for raw shards */
+static int measure_norm(dt_run *r)
+{
+    static const float im_mean[3] = {0.485f, 0.456f, 0.406f}, im_std[3] = {0.229f, 0.224f, 0.225f};
+    const dt_dataset *d = &r->train_set;
+    if (r->cfg->synthetic || d->kind == DT_SHARD_ENCODED) {
+        for (int ch = 0; ch < 3; ch++) {
+            r->mean[ch] = im_mean[ch];
+            r->std[ch] = im_std[ch];
+        }
+        return DT_OK;
+    }
+    int64_t n = d->count < 10000 ? d->count : 10000;
+    size_t bytes = (size_t)d->h * d->w * d->c;
+    uint8_t *buf = malloc(bytes);
+    double s[4] = {0}, q[4] = {0};
+    if (!buf)
+        return DT_ERR_NOMEM;
+    for (int64_t i = 0; i < n; i++) {
+        if (dt_dataset_read(d, i * (d->count / n), buf) != DT_OK) {
+            free(buf);
+            return DT_ERR_INPUT;
+        }
+        for (size_t k = 0; k < bytes; k++) {
+            double v = buf[k] / 255.0;
+            s[k % d->c] += v;
+            q[k % d->c] += v * v;
+        }
+    }
+    free(buf);
+    double per = (double)n * (double)bytes / d->c;
+    for (int ch = 0; ch < d->c; ch++) {
+        double mu = s[ch] / per, var = q[ch] / per - mu * mu;
+        r->mean[ch] = (float)mu;
+        r->std[ch] = (float)sqrt(var > 1e-8 ? var : 1e-8);
+    }
+    return DT_OK;
+}
+
+int dt_run_load_data(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    DT_TRY(measure_norm(r));
+    dt_loader_cfg lc = {.batch = cfg->batch, .train = 1, .workers = cfg->workers, .seed = cfg->seed,
+                        .rank = r->launch.rank, .world = r->launch.size, .drop_last = 1, .out_h = r->image_size,
+                        .out_w = r->image_size, .pad = cfg->crop_padding};
+    if (!cfg->synthetic)
+        DT_TRY(dt_loader_create(&r->train_loader, &r->train_set, &lc));
+    lc.train = 0;
+    lc.drop_last = 0;
+    if (r->have_val_set)
+        DT_TRY(dt_loader_create(&r->val_loader, &r->val_set, &lc));
+    r->steps_per_epoch = cfg->synthetic ? (cfg->max_steps ? cfg->max_steps : 100)
+                                        : dt_loader_steps(r->train_loader) / cfg->accum_steps;
+    if (r->steps_per_epoch < 1) {
+        dt_error("%s: a batch of %d x %d accumulation steps x %d ranks leaves no step in an epoch", cfg->data,
+                 cfg->batch, cfg->accum_steps, r->launch.size);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
+}

@@ -1,0 +1,182 @@
+/* epoch.c: the epoch loop and why a run stops (contract in trainer_int.h).
+ *
+ * Each epoch: its steps (step.c), a progress line every print_freq steps, then validation, the
+ * checkpoint to resume at the next epoch (model_best.h5 on a new best top-1) and the epoch's metrics.
+ * A run stops at its last epoch, or after the step where one of these happened, on every rank at
+ * once: --max-steps reached, --desired-acc reached at validation, a signal on any rank (the ranks
+ * agree after every step and every validation batch), or divergence (NaN or inf steps in a row, which
+ * every rank sees the same). Stopped inside an epoch, the checkpoint is written there, so that
+ * --resume continues at the very next step; a diverged run writes none (the last one is intact).
+ * --checkpoint-every N also writes one every N steps. */
+#include "config.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/trainer_int.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+void dt_run_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL); /* a dropped ssh session: checkpoint and exit 3, as SIGTERM */
+    sa.sa_handler = SIG_IGN;      /* a closed stdout (dtrain | head): writes fail with EPIPE instead */
+    sigaction(SIGPIPE, &sa, NULL);
+}
+
+int dt_run_agree_signal(dt_run *r)
+{
+    int32_t sig = stop_signal;
+    if (r->comm->size > 1 && r->comm->ops->allreduce(r->comm, &sig, &sig, 1, DT_INT32, DT_MAX) != DT_OK)
+        return 0;
+    if (sig && !r->stopped_by && r->launch.rank == 0)
+        dt_warn("signal %d: stopping after this step, writing the checkpoint", sig);
+    r->stopped_by = sig;
+    return sig != 0;
+}
+
+/* where the loop stands, and why it stops (besides r->diverged and r->stopped_by) */
+typedef struct loop_state {
+    int64_t global_step;
+    int64_t steps_run;          /* optimiser steps of this invocation: what --max-steps counts */
+    double best_top1;           /* the best validation top-1 so far */
+    int stop;
+    int max_steps_reached, desired_acc_reached;
+} loop_state;
+
+/* The steps of one epoch, from r->progress's step when it is this epoch (resumed in its middle):
+ * each step, its progress line, the stop checks, and the checkpoints written inside the epoch.
+ * *sums: the epoch's metrics; *lr: the last step's learning rate. */
+static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums, double *lr)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    int64_t first = epoch == r->progress.epoch ? r->progress.step : 0, per_epoch = r->steps_per_epoch;
+    if (!cfg->synthetic)
+        DT_TRY(dt_loader_start(r->train_loader, epoch, first * cfg->accum_steps));
+    memset(sums, 0, sizeof *sums);
+    if (first > 0) /* resumed inside this epoch: its metrics so far */
+        *sums = r->progress.sums;
+    dt_progress_clock clock;
+    clock.epoch_start = dt_seconds() - sums->seconds;
+    *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, first);
+    clock.mark = dt_seconds();
+    clock.mark_images = sums->images;
+    for (int64_t s = first; s < per_epoch && !L->stop; s++) {
+        double loss;
+        *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, s);
+        DT_TRY(dt_run_step(r, L->global_step, *lr, sums, &loss));
+        L->stop |= r->diverged;
+        L->global_step++;
+        L->steps_run++;
+        dt_metrics_progress(r, &clock, epoch, s + 1, L->global_step, sums, loss, *lr);
+        if (r->diverged) /* every rank knows: the state holds NaN or inf, and is not saved */
+            break;
+        if (cfg->max_steps && L->steps_run >= cfg->max_steps)
+            L->stop = L->max_steps_reached = 1;
+        if (dt_run_agree_signal(r))
+            L->stop = 1;
+        sums->seconds = dt_seconds() - clock.epoch_start;
+        r->progress = (dt_progress){epoch, s + 1, L->global_step, L->best_top1, *sums};
+        int every = cfg->checkpoint_every && L->global_step % cfg->checkpoint_every == 0;
+        if (s + 1 < per_epoch && (L->stop || every)) /* stopped inside the epoch: resume exactly here */
+            DT_TRY(dt_rundir_save(r));
+    }
+    return DT_OK;
+}
+
+/* A complete epoch: validation (unless a signal asks to stop: time is short), the checkpoint to
+ * resume at the next epoch, model_best.h5 on a new best, the epoch's metrics, --desired-acc. */
+static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *sums, double lr)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    int rank = r->launch.rank;
+    dt_validation v = {-1, -1, -1, 0};
+    double val_seconds = dt_seconds();
+    int validated = r->have_val_set && !r->stopped_by;
+    if (validated)
+        DT_TRY(dt_run_validate(r, epoch, 1, &v));
+    validated = validated && !r->stopped_by; /* a signal during validation drops it */
+    val_seconds = dt_seconds() - val_seconds;
+    int improved = validated && isfinite(v.loss) && v.top1 > L->best_top1; /* a diverged model is never the best */
+    if (improved)
+        L->best_top1 = v.top1;
+    r->progress = (dt_progress){.epoch = epoch + 1, .global_step = L->global_step, .best_top1 = L->best_top1};
+    DT_TRY(dt_rundir_save(r));
+    if (improved && rank == 0)
+        DT_TRY(dt_rundir_save_best(r));
+    if (validated && cfg->desired_acc > 0 && v.top1 >= cfg->desired_acc) {
+        if (rank == 0)
+            dt_info("validation top-1 %.2f%% reached --desired-acc %.2f: stopping", v.top1, cfg->desired_acc);
+        L->stop = L->desired_acc_reached = 1;
+    }
+    if (rank == 0)
+        dt_metrics_epoch(r, epoch, sums, lr, validated ? &v : NULL,
+                         validated && val_seconds > 0 ? (double)r->val_set.count / val_seconds : 0);
+    if (!L->stop && dt_run_agree_signal(r)) /* a signal during validation: the checkpoint is already written */
+        L->stop = 1;
+    return DT_OK;
+}
+
+/* rank 0: the run's last lines, in metrics.jsonl and the log */
+static void say_why_it_ended(dt_run *r, const loop_state *L)
+{
+    const dt_progress *p = &r->progress;
+    const char *reason = "done";
+    if (r->diverged)
+        reason = "diverged";
+    else if (r->stopped_by)
+        reason = "signal";
+    else if (L->desired_acc_reached)
+        reason = "desired-acc";
+    else if (L->max_steps_reached)
+        reason = "max-steps";
+    dt_metrics_end(r, reason);
+    if (r->diverged)
+        return; /* said when it happened */
+    if (r->stopped_by)
+        dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto%s",
+                r->stopped_by, (long long)p->epoch, (long long)p->step, r->dir,
+                getenv("SLURM_JOB_ID") && r->stopped_by == SIGUSR1
+                    ? " (at a time limit, a batch job under dtrain-srun requeues and continues by itself)"
+                    : "");
+    else if (p->step > 0)
+        dt_info("stopped after --max-steps %ld at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
+                r->cfg->max_steps, (long long)p->epoch, (long long)p->step, r->dir);
+    else if (r->have_val_set)
+        dt_info("done: best validation top-1 %.2f%%; results in %s", L->best_top1, r->dir);
+    else
+        dt_info("done: results in %s", r->dir);
+}
+
+int dt_run_epochs(dt_run *r)
+{
+    DT_TRY(dt_run_alloc_batch(r));
+    loop_state L = {.global_step = r->progress.global_step, .best_top1 = r->progress.best_top1};
+    for (int epoch = (int)r->progress.epoch; epoch < r->cfg->epochs && !L.stop; epoch++) {
+        dt_epoch_sums sums;
+        double lr;
+        DT_TRY(train_epoch(r, &L, epoch, &sums, &lr));
+        if (r->diverged || r->progress.step < r->steps_per_epoch) /* a partial epoch: no validation, no epoch line */
+            break;
+        DT_TRY(end_epoch(r, &L, epoch, &sums, lr));
+    }
+    if (r->launch.rank == 0)
+        say_why_it_ended(r, &L);
+    return r->diverged ? DT_ERR_STATE : DT_OK; /* diverged: said by rank 0 */
+}

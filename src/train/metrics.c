@@ -1,0 +1,201 @@
+/* metrics.c: what a run records as it goes, all on rank 0 (contract in trainer_int.h).
+ *
+ * In the run directory: run.json (the resolved configuration, written once at start and kept in every
+ * checkpoint), metrics.jsonl (one JSON object a line: "step" lines every print_freq steps, an "epoch"
+ * line per epoch with its validation, an "end" line saying why the run stopped) and TensorBoard
+ * events (the seed tutorial's scalars per epoch). On the terminal: the progress line of each
+ * print_freq steps. JSON has no NaN or infinity: such values are written as null. A failed write to
+ * metrics.jsonl is said once and the run goes on (its checkpoints matter more than its log), to exit
+ * 1 at the end; TensorBoard events that cannot be written are dropped with a warning. */
+#include "config.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/trainer_int.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+/* seconds since the epoch, UTC, with the fraction: when a metrics line was written */
+static double wall_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* a JSON number, or null for NaN and infinities (JSON has no such numbers: jansson refuses them) */
+static json_t *jnum(double x)
+{
+    return isfinite(x) ? json_real(x) : json_null();
+}
+
+/* run.json: the resolved configuration; its compact text is kept for the checkpoints (r->run_json) */
+static int write_run_json(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    const dt_amp_props *p = &r->amp.props;
+    json_t *lr_steps = json_array();
+    for (int i = 0; i < cfg->n_lr_steps; i++)
+        json_array_append_new(lr_steps, json_integer(cfg->lr_steps[i]));
+    json_t *j = json_pack(
+        "{s:s, s:s, s:s?, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f, s:I, s:i, "
+        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:s?, s:i, s:s?, s:i, s:i, s:s, s:s, "
+        "s:s, s:o}",
+        "dtrain", PACKAGE_VERSION, "arch", cfg->arch, "data", cfg->data,
+        "launch", dt_launch_kind_name(r->launch.kind), "world_size", r->launch.size,
+        "device", cfg->cuda ? "cuda" : "cpu", "batch_per_rank", cfg->batch,
+        "global_batch", cfg->batch * r->launch.size * cfg->accum_steps, "epochs", cfg->epochs,
+        "workers", cfg->workers, "lr", cfg->lr, "lr_scaled", r->base_lr,
+        "lr_schedule", cfg->lr_schedule == DT_LR_COSINE ? "cosine" : "step", "lr_steps", lr_steps,
+        "warmup_epochs", cfg->warmup_epochs, "momentum", cfg->momentum, "weight_decay", cfg->wd,
+        "label_smoothing", cfg->label_smoothing, "seed", (json_int_t)cfg->seed, "classes", r->classes,
+        "amp",
+            "opt_level", p->opt_level, "precision", p->reduced == DT_BFLOAT16 ? "bf16" : "fp16",
+            "keep_batchnorm_fp32", p->keep_batchnorm_fp32, "master_weights", p->master_weights,
+            "loss_scale", p->dynamic_loss_scale ? "dynamic" : "static", "loss_scale_start", p->loss_scale,
+        "ddp",
+            "bucket_mb", cfg->bucket_mb, "first_bucket_mb", cfg->first_bucket_mb, "overlap", !cfg->no_overlap,
+            "sync_bn", cfg->sync_bn, "accum_steps", cfg->accum_steps,
+        "deterministic", cfg->deterministic, "pretrained", cfg->pretrained, "start_epoch", cfg->start_epoch,
+        "slurm_job_id", getenv("SLURM_JOB_ID"), "nodes", r->nodes, "ranks_per_node", r->launch.local_size,
+        "dataset", r->dataset_name, "started", r->started, "run_dir", r->dir,
+        "desired_acc", cfg->desired_acc > 0 ? json_real(cfg->desired_acc) : json_null());
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", r->dir);
+    int rc = j && json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
+    if (rc != DT_OK)
+        dt_error("%s: cannot write", path);
+    else if (!(r->run_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
+        rc = DT_ERR_NOMEM;
+    json_decref(j);
+    return rc;
+}
+
+int dt_metrics_open(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    const dt_launch *launch = &r->launch;
+    dt_amp_print(&r->amp_defaults, &r->amp.props, stdout);
+    fflush(stdout);
+    dt_info("%s on %d rank%s (%s), %d classes, %dx%dx%d input, batch %d per rank, lr %.4g (for %g images), "
+            "%lld steps per epoch",
+            cfg->arch, launch->size, launch->size > 1 ? "s" : "", dt_launch_kind_name(launch->kind), r->classes,
+            r->image_size, r->image_size, r->channels, cfg->batch, r->base_lr,
+            (double)cfg->batch * launch->size * cfg->accum_steps, (long long)r->steps_per_epoch);
+    DT_TRY(write_run_json(r));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
+    if (!(r->metrics = fopen(path, r->resuming ? "a" : "w"))) {
+        dt_error("%s: cannot create: %s", path, strerror(errno));
+        return DT_ERR_SYS;
+    }
+    /* a resumed run adds a new events file beside the old one, as TensorBoard expects */
+    return dt_tb_open(&r->tb, r->dir);
+}
+
+void dt_metrics_close(dt_run *r)
+{
+    if (r->metrics)
+        fclose(r->metrics);
+    r->metrics = NULL;
+    dt_tb_close(r->tb);
+    r->tb = NULL;
+    free(r->run_json);
+    r->run_json = NULL;
+}
+
+/* one line of metrics.jsonl (j is taken; NULL: a value JSON cannot hold) */
+static void metrics_line(dt_run *r, json_t *j)
+{
+    if (!r->metrics) {
+        json_decref(j);
+        return;
+    }
+    errno = 0;
+    int bad = !j || json_dumpf(j, r->metrics, JSON_COMPACT) != 0 || fputc('\n', r->metrics) == EOF ||
+              fflush(r->metrics) != 0;
+    json_decref(j);
+    if (bad && !r->metrics_lost)
+        dt_error("%s/metrics.jsonl: cannot write (%s) at step %lld: its later lines are lost; training goes on, "
+                 "dtrain will exit 1", r->dir, j ? strerror(errno ? errno : EIO) : "a value JSON cannot hold",
+                 (long long)r->progress.global_step);
+    r->metrics_lost |= bad;
+}
+
+void dt_metrics_progress(dt_run *r, dt_progress_clock *clock, int epoch, int64_t step_in_epoch, int64_t step,
+                         const dt_epoch_sums *sums, double loss, double lr)
+{
+    int print_freq = r->cfg->print_freq;
+    int64_t per_epoch = r->steps_per_epoch;
+    if (r->launch.rank != 0 || print_freq <= 0 || (step_in_epoch % print_freq != 0 && step_in_epoch != per_epoch))
+        return;
+    double t = dt_seconds(), world = r->launch.size;
+    double epoch_rate = (double)sums->images * world / (t - clock->epoch_start);
+    double rate = (double)(sums->images - clock->mark_images) * world / (t - clock->mark); /* this interval's */
+    double eta = (double)(per_epoch - step_in_epoch) * (t - clock->epoch_start) / (double)step_in_epoch;
+    double data_ms = 1e3 * sums->data_seconds / (double)step_in_epoch;
+    clock->mark = t;
+    clock->mark_images = sums->images;
+    dt_info("epoch %d [%lld/%lld] loss %.4f top-1 %.2f%% %.1f img/s data %.1f ms/step lr %.4g scale %g ETA %.0f s",
+            epoch, (long long)step_in_epoch, (long long)per_epoch, loss,
+            100.0 * (double)sums->hits1 / (double)(sums->seen ? sums->seen : 1), rate, data_ms, lr,
+            r->amp.scaler.scale, eta);
+    if (r->metrics)
+        metrics_line(r, json_pack("{s:s, s:i, s:I, s:I, s:f, s:o, s:f, s:f, s:f, s:f, s:f}", "kind", "step", "epoch",
+                                  epoch, "epoch_step", (json_int_t)step_in_epoch, "step", (json_int_t)step, "lr", lr,
+                                  "train_loss", jnum(loss), "img_per_s", rate, "epoch_img_per_s", epoch_rate,
+                                  "data_ms", data_ms, "loss_scale", r->amp.scaler.scale, "time", wall_now()));
+}
+
+void dt_metrics_epoch(dt_run *r, int epoch, const dt_epoch_sums *sums, double lr, const dt_validation *v,
+                      double val_images_per_s)
+{
+    double steps = (double)(sums->steps ? sums->steps : 1), seen = (double)(sums->seen ? sums->seen : 1);
+    double loss = sums->loss / steps, top1 = 100.0 * (double)sums->hits1 / seen;
+    double top5 = 100.0 * (double)sums->hits5 / seen;
+    double rate = (double)sums->images * r->launch.size / sums->seconds;
+    double step_time = sums->seconds * r->cfg->accum_steps / steps;
+    if (r->tb) { /* the seed tutorial's tags, at step epoch + 1 */
+        dt_tb *tb = r->tb;
+        int64_t at = epoch + 1;
+        int bad = dt_tb_scalar(tb, "Loss/train", at, loss) || dt_tb_scalar(tb, "Top1/train", at, top1) ||
+                  dt_tb_scalar(tb, "Top5/train", at, top5) || dt_tb_scalar(tb, "Throughput/train", at, rate) ||
+                  dt_tb_scalar(tb, "Time/train", at, step_time) || dt_tb_scalar(tb, "Lr", at, lr) ||
+                  dt_tb_scalar(tb, "LossScale", at, r->amp.scaler.scale);
+        if (!bad && v)
+            bad = dt_tb_scalar(tb, "Loss/val", at, v->loss) || dt_tb_scalar(tb, "Top1/val", at, v->top1) ||
+                  dt_tb_scalar(tb, "Top5/val", at, v->top5) ||
+                  dt_tb_scalar(tb, "Throughput/val", at, val_images_per_s) ||
+                  dt_tb_scalar(tb, "Time/val", at, v->batch_seconds);
+        if (bad || dt_tb_flush(tb) != DT_OK) { /* the run goes on: metrics.jsonl has the same */
+            dt_warn("TensorBoard events: cannot write any more; continuing without them");
+            dt_tb_close(tb);
+            r->tb = NULL;
+        }
+    }
+#define VAL(x) (v ? jnum(x) : json_null())
+    metrics_line(r, json_pack("{s:s, s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:f}",
+                              "kind", "epoch", "epoch", epoch, "step", (json_int_t)r->progress.global_step, "lr", lr,
+                              "train_loss", jnum(loss), "train_top1", jnum(top1), "train_top5", jnum(top5),
+                              "val_loss", VAL(v->loss), "val_top1", VAL(v->top1), "val_top5", VAL(v->top5),
+                              "img_per_s", jnum(rate), "val_img_per_s", VAL(val_images_per_s), "time_s",
+                              sums->seconds, "step_time_s", step_time, "loss_scale", r->amp.scaler.scale,
+                              "overflows", (json_int_t)r->amp.scaler.overflows, "time", wall_now()));
+#undef VAL
+}
+
+void dt_metrics_end(dt_run *r, const char *reason)
+{
+    if (!r->metrics)
+        return;
+    metrics_line(r, json_pack("{s:s, s:s, s:I, s:I, s:I, s:f}", "kind", "end", "reason", reason, "epoch",
+                              (json_int_t)r->progress.epoch, "step", (json_int_t)r->progress.global_step, "signal",
+                              (json_int_t)r->stopped_by, "time", wall_now()));
+}
