@@ -3,7 +3,8 @@
  *
  *   trainer.c   dt_train: the start-up phases in order, training, the exit code and the cleanup
  *   data.c      the datasets, the normalisation, the loaders and the steps per epoch
- *   epoch.c     the epoch loop: steps, checkpoints, end-of-epoch validation, why the run stops; signals
+ *   epoch.c     the epoch loop: steps, checkpoints, end-of-epoch validation, why the run stops
+ *   signals.c   stop signals, and the ranks' agreement on them
  *   step.c      one optimiser step (batch in, forward, loss, backward with DDP, AMP step) and a
  *               validation pass
  *   schedule.c  the learning rate at each step
@@ -107,13 +108,15 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums, double 
  * every batch on a stop signal and one ends the pass at once: *v is then -1s (not validated). */
 int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v);
 
-/* epoch.c */
+/* signals.c */
 /* SIGTERM, SIGUSR1, SIGINT and SIGHUP ask the run to stop after the current step; SIGPIPE is
  * ignored (a closed stdout fails writes instead). */
 void dt_run_catch_signals(void);
 /* Any rank signalled (every rank, after every step, so that all stop after the same one)? Sets
  * r->stopped_by; rank 0 says it once. */
 int dt_run_agree_signal(dt_run *r);
+
+/* epoch.c */
 /* Training from r->progress to the last epoch, or until a stop (every rank): see epoch.c. */
 int dt_run_epochs(dt_run *r);
 

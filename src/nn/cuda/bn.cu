@@ -310,10 +310,10 @@ static bn_scratch bn_scratch_get(const dt_bn_desc *d)
     bn_scratch s;
     const int c = d->c;
     s.nchunk = bn_chunks(d->rows, c);
-    const size_t part = align_up((size_t)c * (size_t)s.nchunk * sizeof(double));
-    const size_t vec = align_up((size_t)c * sizeof(double));
-    const size_t sb = d->sync ? align_up((size_t)((c + CB - 1) / CB) * SYNC_STRIDE * sizeof(double)) : 0;
-    const size_t cf = align_up(3 * (size_t)c * sizeof(float));
+    const size_t part = align256((size_t)c * (size_t)s.nchunk * sizeof(double));
+    const size_t vec = align256((size_t)c * sizeof(double));
+    const size_t sb = d->sync ? align256((size_t)((c + CB - 1) / CB) * SYNC_STRIDE * sizeof(double)) : 0;
+    const size_t cf = align256(3 * (size_t)c * sizeof(float));
     char *p = (char *)scratch(2 * part + 5 * vec + sb + cf);
     s.part0 = (double *)p;
     p += part;

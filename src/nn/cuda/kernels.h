@@ -93,7 +93,8 @@ static unsigned blocks_for(int64_t n)
     return (unsigned)b;
 }
 
-static size_t align_up(size_t v)
+/* v rounded up to a multiple of 256 bytes: where the next piece of a kernel's scratch may start */
+static size_t align256(size_t v)
 {
     return (v + 255) & ~(size_t)255;
 }

@@ -85,8 +85,8 @@ extern "C" double dt_cuda_xent(int n, int k, const float *logits, const int32_t 
     if (n <= 0 || k <= 0)
         return 0.0 / (n > 0 ? n : 0); /* the CPU's 0 / n with nothing summed: NaN for n = 0 */
     cudaStream_t st = stream();
-    const size_t o_out = 0, o_loss = align_up(sizeof(double)),
-                 o_lab = o_loss + align_up((size_t)n * sizeof(double));
+    const size_t o_out = 0, o_loss = align256(sizeof(double)),
+                 o_lab = o_loss + align256((size_t)n * sizeof(double));
     char *p = (char *)scratch(o_lab + (size_t)n * sizeof(int32_t));
     double *out = (double *)(p + o_out), *loss = (double *)(p + o_loss);
     int32_t *labels = (int32_t *)(p + o_lab);
