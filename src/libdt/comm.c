@@ -50,6 +50,12 @@ void dt_comm_waited(dt_comm *c, double seconds)
         c->startup_left = c->startup_left > seconds ? c->startup_left - seconds : 0;
 }
 
+int dt_comm_bind_nothing(dt_comm *c)
+{
+    (void)c;
+    return DT_OK;
+}
+
 /* ---- one rank ---------------------------------------------------------------------------------- */
 
 static int self_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
@@ -105,8 +111,10 @@ static void self_abort(dt_comm *c, int code)
     (void)code;
 }
 
-static const dt_comm_ops self_ops = {"self", self_allreduce, self_broadcast, self_allgather, self_barrier,
-                                     self_dup, self_abort, self_destroy};
+static const dt_comm_ops self_ops = {.name = "self", .bind_thread = dt_comm_bind_nothing, .allreduce = self_allreduce,
+                                     .broadcast = self_broadcast, .allgather = self_allgather,
+                                     .barrier = self_barrier, .dup = self_dup, .abort = self_abort,
+                                     .destroy = self_destroy};
 
 int dt_comm_self(dt_comm **out)
 {

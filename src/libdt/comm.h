@@ -5,6 +5,10 @@
  *         through the device, for GPU ranks without MPI.
  * Every operation either completes or fails within the communicator's timeout: a rank that died
  * or stalls makes the others fail with one line naming the operation and the step, never hang.
+ * Ordering with device work: an operation returns only once it is complete (NCCL: its stream has
+ * drained, cudaStreamQuery), so CUDA work queued after the return, on any stream, sees its result;
+ * it is not ordered after CUDA work queued before the call on other streams, so the caller first
+ * makes sure that what the operation reads is written (DDP: the backend's sync).
  * fp16 and bf16 are reduced in fp32 on hosts (MPI has no such types), with correct rounding. */
 #ifndef DT_DIST_COMM_H
 #define DT_DIST_COMM_H
@@ -27,6 +31,14 @@ typedef struct dt_comm dt_comm;
 
 typedef struct dt_comm_ops {
     const char *name;
+    /* Makes this thread ready to call the communicator: every thread other than the one that
+     * created it calls this once, before its first operation (DDP's communication thread does it
+     * first thing). NCCL: makes the communicator's CUDA device current on the calling thread
+     * (cudaSetDevice), so that the thread's NCCL and CUDA calls (and any CUDA work it queues later)
+     * run on the rank's GPU instead of creating a context on device 0; MPI and self: nothing to do.
+     * Creating a communicator (and dup) leaves the creating thread bound. DT_OK, or an error after
+     * one line. */
+    int (*bind_thread)(dt_comm *c);
     /* recv = op over ranks of send (count elements); send == recv is allowed (in place) */
     int (*allreduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op);
     int (*broadcast)(dt_comm *c, void *buf, size_t count, dt_dtype t, int root);
@@ -67,6 +79,8 @@ void dt_comm_startup(dt_comm *c, double seconds);
  * start-up's budget), and the charge of one that waited `seconds`. */
 double dt_comm_wait_limit(dt_comm *c);
 void dt_comm_waited(dt_comm *c, double seconds);
+/* For implementations whose threads need no set-up: bind_thread that does nothing. */
+int dt_comm_bind_nothing(dt_comm *c);
 
 /* World size 1. */
 int dt_comm_self(dt_comm **c);

@@ -302,8 +302,10 @@ static void mpi_abort(dt_comm *c, int code)
     MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-static const dt_comm_ops mpi_ops = {"mpi", mpi_allreduce, mpi_broadcast, mpi_allgather, mpi_barrier, mpi_dup,
-                                    mpi_abort, mpi_destroy};
+/* a new thread needs nothing of MPI (launch.c initialises it for threads) */
+static const dt_comm_ops mpi_ops = {.name = "mpi", .bind_thread = dt_comm_bind_nothing, .allreduce = mpi_allreduce,
+                                    .broadcast = mpi_broadcast, .allgather = mpi_allgather, .barrier = mpi_barrier,
+                                    .dup = mpi_dup, .abort = mpi_abort, .destroy = mpi_destroy};
 
 int dt_comm_mpi(dt_comm **out, double timeout_s)
 {

@@ -6,7 +6,14 @@
  * a temporary name and renames it; the others wait for it, scoped to the job and step).
  * The communicator is non-blocking (ncclConfig_t.blocking = 0): initialisation and every
  * collective are polled (ncclCommGetAsyncError, cudaStreamQuery) against the deadline, and a
- * timeout aborts the communicator (ncclCommAbort) instead of hanging in the kernel forever. */
+ * timeout aborts the communicator (ncclCommAbort) instead of hanging in the kernel forever; the
+ * aborted handle is gone, so every later operation fails at once, and freeing the communicator
+ * finalises it against the deadline too (ncclCommFinalize polled, then destroy, or abort).
+ * Devices: the communicator, its stream and its buffers live on the device it was created for;
+ * bind_thread and the start of every operation make that device current on the calling thread, so
+ * that no thread (DDP's communication thread) runs NCCL or CUDA calls on device 0's context.
+ * Completion: an operation returns when its stream has drained (finish), which is what callers
+ * rely on to use the result from any stream; it does not wait for work on other streams. */
 #include "config.h"
 
 #include <cuda_runtime.h>
@@ -29,9 +36,59 @@
 typedef struct nccl_impl {
     ncclComm_t comm;
     cudaStream_t stream;
-    int *scratch; /* one device int for barriers */
-    int aborted;
+    int *scratch; /* one device int for barriers, zeroed at creation */
+    int device;   /* the CUDA device of comm, stream and scratch */
+    int failed;   /* 0, or the status of the failure after which comm was aborted (the handle is gone) */
 } nccl_impl;
+
+/* m's device current on the calling thread (cheap when it already is) */
+static int use_device(const nccl_impl *m)
+{
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == m->device)
+        return DT_OK;
+    DT_CHECK_CUDA(cudaSetDevice(m->device));
+    return DT_OK;
+}
+
+static int nccl_bind(dt_comm *c)
+{
+    return use_device(c->impl);
+}
+
+/* the communicator's end after a failure: aborted once, and status kept for later operations */
+static int give_up(nccl_impl *m, int status)
+{
+    if (m->comm && !m->failed)
+        ncclCommAbort(m->comm);
+    if (!m->failed)
+        m->failed = status;
+    return status;
+}
+
+/* the start of every operation: counted, refused at once after a failure, on the right device */
+static int begin(dt_comm *c, const char *what)
+{
+    nccl_impl *m = c->impl;
+    c->n_ops++;
+    if (m->failed) {
+        dt_debug("NCCL %s (operation %llu): not started, an earlier operation of this communicator failed", what,
+                 (unsigned long long)c->n_ops);
+        return m->failed;
+    }
+    return use_device(m);
+}
+
+/* the communicator's stream and its barrier int (zeroed, so a barrier never reads uninitialised
+ * memory), on m->device, which is current */
+static int stream_and_scratch(nccl_impl *m)
+{
+    DT_CHECK_CUDA(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking));
+    DT_CHECK_CUDA(cudaMalloc((void **)&m->scratch, sizeof(int)));
+    DT_CHECK_CUDA(cudaMemsetAsync(m->scratch, 0, sizeof(int), m->stream));
+    DT_CHECK_CUDA(cudaStreamSynchronize(m->stream));
+    return DT_OK;
+}
 
 int dt_gpu_count(void)
 {
@@ -63,20 +120,17 @@ static int settle(dt_comm *c, ncclResult_t r, const char *what, double deadline)
     nccl_impl *m = c->impl;
     double start = dt_seconds();
     ncclResult_t st = r;
-    while (st == ncclInProgress) {
-        if (dt_seconds() > deadline)
-            break;
+    while (st == ncclInProgress && dt_seconds() <= deadline) {
         dt_poll_pause(start);
-        if (ncclCommGetAsyncError(m->comm, &st) != ncclSuccess)
-            break;
+        ncclResult_t q = ncclCommGetAsyncError(m->comm, &st);
+        if (q != ncclSuccess) /* the query itself failed: that is the error, not a timeout */
+            st = q;
     }
     if (st == ncclSuccess)
         return DT_OK;
     dt_error("NCCL %s (operation %llu, step %lld): %s", what, (unsigned long long)c->n_ops, (long long)c->step,
              st == ncclInProgress ? "did not complete within the timeout" : ncclGetErrorString(st));
-    ncclCommAbort(m->comm);
-    m->aborted = 1;
-    return st == ncclInProgress ? DT_ERR_TIMEOUT : DT_ERR_NCCL;
+    return give_up(m, st == ncclInProgress ? DT_ERR_TIMEOUT : DT_ERR_NCCL);
 }
 
 /* waits for the stream's work (the enqueued collective) with the deadline */
@@ -91,14 +145,13 @@ static int finish(dt_comm *c, ncclResult_t r, const char *what)
             return DT_OK;
         ncclResult_t st = ncclSuccess;
         ncclCommGetAsyncError(m->comm, &st);
-        if (e != cudaErrorNotReady || (st != ncclSuccess && st != ncclInProgress) || dt_seconds() > deadline) {
+        int late = dt_seconds() > deadline;
+        if (e != cudaErrorNotReady || (st != ncclSuccess && st != ncclInProgress) || late) {
             dt_error("NCCL %s (operation %llu, step %lld) %s: %s; another rank may have died or stalls", what,
                      (unsigned long long)c->n_ops, (long long)c->step,
-                     dt_seconds() > deadline ? "did not complete within the timeout" : "failed",
+                     late ? "did not complete within the timeout" : "failed",
                      e != cudaErrorNotReady ? cudaGetErrorString(e) : ncclGetErrorString(st));
-            ncclCommAbort(m->comm);
-            m->aborted = 1;
-            return dt_seconds() > deadline ? DT_ERR_TIMEOUT : DT_ERR_NCCL;
+            return give_up(m, late ? DT_ERR_TIMEOUT : DT_ERR_NCCL);
         }
         dt_poll_pause(start);
     }
@@ -107,28 +160,28 @@ static int finish(dt_comm *c, ncclResult_t r, const char *what)
 static int nccl_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
 {
     nccl_impl *m = c->impl;
-    c->n_ops++;
+    DT_TRY(begin(c, "allreduce"));
     return finish(c, ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), m->comm, m->stream), "allreduce");
 }
 
 static int nccl_broadcast(dt_comm *c, void *buf, size_t count, dt_dtype t, int root)
 {
     nccl_impl *m = c->impl;
-    c->n_ops++;
+    DT_TRY(begin(c, "broadcast"));
     return finish(c, ncclBroadcast(buf, buf, count, nccl_type(t), root, m->comm, m->stream), "broadcast");
 }
 
 static int nccl_allgather(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t)
 {
     nccl_impl *m = c->impl;
-    c->n_ops++;
+    DT_TRY(begin(c, "allgather"));
     return finish(c, ncclAllGather(send, recv, count, nccl_type(t), m->comm, m->stream), "allgather");
 }
 
 static int nccl_barrier(dt_comm *c)
 {
     nccl_impl *m = c->impl;
-    c->n_ops++;
+    DT_TRY(begin(c, "barrier"));
     return finish(c, ncclAllReduce(m->scratch, m->scratch, 1, ncclInt32, ncclSum, m->comm, m->stream), "barrier");
 }
 
@@ -137,8 +190,14 @@ static void nccl_destroy(dt_comm *c)
     nccl_impl *m = c->impl;
     if (!m)
         return;
-    if (m->comm && !m->aborted)
-        ncclCommDestroy(m->comm);
+    use_device(m); /* the frees below, on this device (no context on another) */
+    if (m->comm && !m->failed) {
+        /* a non-blocking communicator finalises in the background (pending work flushed, the
+         * connections closed): polled against the deadline, and aborted if a peer never answers,
+         * instead of ncclCommDestroy finalising it without one */
+        if (settle(c, ncclCommFinalize(m->comm), "finalize", dt_seconds() + c->timeout_s) == DT_OK)
+            ncclCommDestroy(m->comm);
+    }
     if (m->scratch)
         cudaFree(m->scratch);
     if (m->stream)
@@ -163,15 +222,21 @@ static int nccl_dup(dt_comm *c, dt_comm **out)
     *d = *c;
     d->impl = n;
     d->n_ops = 0;
+    n->device = m->device;
     int rc = DT_OK;
-    DT_CHECK_CUDA_GOTO(cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking), rc, fail);
-    DT_CHECK_CUDA_GOTO(cudaMalloc((void **)&n->scratch, sizeof(int)), rc, fail);
+    if (m->failed) {
+        dt_error("NCCL communicator split: an earlier operation of this communicator failed");
+        rc = m->failed;
+        goto fail;
+    }
+    DT_TRY_GOTO(use_device(n), rc, fail); /* the new stream and scratch on the communicator's device */
+    DT_TRY_GOTO(stream_and_scratch(n), rc, fail);
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t r = ncclCommSplit(m->comm, 0, c->rank, &n->comm, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
         dt_error("ncclCommSplit on rank %d of %d: %s", c->rank, c->size, ncclGetErrorString(r));
-        rc = DT_ERR_NCCL;
+        rc = give_up(n, DT_ERR_NCCL);
         goto fail;
     }
     DT_TRY_GOTO(settle(d, r, "communicator split", dt_seconds() + c->timeout_s), rc, fail);
@@ -192,16 +257,15 @@ fail:
 static void nccl_abort(dt_comm *c, int code)
 {
     nccl_impl *m = c->impl;
-    if (m->comm && !m->aborted) { /* the others' collectives fail instead of waiting */
-        ncclCommAbort(m->comm);
-        m->aborted = 1;
-    }
+    give_up(m, DT_ERR_NCCL); /* the others' collectives fail instead of waiting */
     dt_error("rank %d failed: ending", c->rank);
     exit(code);
 }
 
-static const dt_comm_ops nccl_ops = {"nccl", nccl_allreduce, nccl_broadcast, nccl_allgather, nccl_barrier, nccl_dup,
-                                     nccl_abort, nccl_destroy};
+static const dt_comm_ops nccl_ops = {.name = "nccl", .bind_thread = nccl_bind, .allreduce = nccl_allreduce,
+                                     .broadcast = nccl_broadcast, .allgather = nccl_allgather,
+                                     .barrier = nccl_barrier, .dup = nccl_dup, .abort = nccl_abort,
+                                     .destroy = nccl_destroy};
 
 /* --- host buffers over NCCL ---------------------------------------------------------------------
  * For GPU ranks started without MPI (srun --mpi=pmi2): the trainer's few host collectives (start-up
@@ -215,9 +279,12 @@ typedef struct host_impl {
     size_t cap;
 } host_impl;
 
+/* room for `bytes` in both staging buffers (grown by doubling), zeroed when made so that no
+ * operation can read memory nobody wrote; the split communicator's device is current */
 static int host_room(dt_comm *c, size_t bytes)
 {
     host_impl *h = c->impl;
+    nccl_impl *m = h->dev->impl;
     if (bytes <= h->cap)
         return DT_OK;
     size_t cap = h->cap ? h->cap : 65536;
@@ -229,6 +296,9 @@ static int host_room(dt_comm *c, size_t bytes)
     h->cap = 0;
     DT_CHECK_CUDA(cudaMallocHost(&h->pinned, cap));
     DT_CHECK_CUDA(cudaMalloc(&h->dbuf, cap));
+    memset(h->pinned, 0, cap);
+    DT_CHECK_CUDA(cudaMemsetAsync(h->dbuf, 0, cap, m->stream));
+    DT_CHECK_CUDA(cudaStreamSynchronize(m->stream));
     h->cap = cap;
     return DT_OK;
 }
@@ -241,12 +311,12 @@ static int host_run(dt_comm *c, const void *in, size_t n_in, void *out, size_t n
 {
     host_impl *h = c->impl;
     nccl_impl *m = h->dev->impl;
+    h->dev->step = c->step;
+    c->n_ops++;
+    DT_TRY(begin(h->dev, what)); /* refused after a failure; the device current */
     DT_TRY(host_room(c, n_in > n_out ? n_in : n_out));
     memcpy(h->pinned, in, n_in);
     DT_CHECK_CUDA(cudaMemcpyAsync(h->dbuf, h->pinned, n_in, cudaMemcpyHostToDevice, m->stream));
-    h->dev->step = c->step;
-    h->dev->n_ops++;
-    c->n_ops++;
     ncclResult_t r = call(h->dbuf, count, t, op, root, m);
     if (r == ncclSuccess || r == ncclInProgress) { /* enqueued: then the copy back, behind it on the stream */
         DT_TRY(settle(h->dev, r, what, dt_seconds() + c->timeout_s));
@@ -317,6 +387,8 @@ static void host_destroy(dt_comm *c)
     host_impl *h = c->impl;
     if (!h)
         return;
+    if (h->dev)
+        use_device(h->dev->impl);
     cudaFreeHost(h->pinned);
     cudaFree(h->dbuf);
     dt_comm_free(h->dev);
@@ -334,8 +406,16 @@ static int host_dup(dt_comm *c, dt_comm **out)
     return dt_comm_nccl_host(out, ((host_impl *)c->impl)->dev);
 }
 
-static const dt_comm_ops host_ops = {"nccl (host buffers)", host_allreduce, host_broadcast, host_allgather,
-                                     host_barrier, host_dup, host_abort, host_destroy};
+static int host_bind(dt_comm *c)
+{
+    host_impl *h = c->impl;
+    return h->dev->ops->bind_thread(h->dev);
+}
+
+static const dt_comm_ops host_ops = {.name = "nccl (host buffers)", .bind_thread = host_bind,
+                                     .allreduce = host_allreduce, .broadcast = host_broadcast,
+                                     .allgather = host_allgather, .barrier = host_barrier, .dup = host_dup,
+                                     .abort = host_abort, .destroy = host_destroy};
 
 int dt_comm_nccl_host(dt_comm **out, dt_comm *dev)
 {
@@ -412,6 +492,32 @@ static int hex_id(const char *s, ncclUniqueId *id)
     return 0;
 }
 
+#ifdef HAVE_MPI
+/* the id by broadcast from rank 0, waited for against the deadline like any collective: a rank 0
+ * that died or stalls before making the communicator ends the job with a line, instead of every
+ * other rank waiting in MPI_Bcast forever */
+static int id_by_mpi(ncclUniqueId *id, double timeout_s)
+{
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ibcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD, &req));
+    double start = dt_seconds();
+    for (;;) {
+        int done = 0;
+        DT_CHECK_MPI(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+        if (done)
+            return DT_OK;
+        if (dt_seconds() - start > timeout_s) {
+            dt_error("no NCCL id from rank 0 within %.0f s (rank 0 died or stalls before making the NCCL "
+                     "communicator; --comm-timeout sets the limit): ending the job",
+                     timeout_s);
+            MPI_Abort(MPI_COMM_WORLD, 1); /* the broadcast stays pending: MPI_Finalize would wait for it */
+            return DT_ERR_TIMEOUT;
+        }
+        dt_poll_pause(start);
+    }
+}
+#endif
+
 /* rank 0's id on every rank, by whatever the launch offers */
 static int share_id(const dt_launch *l, ncclUniqueId *id, double timeout_s)
 {
@@ -422,8 +528,7 @@ static int share_id(const dt_launch *l, ncclUniqueId *id, double timeout_s)
     case DT_LAUNCH_PMI2: return dt_pmi2_bcast_bytes(l, "dtrain-nccl-id", id, (int)sizeof *id, 0);
     case DT_LAUNCH_MPI:
 #ifdef HAVE_MPI
-        DT_CHECK_MPI(MPI_Bcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD));
-        return DT_OK;
+        return id_by_mpi(id, timeout_s);
 #else
         return DT_ERR_STATE;
 #endif
@@ -455,19 +560,22 @@ int dt_comm_nccl(dt_comm **out, const dt_launch *l, int device, double timeout_s
     c->rank = l->rank;
     c->size = l->size;
     c->timeout_s = timeout_s > 0 ? timeout_s : 600;
+    m->device = device;
     int rc = DT_OK;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
+    /* the device first: the stream, the scratch and NCCL's own resources (ncclCommInitRank takes the
+     * current device) all on it; it stays current on this thread (bound) */
     DT_CHECK_CUDA_GOTO(cudaSetDevice(device), rc, fail);
-    DT_CHECK_CUDA_GOTO(cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking), rc, fail);
-    DT_CHECK_CUDA_GOTO(cudaMalloc((void **)&m->scratch, sizeof(int)), rc, fail);
+    DT_TRY_GOTO(stream_and_scratch(m), rc, fail);
     DT_TRY_GOTO(share_id(l, &id, c->timeout_s), rc, fail);
+    DT_TRY_GOTO(use_device(m), rc, fail); /* still current after the exchange (PMI2, MPI, a file) */
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     ncclResult_t r = ncclCommInitRankConfig(&m->comm, l->size, id, l->rank, &cfg);
     if (r != ncclSuccess && r != ncclInProgress) {
         dt_error("ncclCommInitRankConfig on rank %d of %d: %s", l->rank, l->size, ncclGetErrorString(r));
-        rc = DT_ERR_NCCL;
+        rc = give_up(m, DT_ERR_NCCL); /* a handle made before the failure is freed by abort */
         goto fail;
     }
     DT_TRY_GOTO(settle(c, r, "communicator initialisation", dt_seconds() + c->timeout_s), rc, fail);

@@ -12,7 +12,10 @@
  * failure, after one line on standard error naming the operation. Collectives time out (default
  * 600 s, dt_set_timeout): a rank that died or stalls makes the others fail instead of hanging, and
  * after such a failure dt_finalize ends the whole job (MPI_Abort) rather than wait. All ranks must
- * call the collectives in the same order with the same counts, types and roots. */
+ * call the collectives in the same order with the same counts, types and roots.
+ * Threads: the collectives may be called from any thread, with no set-up in a new thread, but one
+ * at a time (a thread of the application's own, such as a gradient thread, takes its turn); two
+ * threads in collectives at once could meet them in different orders on different ranks. */
 #ifndef DT_H
 #define DT_H
 

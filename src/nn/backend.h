@@ -13,6 +13,17 @@
  * micro-batches works. Ops do not fail on valid descriptors (descriptors are validated when built);
  * workspaces come from the caller (the model's arena), sized by the *_workspace members.
  *
+ * Planning: nothing is allocated once a model is planned (a device allocation stalls the device and
+ * its communicator, and forbids capturing a step into a CUDA graph). The planning ops, conv_workspace
+ * and the *_scratch members, are called when a model is planned, for every shape the run will meet
+ * (every batch size it will run: an epoch's last batch, validation's), before any op runs on it:
+ * there a backend prepares its per-shape state (cuDNN's algorithm search, oneDNN's primitives) and
+ * says what memory the ops on that shape need. conv_workspace's bytes are the caller's (the `ws`
+ * the conv ops get); a *_scratch member's are the backend's own scratch, which the planner then
+ * asks for once with reserve_scratch (the most any planning op returned). After that, an op on a
+ * planned shape allocates nothing. (A backend may keep a fallback for an unplanned shape, but it
+ * must say so: the CUDA backend logs the shape once.)
+ *
  * Every member is required for a backend that runs models.
  */
 #ifndef DT_NN_BACKEND_H
@@ -92,8 +103,8 @@ typedef struct dt_bn_desc {
  * dt_cuda_<name>, a test in tests/unit/test_ops.c (CPU) and tests/gpu/ops_check.c (CUDA). */
 
 #define DT_CONV_OPS(X)                                                                                                 \
-    /* Bytes of workspace for any of the three conv ops on d. Called when a model is planned: a                        \
-     * backend prepares its per-shape state here (oneDNN primitives), so the ops allocate nothing. */                  \
+    /* Planning (above): bytes of workspace (the caller's) for any of the three conv ops on d; a                       \
+     * backend prepares its per-shape state here (oneDNN primitives, cuDNN's algorithms). */                           \
     X(conv_workspace, size_t, (const dt_conv_desc *d), (d))                                                            \
     /* y = conv(x, w) + bias (bias may be NULL) */                                                                     \
     X(conv_fwd, void, (const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws),  \
@@ -107,6 +118,9 @@ typedef struct dt_bn_desc {
       (d, x, dy, dw, dbias, accumulate, ws))
 
 #define DT_OTHER_OPS(X)                                                                                                \
+    /* Planning (above): bytes of the backend's scratch the three BN ops need on d, with or without                    \
+     * d->sync (SyncBN may be switched on after planning). */                                                          \
+    X(bn_scratch, size_t, (const dt_bn_desc *d), (d))                                                                  \
     /* Training mode: batch statistics (biased variance to normalise), saved for backward in                           \
      * saved[DT_BN_SAVED(c)], running stats updated as PyTorch does (unbiased variance, momentum).                     \
      * relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). */                                   \
@@ -143,6 +157,9 @@ typedef struct dt_bn_desc {
     X(avgpool_fwd, void, (const dt_pool_desc *d, const float *x, float *y), (d, x, y))                                 \
     X(avgpool_bwd, void, (const dt_pool_desc *d, const float *dy, float *dx, int accumulate), (d, dy, dx, accumulate)) \
                                                                                                                        \
+    /* Planning (above): bytes of the backend's scratch linear_fwd and linear_bwd need on this shape                   \
+     * (a backend may also prepare per-shape state here: CUDA's vector of n ones for the bias terms) */                \
+    X(linear_scratch, size_t, (int n, int in, int out), (n, in, out))                                                  \
     /* y[n, out] = x[n, in] w[out, in]^T + b */                                                                        \
     X(linear_fwd, void, (int n, int in, int out, const float *x, const float *w, const float *b, float *y),            \
       (n, in, out, x, w, b, y))                                                                                        \
@@ -163,6 +180,8 @@ typedef struct dt_bn_desc {
     X(flatten_bwd, void, (int n, int h, int w, int c, const float *dy, float *dx, int accumulate),                     \
       (n, h, w, c, dy, dx, accumulate))                                                                                \
                                                                                                                        \
+    /* Planning (above): bytes of the backend's scratch xent needs for n rows of k logits */                           \
+    X(xent_scratch, size_t, (int n, int k), (n, k))                                                                    \
     /* Mean softmax cross-entropy over n rows of k logits with label smoothing eps (PyTorch's                          \
      * definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits =                                \
      * d(loss)/d(logits) when dlogits is not NULL. Returns the mean loss. labels is host memory; each                  \
@@ -185,6 +204,9 @@ typedef struct dt_bn_desc {
     X(round_half, void, (int64_t n, float *x, int bf16), (n, x, bf16))                                                 \
     /* g *= inv_scale; returns 1 when any result is inf or NaN (the loss scaler's overflow) */                         \
     X(unscale_check, int, (int64_t n, float *g, float inv_scale), (n, g, inv_scale))                                   \
+    /* Planning (above): bytes of the backend's scratch normalize_u8 needs for n values (a model                       \
+     * plans it for its input, n = batch x height x width x channels, at every planned batch) */                       \
+    X(normalize_scratch, size_t, (int64_t n), (n))                                                                     \
     /* a batch of n host uint8 values, channels last with c channels, into the model's input:                          \
      * x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */                               \
     X(normalize_u8, void,                                                                                              \
@@ -213,6 +235,18 @@ typedef struct dt_backend {
     /* waits until every op queued so far has completed (ops may run asynchronously; a no-op on the
      * CPU): before another stream or thread (a communicator) reads what they wrote */
     void (*sync)(void);
+
+    /* Planning (the list's comment): called once at the end of planning a model, after its
+     * planning ops, with the most scratch any of them returned. The backend allocates (and zeroes)
+     * now whatever the planned shapes need (scratch of at least bytes, per-shape state the
+     * planning ops recorded), keeping what it has when that is enough; it may also report on the
+     * planning (CUDA: the time cuDNN's algorithm searches took). DT_OK, or DT_ERR_NOMEM after one
+     * line. (Scratch is shared by all of the backend's models: one op runs at a time.) */
+    int (*reserve_scratch)(size_t bytes);
+    /* The most elements one tensor (an activation, its gradient) may hold: INT64_MAX on the CPU,
+     * INT32_MAX for CUDA (cuDNN's tensor descriptors index with int). A model refuses to plan a
+     * batch that passes it (model.h, dt_model_max_batch). */
+    int64_t max_tensor_elems;
 
     /* the ops, one member each: ret (*name)(parameters) */
 #define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;

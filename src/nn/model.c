@@ -1,6 +1,7 @@
-/* model.c: planning a model's memory for an input size, and running it: forward, loss, backward
- * (contract in model.h). Building is graph.c's, the packing of lifetimes plan.c's, mixed
- * precision precision.c's. */
+/* model.c: planning a model for an input size and the batch sizes it will run (its memory, the
+ * backend's per-shape state and scratch, the backend's limit on a tensor), and running it: forward,
+ * loss, backward (contract in model.h). Building is graph.c's, the packing of lifetimes plan.c's,
+ * mixed precision precision.c's. */
 #include "config.h"
 
 #include "nn/model.h"
@@ -19,6 +20,20 @@
 
 /* ---------------------------------------------------------------------------------------------- */
 /* planning                                                                                       */
+
+/* node kinds by enum dt_op_kind, then conv's backward-data (the profile's extra slot) */
+static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
+                                         "linear", "dropout", "flatten", "add", "conv dx"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
+
+/* the BN descriptor node nd runs with for a batch of n (sync: SyncBN's callback, or NULL) */
+static dt_bn_desc bn_desc(const dt_model *m, const dt_node *nd, int n, int sync)
+{
+    const dt_value *x = &m->values[nd->in0];
+    return (dt_bn_desc){.rows = (int64_t)n * x->height * x->width, .c = x->channels, .eps = nd->attr.eps,
+                        .momentum = nd->attr.momentum, .sync = sync ? m->bn_sync : NULL,
+                        .sync_ctx = m->bn_sync_ctx};
+}
 
 /* shapes of every value for an input of h x w; names the layer that cannot run */
 static int plan_shapes(dt_model *m, int n, int h, int w)
@@ -205,12 +220,10 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
         d->dx_accumulate = m->nodes[j].in0 == nd->in0 || m->nodes[j].in1 == nd->in0;
 }
 
-/* activations (offsets from plan_acts, after which the saved state follows), saved state and
- * workspace, carved from the arenas (planning or real); gradient offsets come from plan_grads */
-static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size_t *act_offs, const size_t *grad_offs,
-                 size_t *ws_bytes)
+/* activations (offsets from plan_acts, after which the saved state follows) and saved state, carved
+ * from the arena (planning or real); gradient offsets come from plan_grads */
+static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size_t *act_offs, const size_t *grad_offs)
 {
-    *ws_bytes = 0;
     if (dt_arena_push(act, act_bytes) != 0)
         return DT_ERR_NOMEM;
     for (int v = 0; v < m->n_values; v++) {
@@ -225,13 +238,6 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
         case DT_OP_BN: save = DT_BN_SAVED(x->channels) * sizeof(float); break;
         case DT_OP_MAXPOOL: save = (size_t)value_numel(y, n); break; /* one byte per output */
         case DT_OP_DROPOUT: save = (size_t)value_numel(y, n); break;
-        case DT_OP_CONV: {
-            dt_conv_desc d;
-            conv_desc(m, nd, n, &d);
-            size_t b = m->be->conv_workspace(&d);
-            *ws_bytes = b > *ws_bytes ? b : *ws_bytes;
-            break;
-        }
         default: break;
         }
         nd->save_off = DT_ARENA_FAIL;
@@ -262,18 +268,160 @@ static void be_arena_free(dt_model *m, dt_arena *a)
     a->base = NULL;
 }
 
-int dt_model_plan(dt_model *m, int n, int h, int w)
+/* The backend's planning ops for every node at a batch of n: the most conv workspace into *ws and the
+ * most scratch into *scratch (model.h: the batch's input, normalize_u8's, and its loss are planned
+ * too). */
+static void plan_backend(dt_model *m, int n, size_t *ws, size_t *scratch)
 {
-    if (n < 1 || h < 1 || w < 1) {
+    const dt_backend *be = m->be;
+    size_t b;
+#define TAKE_MAX(into, v) ((b = (v)) > *(into) ? (void)(*(into) = b) : (void)0)
+    for (int i = 0; i < m->n_nodes; i++) {
+        const dt_node *nd = &m->nodes[i];
+        const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
+        switch (nd->op) {
+        case DT_OP_CONV: {
+            dt_conv_desc d;
+            conv_desc(m, nd, n, &d);
+            TAKE_MAX(ws, be->conv_workspace(&d));
+            break;
+        }
+        case DT_OP_BN: {
+            dt_bn_desc d = bn_desc(m, nd, n, 1);
+            TAKE_MAX(scratch, be->bn_scratch(&d));
+            break;
+        }
+        case DT_OP_LINEAR:
+            TAKE_MAX(scratch, be->linear_scratch(n, x->channels * x->height * x->width, y->channels));
+            break;
+        default: break;
+        }
+    }
+    const dt_value *in = &m->values[m->input];
+    TAKE_MAX(scratch, be->xent_scratch(n, m->num_classes));
+    TAKE_MAX(scratch, be->normalize_scratch((int64_t)n * in->height * in->width * in->channels));
+#undef TAKE_MAX
+}
+
+/* "conv1", or for a node without a name (relu, add, pools) its kind after the last named node before
+ * it: "relu after layer1.0.bn1" */
+static void node_label(const dt_model *m, int i, char *buf, size_t size)
+{
+    const dt_node *nd = &m->nodes[i];
+    if (nd->name[0]) {
+        snprintf(buf, size, "%s", nd->name);
+        return;
+    }
+    int j = i - 1;
+    while (j >= 0 && !m->nodes[j].name[0])
+        j--;
+    if (j >= 0)
+        snprintf(buf, size, "%s after %s", kind_names[nd->op], m->nodes[j].name);
+    else
+        snprintf(buf, size, "%s (node %d)", kind_names[nd->op], i);
+}
+
+/* At the shapes planned last (plan_shapes): the largest batch whose every tensor has at most limit
+ * elements, the first node that bounds it (into label), and that node's elements per image. */
+static int64_t fit_batch(const dt_model *m, int64_t limit, char *label, size_t size, int64_t *per_image)
+{
+    int64_t best = INT64_MAX, worst_node = -1, worst_per = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        const dt_node *nd = &m->nodes[i];
+        int64_t per = value_numel(&m->values[nd->in0], 1), out = value_numel(&m->values[nd->out], 1);
+        per = out > per ? out : per;
+        int64_t fit = limit / (per > 0 ? per : 1);
+        int wp = nd->param[DT_NODE_WEIGHT]; /* a weight passing the limit fits no batch */
+        if (wp >= 0 && m->params[wp].numel > limit)
+            fit = 0;
+        if (fit < best) {
+            best = fit;
+            worst_node = i;
+            worst_per = per;
+        }
+    }
+    if (label && size)
+        label[0] = '\0';
+    if (worst_node >= 0 && label)
+        node_label(m, (int)worst_node, label, size);
+    if (per_image)
+        *per_image = worst_per;
+    return best;
+}
+
+int64_t dt_model_max_batch(dt_model *m, int h, int w, int64_t limit, char *layer, size_t layer_size)
+{
+    if (h < 1 || w < 1 || limit < 1) {
+        dt_error("model %s: no batch size for an input of %dx%d and %lld elements per tensor", m->arch, h, w,
+                 (long long)limit);
+        return DT_ERR_INPUT;
+    }
+    int rc = plan_shapes(m, 1, h, w);
+    int64_t fit = rc == DT_OK ? fit_batch(m, limit, layer, layer_size, NULL) : rc;
+    if (m->plan_n > 0 && (m->plan_h != h || m->plan_w != w))
+        plan_shapes(m, m->plan_n, m->plan_h, m->plan_w); /* the planned shapes back: they planned before */
+    return fit;
+}
+
+/* the backend's limit on one tensor: n passing it is refused with one line naming the layer */
+static int check_tensor_limit(dt_model *m, int n, int h, int w)
+{
+    int64_t limit = m->be->max_tensor_elems > 0 ? m->be->max_tensor_elems : INT64_MAX, per = 0;
+    char layer[DT_NAME_MAX + 32];
+    int64_t fit = fit_batch(m, limit, layer, sizeof layer, &per);
+    if (n <= fit)
+        return DT_OK;
+    if (fit < 1)
+        dt_error("model %s: layer %s has a tensor of more than %lld elements, the most the %s backend takes in one "
+                 "tensor, even for one image of %dx%d", m->arch, layer, (long long)limit, m->be->name, h, w);
+    else
+        dt_error("model %s: a batch of %d images of %dx%d is too large for the %s backend: layer %s has tensors of "
+                 "%lld elements per image, and one tensor holds at most %lld elements; the largest batch that fits "
+                 "is %lld", m->arch, n, h, w, m->be->name, layer, (long long)per, (long long)limit, (long long)fit);
+    return DT_ERR_INPUT;
+}
+
+int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also)
+{
+    if (n < 1 || h < 1 || w < 1 || n_also < 0 || (n_also > 0 && !also)) {
         dt_error("model %s: cannot plan for a batch of %d images of %dx%d", m->arch, n, h, w);
         return DT_ERR_INPUT;
     }
-    DT_TRY(plan_shapes(m, n, h, w));
+    for (int k = 0; k < n_also; k++)
+        if (also[k] < 1 || also[k] > n) {
+            dt_error("model %s: cannot plan a batch of %d as well: batches run from 1 to the planned %d", m->arch,
+                     also[k], n);
+            return DT_ERR_INPUT;
+        }
+    int rc = plan_shapes(m, n, h, w);
+    if (rc == DT_OK)
+        rc = check_tensor_limit(m, n, h, w);
+    if (rc != DT_OK) {
+        if (m->plan_n > 0) /* a plan made before stays usable */
+            plan_shapes(m, m->plan_n, m->plan_h, m->plan_w);
+        return rc;
+    }
     be_arena_free(m, &m->act);
     be_arena_free(m, &m->grad);
     be_arena_free(m, &m->workspace);
+    m->plan_n = 0; /* not planned until this returns DT_OK */
+    /* the backend first, before the arenas take device memory (cuDNN's search allocates its own):
+     * n, then each other size once */
+    size_t ws = 0, scratch = 0;
+    char sizes_text[256] = "";
+    plan_backend(m, n, &ws, &scratch);
+    for (int k = 0; k < n_also; k++) {
+        int seen = also[k] == n;
+        for (int j = 0; j < k && !seen; j++)
+            seen = also[j] == also[k];
+        if (seen)
+            continue;
+        plan_backend(m, also[k], &ws, &scratch);
+        size_t len = strlen(sizes_text);
+        snprintf(sizes_text + len, sizeof sizes_text - len, "%s%d", len ? ", " : "", also[k]);
+    }
     dt_arena pa;
-    size_t ws = 0, *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
+    size_t *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
     size_t *act_offs = calloc((size_t)m->n_values, sizeof(size_t));
     if (!grad_offs || !act_offs) {
         free(grad_offs);
@@ -282,10 +430,10 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
         return DT_ERR_NOMEM;
     }
     size_t gbytes = plan_grads(m, n, grad_offs), abytes = plan_acts(m, n, act_offs);
-    int rc = gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL ? DT_ERR_NOMEM : DT_OK;
+    rc = gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL ? DT_ERR_NOMEM : DT_OK;
     dt_arena_init_plan(&pa, "activations");
     if (rc == DT_OK)
-        rc = carve(m, n, &pa, abytes, act_offs, grad_offs, &ws);
+        rc = carve(m, n, &pa, abytes, act_offs, grad_offs);
     if (rc == DT_OK)
         rc = be_arena(m, &m->act, "activations", dt_arena_peak(&pa));
     if (rc == DT_OK)
@@ -293,19 +441,28 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
     if (rc == DT_OK)
         rc = be_arena(m, &m->workspace, "workspace", ws);
     if (rc == DT_OK)
-        rc = carve(m, n, &m->act, abytes, act_offs, grad_offs, &ws);
+        rc = carve(m, n, &m->act, abytes, act_offs, grad_offs);
     free(grad_offs);
     free(act_offs);
     be_arena_free(m, &m->amp_scratch);
     if (rc == DT_OK && m->amp_level > 0)
         rc = be_arena(m, &m->amp_scratch, "mixed precision", dt_amp_scratch_bytes(m, n));
+    if (rc == DT_OK)
+        rc = m->be->reserve_scratch(scratch);
     DT_TRY(rc);
     m->plan_n = n;
     m->plan_h = h;
     m->plan_w = w;
-    dt_debug("model %s planned for %dx%dx%dx%d: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB",
-             m->arch, n, h, w, m->in_c, dt_arena_peak(&pa) / 1048576.0, gbytes / 1048576.0, ws / 1048576.0);
+    dt_debug("model %s planned for %dx%dx%dx%d%s%s%s: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB, "
+             "backend scratch %.1f MiB", m->arch, n, h, w, m->in_c, sizes_text[0] ? " (also batches " : "",
+             sizes_text, sizes_text[0] ? ")" : "", dt_arena_peak(&pa) / 1048576.0, gbytes / 1048576.0,
+             ws / 1048576.0, scratch / 1048576.0);
     return DT_OK;
+}
+
+int dt_model_plan(dt_model *m, int n, int h, int w)
+{
+    return dt_model_plan_sizes(m, n, h, w, NULL, 0);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -360,8 +517,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             break;
         }
         case DT_OP_BN: {
-            dt_bn_desc d = {.rows = (int64_t)n * xv->height * xv->width, .c = xv->channels, .eps = nd->attr.eps,
-                            .momentum = nd->attr.momentum, .sync = m->bn_sync, .sync_ctx = m->bn_sync_ctx};
+            dt_bn_desc d = bn_desc(m, nd, n, 1);
             float *s = saved_of(m, nd);
             int relu = nd->attr.fused_relu >= 0;
             if (m->training) {
@@ -481,9 +637,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         }
         case DT_OP_BN: {
-            dt_bn_desc d = {.rows = (int64_t)n * xv->height * xv->width, .c = xv->channels, .eps = nd->attr.eps,
-                            .momentum = nd->attr.momentum, .sync = m->training ? m->bn_sync : NULL,
-                            .sync_ctx = m->bn_sync_ctx};
+            dt_bn_desc d = bn_desc(m, nd, n, m->training);
             be->bn_bwd(&d, xin, dy, nd->attr.fused_relu >= 0, weight, saved_of(m, nd), dx, dweight, dbias,
                        grad_accumulate(m, nd->in0), accumulate);
             break;
@@ -543,9 +697,6 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
 
 void dt_model_profile_report(dt_model *m, FILE *f)
 {
-    static const char *const names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
-                                        "linear", "dropout", "flatten", "add", "conv dx"};
-    _Static_assert(sizeof names / sizeof names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
     double total = 0;
     for (int p = 0; p < 2; p++)
         for (int k = 0; k <= DT_OP_KINDS; k++)
@@ -556,7 +707,7 @@ void dt_model_profile_report(dt_model *m, FILE *f)
     for (int k = 0; k <= DT_OP_KINDS; k++) {
         double a = m->prof[0][k], b = m->prof[1][k];
         if (a + b > 0)
-            fprintf(f, "%-10s %10.3f %10.3f %6.1f%%\n", names[k], a, b, 100 * (a + b) / total);
+            fprintf(f, "%-10s %10.3f %10.3f %6.1f%%\n", kind_names[k], a, b, 100 * (a + b) / total);
     }
     fprintf(f, "%-10s %21.3f\n", "total", total);
     memset(m->prof, 0, sizeof m->prof);

@@ -10,10 +10,14 @@
  * Life cycle:
  *   dt_model m; dt_model_create(&m, "resnet50", 3, 1000, &dt_backend_cpu)   architecture and parameters
  *   dt_model_init_weights(&m, seed, zero_init_residual)                     torchvision's init
- *   dt_model_plan(&m, batch, 224, 224)                                      all memory, once
+ *   dt_model_plan_sizes(&m, batch, 224, 224, (int[]){tail, val_tail}, 2) all memory, once
  *   per step: dt_model_forward(&m, x, n); dt_model_loss(&m, labels, n, eps); dt_model_backward(&m, n, 0)
  *   dt_model_free(&m)
- * After planning nothing is allocated; any n <= the planned batch may be run.
+ * After planning nothing is allocated; any n <= the planned batch may be run. The backend prepares
+ * itself for each planned batch size (nn/backend.h, "Planning": cuDNN's algorithm search, its
+ * scratch), so a run plans every size it will run: an epoch's last, smaller batch, validation's
+ * batch and tail. Any other n still runs, but a device backend then prepares it mid-run (the CUDA
+ * backend warns once per shape).
  *
  * Memory plan: every activation a backward pass needs is kept, but a ReLU whose input has no other
  * reader runs in place (its backward needs only its output); activations backward does not read
@@ -178,9 +182,24 @@ void dt_model_free(dt_model *m);
 /* torchvision's initialisation, drawn from seed; zero_init_residual zeroes each block's last BN weight. */
 void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
 
-/* Shapes for input [n, h, w, in_c] and all activation, gradient and workspace memory. Returns DT_OK,
- * DT_ERR_INPUT when the input is too small for a layer (the layer is named), or DT_ERR_NOMEM. */
+/* Shapes for input [n, h, w, in_c] and all activation, gradient and workspace memory for batches of
+ * up to n; the backend's planning ops (conv_workspace, the *_scratch ops: every node, the loss, and
+ * normalize_u8 into the model's input) for n and for each batch size in also[0..n_also) (each 1..n;
+ * repeats are fine), the workspace the most any size needs; then the backend's reserve_scratch once.
+ * Returns DT_OK; DT_ERR_INPUT when the input is too small for a layer (the layer is named), when a
+ * size is outside 1..n, or when a tensor of a batch of n would pass the backend's max_tensor_elems
+ * (one line naming the layer and the largest batch that fits); or DT_ERR_NOMEM. A plan made before
+ * stays usable when the new one is refused for its input. */
+int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also);
+/* dt_model_plan_sizes for batch n alone */
 int dt_model_plan(dt_model *m, int n, int h, int w);
+/* The largest batch of h x w images whose every tensor (each node's input and output, for which a
+ * backend may make a descriptor; a weight passing limit fits no batch) holds at most limit elements:
+ * 0 when not even one image fits; DT_ERR_INPUT after one line when the input is too small for a layer
+ * (or h, w or limit is below 1). layer (layer_size bytes, may be NULL) gets the first layer that
+ * bounds it, as the model names it ("layer1.0.conv1"; a node without a name is named after the last
+ * named node before it: "relu after bn1"). A planned model keeps its plan. */
+int64_t dt_model_max_batch(dt_model *m, int h, int w, int64_t limit, char *layer, size_t layer_size);
 
 /* Forward on n <= planned images x [n, h, w, in_c] (the backend's memory: from mem_alloc, filled by
  * normalize_u8 or mem_put); logits afterwards at dt_model_logits. x is read where it is, not copied:

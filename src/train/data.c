@@ -1,8 +1,9 @@
 /* data.c: the run's data side (contract in trainer_int.h): the training and validation sets packed
- * by dtpack (or none, with --synthetic), the model's input and output sizes they imply, the
- * normalisation (ImageNet's constants for encoded images, measured for raw shards), the loaders (one
- * per set, this rank's share of each epoch) and the steps an epoch has. Every rank opens and checks
- * everything itself; nothing is written. */
+ * by dtpack (or none, with --synthetic), the model's input and output sizes they imply, the batch
+ * sizes the loaders will give (for planning the model), the normalisation (ImageNet's constants for
+ * encoded images, measured for raw shards), the loaders (one per set, this rank's share of each
+ * epoch) and the steps an epoch has. Every rank opens and checks everything itself; nothing is
+ * written. */
 #include "config.h"
 
 #include <math.h>
@@ -11,6 +12,36 @@
 #include "train/trainer_int.h"
 #include "util/check.h"
 #include "util/log.h"
+
+/* the loaders' drop_last: training drops an epoch's last, partial batch on each rank (every step
+ * then has the full batch); validation keeps it (every image is counted) */
+#define TRAIN_DROP_LAST 1
+#define VAL_DROP_LAST 0
+
+int dt_batch_sizes(int64_t images, int world, int batch, int drop_last, int out[2])
+{
+    if (images < 1 || world < 1 || batch < 1)
+        return 0;
+    int64_t per_rank = (images + world - 1) / world; /* the sampler pads every rank to this */
+    int k = 0;
+    if (per_rank >= batch)
+        out[k++] = batch;
+    if (!drop_last && per_rank % batch)
+        out[k++] = (int)(per_rank % batch);
+    return k;
+}
+
+int dt_run_batch_sizes(const dt_run *r, int out[5])
+{
+    const dt_train_cfg *cfg = r->cfg;
+    int k = 0;
+    out[k++] = cfg->batch; /* --synthetic: every step */
+    if (r->have_train_set)
+        k += dt_batch_sizes(r->train_set.count, r->launch.size, cfg->batch, TRAIN_DROP_LAST, out + k);
+    if (r->have_val_set)
+        k += dt_batch_sizes(r->val_set.count, r->launch.size, cfg->batch, VAL_DROP_LAST, out + k);
+    return k;
+}
 
 int dt_run_open_datasets(dt_run *r)
 {
@@ -85,12 +116,12 @@ int dt_run_load_data(dt_run *r)
     const dt_train_cfg *cfg = r->cfg;
     DT_TRY(measure_norm(r));
     dt_loader_cfg lc = {.batch = cfg->batch, .train = 1, .workers = cfg->workers, .seed = cfg->seed,
-                        .rank = r->launch.rank, .world = r->launch.size, .drop_last = 1, .out_h = r->image_size,
-                        .out_w = r->image_size, .pad = cfg->crop_padding};
+                        .rank = r->launch.rank, .world = r->launch.size, .drop_last = TRAIN_DROP_LAST,
+                        .out_h = r->image_size, .out_w = r->image_size, .pad = cfg->crop_padding};
     if (!cfg->synthetic)
         DT_TRY(dt_loader_create(&r->train_loader, &r->train_set, &lc));
     lc.train = 0;
-    lc.drop_last = 0;
+    lc.drop_last = VAL_DROP_LAST;
     if (r->have_val_set)
         DT_TRY(dt_loader_create(&r->val_loader, &r->val_set, &lc));
     r->steps_per_epoch = cfg->synthetic ? (cfg->max_steps ? cfg->max_steps : 100)

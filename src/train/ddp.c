@@ -1,4 +1,10 @@
-/* ddp.c: buckets, the backward hook and the communication thread (contract in ddp.h). */
+/* ddp.c: buckets, the backward hook and the communication thread (contract in ddp.h).
+ *
+ * Threads: the communication thread binds itself to the communicator (bind_thread: NCCL makes the
+ * rank's device current) before anything else, and dt_ddp_create waits for that to succeed; the
+ * thread calling dt_ddp_create is bound there too.
+ * Order of device work: every collective on model memory (weights, buffers, gradients) comes after
+ * model_written, on the thread that queued the ops that wrote it (see there). */
 #include "config.h"
 
 #include "train/ddp.h"
@@ -28,6 +34,8 @@ struct dt_ddp {
     /* the communication thread */
     pthread_t thread;
     int have_thread;
+    int thread_up;      /* the thread has bound itself (thread_rc: how that went) */
+    int thread_rc;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int ready_upto;     /* buckets [0, ready_upto) may be sent (in order) */
@@ -39,6 +47,19 @@ struct dt_ddp {
     float *wire32;      /* and its fp32 parameters (AMP keeps BN in fp32): they go as fp32 */
     int bn_err;         /* a SyncBN reduction failed: later ones are skipped, the step fails */
 };
+
+/* Before a collective reads model memory that the backend's ops wrote: those ops complete. A
+ * device backend queues its ops on its own stream, and the communicator runs on another stream
+ * (NCCL) or thread, which nothing orders after them but this (the CPU backend's sync does nothing).
+ * Called on the thread that queued the ops: before create's and sync_buffers' broadcasts, in the
+ * backward hook before buckets go to the communication thread, and after backward before the last
+ * ones. After a collective nothing is needed: a communicator returns only once its operation is
+ * complete (comm.h; NCCL drains its stream), so ops queued afterwards, on any stream, read the
+ * result. */
+static void model_written(dt_ddp *d)
+{
+    d->model->be->sync();
+}
 
 /* the model's SyncBN hook: sums n doubles over the replicas */
 static int bn_sync(void *ctx, double *buf, int n)
@@ -105,18 +126,22 @@ static int reduce_bucket(dt_ddp *d, int i)
 static void *comm_thread(void *arg)
 {
     dt_ddp *d = arg;
+    int rc = d->comm->ops->bind_thread(d->comm); /* first: NCCL and CUDA from here on the rank's device */
     pthread_mutex_lock(&d->mu);
-    for (;;) {
+    d->thread_rc = rc;
+    d->thread_up = 1;
+    pthread_cond_broadcast(&d->cv);
+    while (rc == DT_OK) { /* unbound, it ends here (dt_ddp_create fails) */
         while (!d->quit && !(d->active && !d->err && d->done_upto < d->ready_upto))
             pthread_cond_wait(&d->cv, &d->mu);
         if (d->quit)
             break;
         int i = d->done_upto;
         pthread_mutex_unlock(&d->mu);
-        int rc = reduce_bucket(d, i);
+        int e = reduce_bucket(d, i);
         pthread_mutex_lock(&d->mu);
-        if (rc != DT_OK)
-            d->err = rc;
+        if (e != DT_OK)
+            d->err = e;
         else
             d->done_upto = i + 1;
         pthread_cond_broadcast(&d->cv);
@@ -142,8 +167,7 @@ static void on_grads(void *ctx, int node)
     pthread_mutex_unlock(&d->mu);
     if (upto == d->ready_upto)
         return;
-    if (!d->model->be->host_memory) /* queued on the device: written before the communicator reads them */
-        d->model->be->sync();
+    model_written(d); /* the buckets' gradients complete before the communication thread reads them */
     pthread_mutex_lock(&d->mu);
     d->ready_upto = upto;
     pthread_cond_broadcast(&d->cv);
@@ -191,9 +215,12 @@ static int make_buckets(dt_ddp *d)
     return DT_OK;
 }
 
-static int broadcast_floats(dt_comm *comm, float *x, int64_t n)
+/* rank 0's x (model memory) to every rank */
+static int broadcast_model(dt_ddp *d, float *x, int64_t n)
 {
+    dt_comm *comm = d->comm;
     const int64_t chunk = 1 << 28; /* MPI counts bytes in an int */
+    model_written(d); /* initialisation, loading, the last forward's BN updates: complete */
     for (int64_t o = 0; o < n; o += chunk)
         DT_TRY(comm->ops->broadcast(comm, x + o, (size_t)(n - o < chunk ? n - o : chunk), DT_FLOAT32, 0));
     return DT_OK;
@@ -216,7 +243,9 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
         d->cfg.grad_scale = 1.0f;
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
-    int rc = make_buckets(d);
+    int rc = comm->ops->bind_thread(comm); /* this thread's collectives (the broadcasts below) too */
+    if (rc == DT_OK)
+        rc = make_buckets(d);
     if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing, no SyncBN */
         if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
             d->cfg.wire = DT_FLOAT32; /* the reduced-type gradients are fp32 arrays of rounded values: sent as such */
@@ -227,9 +256,9 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
     }
     /* every replica starts from rank 0's weights and buffers */
     if (rc == DT_OK && comm->size > 1) {
-        rc = broadcast_floats(comm, m->weights, m->n_weights);
+        rc = broadcast_model(d, m->weights, m->n_weights);
         if (rc == DT_OK && m->n_buffers)
-            rc = broadcast_floats(comm, m->buffers, m->n_buffers);
+            rc = broadcast_model(d, m->buffers, m->n_buffers);
     }
     if (rc == DT_OK && (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
         size_t most = 0;
@@ -251,6 +280,11 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
             rc = DT_ERR_SYS;
         } else {
             d->have_thread = 1;
+            pthread_mutex_lock(&d->mu); /* bound before any bucket can go to it */
+            while (!d->thread_up)
+                pthread_cond_wait(&d->cv, &d->mu);
+            rc = d->thread_rc;
+            pthread_mutex_unlock(&d->mu);
         }
     }
     if (rc != DT_OK) {
@@ -273,7 +307,7 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
 int dt_ddp_sync_buffers(dt_ddp *d)
 {
     if (d->comm->size > 1 && d->model->n_buffers)
-        return broadcast_floats(d->comm, d->model->buffers, d->model->n_buffers);
+        return broadcast_model(d, d->model->buffers, d->model->n_buffers);
     return DT_OK;
 }
 
@@ -299,8 +333,7 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
         rc = d->bn_err;
     if (!comm)
         return rc;
-    if (!d->model->be->host_memory) /* the last buckets' gradients are queued on the device */
-        d->model->be->sync();
+    model_written(d); /* the last buckets' gradients (and, without overlap, all) complete */
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
         for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
             rc = reduce_bucket(d, i);

@@ -11,7 +11,15 @@
  *     every forward: broadcast_buffers does that); sync_bn normalises with every replica's batch
  *     statistics instead (PyTorch's SyncBatchNorm), over a communicator of its own so that its
  *     reductions never interleave with the buckets' on the communication thread.
- * A failed or timed-out all-reduce makes dt_ddp_backward return the error (logged once). */
+ * A failed or timed-out all-reduce makes dt_ddp_backward return the error (logged once).
+ * Threads: dt_ddp_create binds its calling thread and the communication thread to the communicator
+ * (bind_thread: on NCCL, the rank's GPU), the latter before it issues anything; call the others
+ * from the thread that called dt_ddp_create.
+ * Device memory (a backend without host_memory, NCCL): before every collective on the model's
+ * weights, buffers or gradients, the backend's queued ops complete (its sync, on the thread that
+ * queued them: in creation and sync_buffers before the broadcast, in backward before a bucket goes
+ * to the communication thread); each collective is complete when the communicator returns, so
+ * the ops queued afterwards read its result. */
 #ifndef DT_TRAIN_DDP_H
 #define DT_TRAIN_DDP_H
 

@@ -189,6 +189,7 @@ int dt_rundir_share_resumed(dt_run *r)
         return DT_OK;
     DT_TRY(comm->ops->broadcast(comm, r->model.counts, (size_t)r->model.n_counts, DT_INT64, 0));
     dt_comm *dev = r->device_comm ? r->device_comm : comm; /* the backend's memory: NCCL when it is a device's */
+    r->model.be->sync(); /* what the compute stream wrote (the restore's uploads) before the comm reads it */
     if (r->opt.momentum_buf)
         DT_TRY(dev->ops->broadcast(dev, r->opt.momentum_buf, (size_t)r->model.n_weights, DT_FLOAT32, 0));
     if (r->amp.master)

@@ -135,7 +135,8 @@ static int connect_ranks(dt_run *r)
 }
 
 /* the model on this rank's backend: initial (or, on rank 0, --pretrained) weights, mixed precision,
- * and all its memory planned for a batch */
+ * and all its memory planned for a batch, the backend prepared for every batch size the loaders
+ * will give (an epoch's last batch, validation's tail: none is met unplanned mid-run) */
 static int build_model(dt_run *r)
 {
     const dt_train_cfg *cfg = r->cfg;
@@ -159,7 +160,8 @@ static int build_model(dt_run *r)
     DT_TRY(dt_amp_attach(&r->amp, &r->model, &props));
     if (cfg->scale_window)
         r->amp.scaler.growth_interval = cfg->scale_window;
-    return dt_model_plan(&r->model, cfg->batch, r->image_size, r->image_size);
+    int sizes[5], n_sizes = dt_run_batch_sizes(r, sizes);
+    return dt_model_plan_sizes(&r->model, cfg->batch, r->image_size, r->image_size, sizes, n_sizes);
 }
 
 /* every input check on this rank (nothing written): the data, the device, the model, the loaders */

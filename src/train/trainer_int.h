@@ -95,6 +95,15 @@ int dt_run_open_datasets(dt_run *r);
 /* After the model is built: the normalisation (r->mean, r->std), the loaders, and steps_per_epoch
  * (DT_ERR_INPUT when the batch leaves none). */
 int dt_run_load_data(dt_run *r);
+/* The batch sizes a loader gives each rank per epoch: images split over world ranks (the sampler
+ * pads each rank to ceil(images / world), so every rank gets the same sizes), in batches of batch.
+ * Writes the full batch (when a rank has one) then the last, smaller batch (unless drop_last, or
+ * batch divides) to out; returns how many (0..2). */
+int dt_batch_sizes(int64_t images, int world, int batch, int drop_last, int out[2]);
+/* After dt_run_open_datasets: every batch size this rank's model will run, for planning: the
+ * batch, then those of the training and validation loaders (repeats included). Returns how many
+ * (1..5) written to out. */
+int dt_run_batch_sizes(const dt_run *r, int out[5]);
 
 /* step.c */
 /* The batch buffers (input, logits, labels) and, with --synthetic, the random batch (every rank).

@@ -1,118 +1,280 @@
 #!/bin/bash
-# check.sh: the one call on a lent GPU machine (doc/design.md, "The CUDA backend: the plan"): is every
-# CUDA op right, and how fast does dtrain train resnet50 next to PyTorch.
+# check.sh: the one call on a lent GPU machine (tests/gpu/README): does the CUDA backend run, is every
+# CUDA op right, and how fast does dtrain train resnet50 next to PyTorch. With --dry-run, the
+# rehearsal of that call on a machine without a GPU.
 #
-#   tests/gpu/check.sh [BUILD_DIR]          (default build-gpu, made on the build machine by
-#                                            tests/gpu/bundle.sh)
+#   tests/gpu/check.sh [BUILD_DIR]              on the GPU machine (BUILD_DIR: default build-gpu, made
+#                                               here by tests/gpu/bundle.sh and carried)
+#   tests/gpu/check.sh --dry-run [BUILD_DIR]    here: everything but the GPU
+#   tests/gpu/check.sh --only S1,S2 ...         only those stages (names below)
 #
-# From the repository root on the device machine, with the bundle carried:
-#   run(command="tests/gpu/check.sh", timeout_s=500,
-#       carry=["build-gpu/dtrain", "build-gpu/tests/gpu/ops_check", "build-gpu/lib"])
+# Stages, in the order of what they teach, each with its own time limit inside a budget of
+# DT_CHECK_BUDGET seconds (default 290; the device call's hard limit is 330), none stopping the
+# others; each prints its verdict when it ends:
+#   machine     nvidia-smi, the C library, every bundled program's libraries resolved (ldd -r: also
+#               functions missing from the CUDA wheels), dtrain --version (the CUDA, cuBLAS, cuDNN and
+#               NCCL versions it was built with and finds)
+#   ops_check   every op of the CUDA table against the CPU in fp32/fp16/bf16, then two training steps
+#               of a model on both (tests/gpu/ops_check.c)
+#   nccl        a world-of-one NCCL communicator on the device: allreduce, broadcast, allgather,
+#               barrier, each result checked (tests/gpu/nccl_one.c), with NCCL_DEBUG=WARN
+#   memcheck    compute-sanitizer memcheck over ops_check --quick (out-of-bounds and misaligned
+#               accesses, errors CUDA calls hide)
+#   dtrain-O2, torch-fp16, dtrain-O0, torch-fp32, then dtrain-O2-bf16 and torch-bf16 when time is
+#               left: resnet50, batch DT_CHECK_BATCH (256), dtrain --device cuda --synthetic against
+#               bench/torch_gpu_resnet50.py (PyTorch eager, channels_last, autocast)
 #
-# Stages, each with its own time limit inside a budget of DT_CHECK_BUDGET seconds (default 450: the
-# call stays under 8 minutes), none stopping the others (a failure or timeout is recorded and shown):
-#   1. the machine: nvidia-smi -L, the library path built here, any library the binaries still miss;
-#   2. ops_check: every op of the CUDA table against the CPU in fp32/fp16/bf16, then two training
-#      steps of a model on both (tests/gpu/ops_check.c);
-#   3. dtrain --device cuda --synthetic -a resnet50 -b 256 --max-steps 30 -p 10 at O2, O2 bf16, O0, O3;
-#   4. bench/torch_gpu_resnet50.py at batch 256: fp16 and bf16 autocast, then fp32 (TF32 off, as
-#      dtrain's O0) when time is left.
-# Speeds: dtrain's is the rate between its last two progress lines, from their timestamps (steps 20
-# to 30: cuDNN's algorithm search and the first steps left out); PyTorch's is over 20 steps after 10
-# warm-up steps. Peak memory: the most nvidia-smi saw in use on the GPU during the run (CUDA context
-# and caching allocators included, so comparable between the two), and PyTorch's own
-# max_memory_allocated.
+# The comparison is fair: both upload the batch from ordinary host memory every step as uint8
+# pixels and normalise it on the device (dtrain --synthetic does; the PyTorch script's --input host,
+# its default), and both time 20 steps after 10 warm-up steps: dtrain's rate is read from the
+# timestamps of its progress lines at steps 10 and 30 (-p 10 --max-steps 30), PyTorch's from its own
+# clock around steps 11 to 30. cuDNN's algorithm search happens at planning, before step 1, and is
+# printed per shape (dtrain's "cuDNN conv ... search" lines); the summary shows the slowest.
+# Peak memory: the most nvidia-smi saw in use during the stage (CUDA context and caching allocators
+# included, so comparable between the two), and PyTorch's own max_memory_allocated.
 #
-# Environment: DT_CHECK_BUDGET (seconds, default 450), DT_CHECK_SEED (ops_check's seed; default: the
-# time, printed), DT_CHECK_BATCH (default 256), DT_CHECK_STEPS (dtrain's --max-steps, default 30).
-# Logs: $OUT (the device tool's folder that comes back) or /tmp/dt-gpu-check: ops_check.txt (every
-# row), stages.log (every stage's output), summary.txt (the table printed last).
-# Exit status: ops_check's: 0 every row passed, 1 a row failed, 77 no GPU, 124 timed out, 2 the
-# binaries or the GPU are missing, other: it crashed.
+# The rehearsal (--dry-run) runs on the build machine what the device run runs, except the GPU:
+#   - every bundled program is started inside a clean root file system (a user and mount namespace:
+#     no root needed) that holds only the bundle, the C library and the CUDA libraries laid out as
+#     PyTorch's wheels lay them out (site/nvidia/*/lib), so a library missing from the bundle, a
+#     wrong RUNPATH or a glibc too new shows up here; without user namespaces, the library paths are
+#     audited with the dynamic loader instead (said in the output);
+#   - each stage's command line is printed and run as on the device, with overrides appended that
+#     make it fit a CPU (getopt takes the last value): ops_check --list, nccl_one (it must skip for
+#     want of a GPU), ops_check --quick --list, dtrain ... --device cpu --crop 32 -b 2 --max-steps 4
+#     -p 2, the PyTorch script ... --device cpu --size 32 -b 2 --warmup 1 --steps 2;
+#   - the summary is made from those logs by the same tests/gpu/summary.py, which fails (one line
+#     naming the stage) when a stage's output is not in the format it reads;
+#   - the bundle's size is checked (tests/gpu/bundle.sh's limit).
+#   It ends with "rehearsal: passed" (exit 0) or "rehearsal: FAILED: ..." (exit 1).
+#
+# Environment: DT_CHECK_BUDGET (seconds), DT_CHECK_SEED (ops_check's seed; default: the time,
+# printed), DT_CHECK_BATCH (default 256); for the rehearsal DT_REHEARSAL_PYTHON (a python3 with
+# torch), DT_REHEARSAL_LOGS (where the logs go), DT_REHEARSAL_NO_NAMESPACE=1 (the loader audit even
+# where user namespaces work).
+# Logs: $OUT (the device tool's folder that comes back: at most 8 files) or /tmp/dt-gpu-check:
+# summary.txt (the table, printed last), stages.log (every stage's command and output, written as
+# each stage ends, so it comes back even from a call stopped at its limit), ops_check.txt (every
+# row), results (one line per stage: name, exit status, seconds, limit, peak MiB).
+# Exit status on the device: ops_check's (0 every row passed, 1 a row failed, 2 the binaries are
+# missing, 124 timed out, other: it crashed); summary.py's verdicts are in summary.txt.
 set -u
 
 cd "$(dirname "$0")/../.." || exit 2
+DRY=0
+ONLY=
+while [ $# -gt 0 ]; do
+    case $1 in
+    --dry-run) DRY=1 ;;
+    --only) ONLY=",$2,"; shift ;;
+    -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
+    -*) echo "check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) break ;;
+    esac
+    shift
+done
 B=${1:-build-gpu}
-BUDGET=${DT_CHECK_BUDGET:-450}
+B=${B%/}
+BUDGET=${DT_CHECK_BUDGET:-290}
 SEED=${DT_CHECK_SEED:-$(date +%s)}
 BATCH=${DT_CHECK_BATCH:-256}
-STEPS=${DT_CHECK_STEPS:-30}
-LOGS=${OUT:-/tmp/dt-gpu-check}
 WORK=$(mktemp -d /tmp/dt-gpu-check.XXXXXX)
-mkdir -p "$LOGS"
-: > "$LOGS/stages.log"
+# every stage's log goes to LOGS; what comes back from the device (at most 8 files) to BACK
+LOGS=$WORK/logs
+BACK=${OUT:-/tmp/dt-gpu-check}
+[ "$DRY" = 1 ] && LOGS=${DT_REHEARSAL_LOGS:-$LOGS} BACK=$LOGS
+mkdir -p "$LOGS" "$BACK"
+: > "$BACK/stages.log"
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1
+trap 'rm -rf "$WORK"' EXIT
 
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 say() { echo "[check.sh +$(($(date +%s) - T0))s] $*"; }
+wanted() { [ -z "$ONLY" ] || [[ $ONLY == *",$1,"* ]]; }
+PROGS=(dtrain tests/gpu/ops_check tests/gpu/nccl_one)
+REHEARSAL_FAIL=()
+rehearsal_fail() { REHEARSAL_FAIL+=("$*"); say "rehearsal: FAILED: $*"; }
 
-# --- the binaries and their libraries -------------------------------------------------------------
-say "repository $(pwd), build $B, budget ${BUDGET}s, batch $BATCH, ops_check seed $SEED"
-nvidia-smi -L 2>&1 || say "nvidia-smi failed"
+say "$([ "$DRY" = 1 ] && echo "rehearsal (--dry-run)" || echo "device run"): repository $(pwd), build $B," \
+    "budget ${BUDGET}s, batch $BATCH, ops_check seed $SEED"
 missing=0
-for f in "$B/dtrain" "$B/tests/gpu/ops_check"; do
-    [ -x "$f" ] || { say "missing: $f (build it on the build machine with tests/gpu/bundle.sh and carry it)"; missing=1; }
+for p in "${PROGS[@]}"; do
+    [ -x "$B/$p" ] || { say "missing: $B/$p (build it with tests/gpu/bundle.sh and carry it)"; missing=1; }
 done
+[ -d "$B/lib" ] || { say "missing: $B/lib (tests/gpu/bundle.sh makes it)"; missing=1; }
 
-# CUDA libraries: the PyTorch wheels' (site-packages/nvidia/*/lib: cudart, cublas, cudnn, nccl, nvrtc)
-NVLIB=$(python3 - <<'EOF' 2>/dev/null
-import glob, os
-dirs = []
-try:
-    import nvidia
-    for p in list(nvidia.__path__):
-        dirs += sorted(glob.glob(os.path.join(p, "*", "lib")))
-except Exception:
-    pass
-print(":".join(d for d in dirs if os.path.isdir(d)))
-EOF
-)
-# the bundle's own libraries; lib/fallback (libstdc++, libgcc_s, libgomp) only for those this
-# system lacks, so that a newer system copy is not shadowed by our older one
-FALLBACK=$WORK/fallback
-mkdir -p "$FALLBACK"
-if [ -d "$B/lib/fallback" ]; then
-    for f in "$B/lib/fallback"/*; do
+# --- where the programs run: RUN prefixes each command; P is the repository root as they see it -----
+# On the device: here, P=. ; the CUDA libraries are PyTorch's wheels' (site-packages/nvidia/*/lib).
+# In the rehearsal: a clean root R (below), P=/repo; the CUDA libraries are this machine's toolkit's,
+# mounted into R as R/site/nvidia/{cu13,cudnn,nccl}/lib.
+RUN=()
+P=.
+SYSLIB_DIR= # the rehearsal root's system library folder (for "does the system have X")
+if [ "$DRY" = 0 ]; then
+    SITE=$(python3 -c 'import nvidia, os; print(os.path.dirname(list(nvidia.__path__)[0]))' 2>/dev/null)
+    [ -n "$SITE" ] || say "no PyTorch CUDA wheels found through python3 (import nvidia): the CUDA libraries must come from elsewhere"
+    SITE_IN=$SITE
+else
+    CUDA=${CUDA_HOME:-/usr/local/cuda}
+    MA=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    R=$WORK/root
+    SITE=$R/site
+    SITE_IN=/site
+    mkdir -p "$R"/{repo,tmp,proc,dev,sys,lib64,etc,"lib/$MA"} "$WORK/roottmp"
+    # what R gets, "source target" per line: the C library, the bundle, the CUDA libraries
+    MOUNTS=$WORK/mounts
+    : > "$MOUNTS"
+    # the C library, and zlib (cuDNN needs it; Debian's and Ubuntu's zlib1g is of Priority required)
+    for so in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1 libresolv.so.2 libutil.so.1 libz.so.1; do
+        [ -e "/lib/$MA/$so" ] && echo "/lib/$MA/$so /lib/$MA/$so" >> "$MOUNTS"
+    done
+    echo "/lib64/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2" >> "$MOUNTS"
+    echo "$(command -v env) /usr/bin/env" >> "$MOUNTS" # to set the loader's variables inside (the C library only)
+    for p in "${PROGS[@]}"; do echo "$(pwd)/$B/$p /repo/$B/$p" >> "$MOUNTS"; done
+    [ -d "$B/lib" ] && echo "$(pwd)/$B/lib /repo/$B/lib" >> "$MOUNTS"
+    echo "$WORK/roottmp /tmp" >> "$MOUNTS"
+    for f in "$CUDA"/lib64/libcudart.so.* "$CUDA"/lib64/libcublas.so.* "$CUDA"/lib64/libcublasLt.so.* \
+        "$CUDA"/lib64/libnvrtc*.so.* "$CUDA"/lib64/libcudnn*.so.? "$CUDA"/lib64/libnccl.so.?; do
         [ -e "$f" ] || continue
-        so=$(basename "$f")
-        if ! ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$so "; then
-            ln -sf "$(cd "$(dirname "$f")" && pwd)/$so" "$FALLBACK/$so"
-            say "using the bundle's $so (the system has none)"
+        case $(basename "$f") in
+        libcudnn*) pkg=cudnn ;; libnccl*) pkg=nccl ;; *) pkg=cu13 ;;
+        esac
+        echo "$(readlink -f "$f") /site/nvidia/$pkg/lib/$(basename "$f")" >> "$MOUNTS"
+    done
+    while read -r src dst; do # the mount points
+        if [ -d "$src" ]; then mkdir -p "$R$dst"; else mkdir -p "$(dirname "$R$dst")" && : > "$R$dst"; fi
+    done < "$MOUNTS"
+    SYSLIB_DIR=$WORK/system # the root's system libraries, by soname (the audit below uses it too)
+    mkdir -p "$SYSLIB_DIR"
+    while read -r src dst; do
+        case $dst in "/lib/$MA/"*) ln -sf "$src" "$SYSLIB_DIR/$(basename "$dst")" ;; esac
+    done < "$MOUNTS"
+    in_root() { # in_root CMD...: CMD (a path inside R) run inside R, in a new user and mount namespace
+        unshare --user --map-root-user --mount -- bash -c '
+            R=$1 MOUNTS=$2; shift 2
+            while read -r src dst; do mount --bind "$src" "$R$dst" || exit 125; done < "$MOUNTS"
+            for d in dev proc sys; do mount --rbind "/$d" "$R/$d" 2>/dev/null; done
+            exec chroot "$R" "$@"' in_root "$R" "$MOUNTS" "$@"
+    }
+    if [ "${DT_REHEARSAL_NO_NAMESPACE:-0}" != 1 ] && in_root /lib64/ld-linux-x86-64.so.2 --version > /dev/null 2>&1; then
+        RUN=(in_root)
+        P=/repo
+        say "clean root: $R (user and mount namespace): the C library, $B's programs and lib/, and" \
+            "$CUDA's CUDA libraries as $SITE_IN/nvidia/*/lib; nothing else"
+    else
+        # no user namespaces here: the programs run in this system, and the loader's choices are audited
+        say "no user namespaces here (unshare --user --mount failed): the programs run in this system;" \
+            "each library they load is checked to come from $B/lib, the CUDA libraries or the C library"
+        rm -rf "$R"
+        SITE=$WORK/site
+        SITE_IN=$SITE
+        while read -r src dst; do
+            case $dst in /site/*) mkdir -p "$(dirname "$WORK$dst")" && ln -sf "$src" "$WORK$dst" ;; esac
+        done < "$MOUNTS"
+    fi
+fi
+
+# --- the library path for our programs --------------------------------------------------------------
+NVLIB=$(for d in "$SITE"/nvidia/*/lib; do [ -d "$d" ] && echo "$SITE_IN/nvidia/$(basename "$(dirname "$d")")/lib"; done | paste -sd:)
+# the bundle's lib/fallback (libstdc++, libgcc_s, libgomp) only for those the system lacks, or has
+# older than the programs need, so that a newer system copy is not shadowed by our older one
+FALLBACK_HOST=$WORK/fallback
+FALLBACK_IN=$([ ${#RUN[@]} -gt 0 ] && echo /tmp/fallback || echo "$FALLBACK_HOST")
+[ ${#RUN[@]} -gt 0 ] && FALLBACK_HOST=$WORK/roottmp/fallback
+mkdir -p "$FALLBACK_HOST"
+system_lib() { # the system's file for soname $1, or nothing (in the rehearsal: the root's)
+    if [ "$DRY" = 1 ]; then
+        [ -e "$SYSLIB_DIR/$1" ] && echo "$SYSLIB_DIR/$1"
+    else
+        ldconfig -p 2>/dev/null | awk -v so="$1" '$1 == so && /x86-64/ {print $NF; exit}'
+    fi
+}
+newest_needed() { # newest_needed PREFIX: the newest PREFIX_x.y.z version our programs ask for
+    for p in "${PROGS[@]}"; do [ -x "$B/$p" ] && grep -aoE "$1_[0-9]+(\.[0-9]+)+" "$B/$p"; done |
+        sort -u -V | tail -1
+}
+for f in "$B"/lib/fallback/*; do
+    [ -e "$f" ] || continue
+    so=$(basename "$f")
+    sys=$(system_lib "$so")
+    why=
+    if [ -z "$sys" ]; then
+        why="the system has none"
+    elif [ "$so" = libstdc++.so.6 ] && v=$(newest_needed GLIBCXX) && [ -n "$v" ] && ! grep -aq "$v" "$sys"; then
+        why="the system's ($sys) lacks $v"
+    fi
+    if [ -n "$why" ]; then
+        ln -sf "$([ "$P" = . ] && pwd || echo "$P")/$B/lib/fallback/$so" "$FALLBACK_HOST/$so"
+        say "using the bundle's $so ($why)"
+    fi
+done
+DT_LD="$P/$B/lib${NVLIB:+:$NVLIB}:$FALLBACK_IN"
+[ "$DRY" = 0 ] && DT_LD="$DT_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+say "library path for our programs: LD_LIBRARY_PATH=$DT_LD"
+# each of our commands: env LD_LIBRARY_PATH=... PROGRAM ARGS (in the rehearsal's root: its env, mounted)
+if [ ${#RUN[@]} -gt 0 ]; then
+    ours() { "${RUN[@]}" /usr/bin/env LD_LIBRARY_PATH="$DT_LD" "$@"; }
+else
+    ours() { env LD_LIBRARY_PATH="$DT_LD" "$@"; }
+fi
+
+# --- the machine stage ------------------------------------------------------------------------------------
+machine() {
+    local rc=0 p out
+    if [ "$DRY" = 0 ]; then
+        nvidia-smi -L || { echo "machine: nvidia-smi failed"; rc=1; }
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>&1
+        python3 -m pip show nvidia-cudnn-cu13 nvidia-cublas nvidia-cuda-runtime nvidia-nccl-cu13 2>/dev/null |
+            awk '/^Name:/ {n = $2} /^Version:/ {printf "wheel %s %s\n", n, $2}'
+        python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' 2>&1
+    fi
+    local have need
+    have=$(ldd --version 2>&1 | head -1 | grep -oE '[0-9]+\.[0-9]+$')
+    need=$(newest_needed GLIBC)
+    echo "C library: glibc ${have:-unknown} here; our programs need ${need:-no versioned symbol} at most"
+    if [ -n "$have" ] && [ -n "$need" ] && [ "$(printf '%s\n' "GLIBC_$have" "$need" | sort -V | tail -1)" != "GLIBC_$have" ]; then
+        echo "machine: our programs need $need, this system's C library is $have: build the bundle on an older system"
+        rc=1
+    fi
+    for p in "${PROGS[@]}"; do
+        [ -x "$B/$p" ] || continue
+        # ldd -r: every library found, and every function bound (a CUDA wheel older than our headers)
+        out=$(ours LD_TRACE_LOADED_OBJECTS=1 LD_WARN=yes LD_BIND_NOW=yes /lib64/ld-linux-x86-64.so.2 "$P/$B/$p" 2>&1)
+        echo "$P/$B/$p:"
+        echo "$out" | sed 's/^/  /'
+        if echo "$out" | grep -qE "not found|undefined symbol|error while loading"; then
+            echo "machine: $B/$p cannot start here: $(echo "$out" | grep -E "not found|undefined symbol|error while loading" | head -3 | tr -s ' \t\n' ' ')"
+            rc=1
+        fi
+        if [ ${#RUN[@]} -eq 0 ] && [ "$DRY" = 1 ]; then # the audit: nothing from this system but the C library
+            local bad
+            bad=$(echo "$out" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r so path; do
+                case $path in
+                "$(pwd)/$B/lib/"* | "$B/lib/"* | "$SITE"/* | "$FALLBACK_HOST"/* | "$P/$B/lib/"*) ;;
+                *) [[ $so =~ ^(libc|libm|libdl|libpthread|librt|libresolv|libutil|libz)\.so ]] || echo "$so from $path" ;;
+                esac
+            done)
+            [ -z "$bad" ] || { echo "machine: $B/$p would load from this system, not the bundle: $(echo $bad)"; rc=1; }
         fi
     done
-fi
-BLIB=$(cd "$B/lib" 2>/dev/null && pwd)
-# for our programs only: PyTorch keeps the system's libraries (ours are Debian 12's, older)
-DT_LD="${BLIB:+$BLIB:}${NVLIB:+$NVLIB:}$FALLBACK${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-say "library path for dtrain and ops_check: LD_LIBRARY_PATH=$DT_LD"
-[ -n "$NVLIB" ] || say "no site-packages/nvidia/*/lib found through python3: the CUDA libraries must come from elsewhere"
-python3 -m pip show nvidia-cudnn-cu13 nvidia-cublas nvidia-cuda-runtime nvidia-nccl-cu13 2>/dev/null |
-    awk '/^Name:/ {n = $2} /^Version:/ {printf "  %s %s\n", n, $2}'
-for f in "$B/dtrain" "$B/tests/gpu/ops_check"; do
-    [ -x "$f" ] || continue
-    # -r: also functions missing from the libraries found (a CUDA wheel older than the headers)
-    nf=$(LD_LIBRARY_PATH=$DT_LD ldd -r "$f" 2>&1 | grep -E "not found|undefined symbol" | head -20)
-    if [ -n "$nf" ]; then
-        say "$f still misses:"
-        echo "$nf"
-    fi
-    [ "$f" = "$B/dtrain" ] && LD_LIBRARY_PATH=$DT_LD ldd "$f" 2>/dev/null |
-        grep -E "lib(cudart|cublas|cublasLt|cudnn|nccl)\.so" | awk '{print "  " $1 " => " $3}' 
-done
+    out=$(ours "$P/$B/dtrain" --version 2>&1) || { echo "machine: dtrain --version failed"; rc=1; }
+    echo "$out"
+    return $rc
+}
 
-# --- stages ----------------------------------------------------------------------------------------
-# results: one line per stage: name rc seconds limit peak_mib log
-RESULTS=$WORK/results
+# --- stages ------------------------------------------------------------------------------------------------
+RESULTS=$LOGS/results # one line per stage: name rc seconds limit peak_mib (summary.py reads it)
 : > "$RESULTS"
-
-# peak GPU memory in use while a stage runs, from nvidia-smi every 250 ms
 mem_start() {
+    MEMPID=
+    [ "$DRY" = 1 ] && return
     MEMLOG=$WORK/mem.$1
     nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 250 > "$MEMLOG" 2>/dev/null &
     MEMPID=$!
 }
 mem_stop() {
+    [ -n "$MEMPID" ] || { echo -; return; }
     kill "$MEMPID" 2>/dev/null
     wait "$MEMPID" 2>/dev/null
     local peak
@@ -120,173 +282,170 @@ mem_stop() {
     echo "${peak:--}"
 }
 
-# stage NAME CAP RESERVE CMD...: runs CMD for at most min(CAP, time left - RESERVE) seconds, its
-# output into $WORK/NAME.log (and $LOGS/stages.log); RESERVE keeps time for the stages after it
+# the line of a failed stage's log that says why: its own "NAME: ..." line, else the last one
+why_line() { # why_line NAME
+    { grep -m1 "^$1: " "$LOGS/$1.log" || grep -v '^\s*$' "$LOGS/$1.log" | tail -1; } | cut -c1-240
+}
+
+# run_limited LIMIT CMD...: like timeout(1), for shell functions too (CMD in its own process group,
+# all of it stopped at the limit: TERM, then KILL 5 s later); 124 when stopped
+run_limited() {
+    local limit=$1 pid wd rc
+    shift
+    set -m
+    "$@" &
+    pid=$!
+    set +m
+    (sleep "$limit"; kill -TERM -- -"$pid" 2> /dev/null && { sleep 5; kill -KILL -- -"$pid" 2> /dev/null; }) > /dev/null 2>&1 &
+    wd=$!
+    wait "$pid"
+    rc=$?
+    pkill -P "$wd" 2> /dev/null
+    kill "$wd" 2> /dev/null
+    wait "$wd" 2> /dev/null
+    { [ "$rc" -eq 143 ] || [ "$rc" -eq 137 ]; } && rc=124
+    return "$rc"
+}
+
+# stage NAME CAP RESERVE CMD...: CMD for at most min(CAP, time left - RESERVE) seconds (RESERVE keeps
+# time for the stages after it), its output into $LOGS/NAME.log and stages.log; one verdict line
 stage() {
     local name=$1 cap=$2 reserve=$3
     shift 3
-    local log=$WORK/$name.log limit rc t peak
+    wanted "$name" || return 0
+    local log=$LOGS/$name.log limit rc t peak
     limit=$(($(left) - reserve))
     [ "$limit" -gt "$cap" ] && limit=$cap
-    if [ "$limit" -lt 20 ]; then
+    if [ "$limit" -lt 10 ]; then
         say "$name: not run (${limit}s left for it)"
         echo "$name: not run (no time left)" > "$log"
-        echo "$name 125 0 $limit - $log" >> "$RESULTS"
+        echo "$name 125 0 $limit -" >> "$RESULTS"
         return 125
     fi
     say "$name (limit ${limit}s): $*"
     t=$(date +%s)
     mem_start "$name"
-    timeout -k 10 "$limit" "$@" > "$log" 2>&1
+    run_limited "$limit" "$@" > "$log" 2>&1
     rc=$?
     peak=$(mem_stop)
     t=$(($(date +%s) - t))
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        say "$name: timed out after ${limit}s"
-    fi
-    say "$name: exit $rc after ${t}s, GPU memory peak ${peak} MiB"
-    echo "$name $rc $t $limit $peak $log" >> "$RESULTS"
+    echo "$name $rc $t $limit $peak" >> "$RESULTS"
     { echo "=== $name: exit $rc, ${t}s (limit ${limit}s), GPU memory peak ${peak} MiB: $*"; cat "$log"; echo; } \
-        >> "$LOGS/stages.log"
+        >> "$BACK/stages.log"
+    local verdict="exit $rc"
+    case $rc in 0) verdict=ok ;; 77) verdict="skipped (exit 77)" ;; 124) verdict="TIMED OUT after ${limit}s" ;; esac
+    say "$name: $verdict, ${t}s, GPU memory peak ${peak} MiB$([ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] &&
+        echo "; $(why_line "$name")")"
     return "$rc"
 }
 
-MIN=35 # seconds kept for each training stage still to come
+# the device's command lines; in the rehearsal the same, then overrides that fit a CPU
+D_OPS=("$P/$B/tests/gpu/ops_check" --seed "$SEED")
+D_QUICK=("$P/$B/tests/gpu/ops_check" --quick --seed "$SEED")
+D_DTRAIN=("$P/$B/dtrain" --device cuda --synthetic -a resnet50 -b "$BATCH" --max-steps 30 -p 10)
+D_TORCH=(python3 bench/torch_gpu_resnet50.py -b "$BATCH" --warmup 10 --steps 20)
+SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer \
+    /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+if [ "$DRY" = 1 ]; then
+    X_OPS=(--list)
+    RUN_BATCH=2
+    X_DTRAIN=(--device cpu --crop 32 -b "$RUN_BATCH" --max-steps 4 -p 2 --threads 2)
+    X_TORCH=(--device cpu --size 32 -b "$RUN_BATCH" --warmup 1 --steps 2)
+    # PyTorch is not in the bundle (the GPU machine has its own): a python3 here that has it
+    for py in ${DT_REHEARSAL_PYTHON:-} python3 /usr/bin/python3; do
+        "$py" -c 'import torch, torchvision' 2> /dev/null && { D_TORCH[0]=$py; break; }
+    done
+    [ "${D_TORCH[0]}" != python3 ] || "${D_TORCH[0]}" -c 'import torch' 2> /dev/null ||
+        rehearsal_fail "no python3 with torch and torchvision here (Debian: python3-torch python3-torchvision; or set DT_REHEARSAL_PYTHON)"
+    RESDIR=$([ ${#RUN[@]} -gt 0 ] && echo /tmp || echo "$WORK/roottmp")
+else
+    X_OPS=() X_DTRAIN=() X_TORCH=()
+    RUN_BATCH=$BATCH
+    RESDIR=$WORK
+fi
+memcheck() {
+    if [ "$DRY" = 1 ]; then
+        echo "compute-sanitizer: $([ -n "$SANITIZER" ] && echo "$SANITIZER (not run without a GPU)" ||
+            echo "not on this machine (it is on the GPU machine's image)")"
+        echo "its command on the device: compute-sanitizer --tool memcheck --error-exitcode 3 --print-limit 20 ${D_QUICK[*]}"
+        ours "${D_QUICK[@]}" "${X_OPS[@]}"
+        return
+    fi
+    [ -n "$SANITIZER" ] || { echo "memcheck: no compute-sanitizer on this machine"; return 2; }
+    LD_LIBRARY_PATH="$DT_LD" "$SANITIZER" --tool memcheck --error-exitcode 3 --print-limit 20 "${D_QUICK[@]}"
+}
+dtrain_run() { # dtrain_run NAME CAP RESERVE EXTRA...
+    local name=$1 cap=$2 reserve=$3
+    shift 3
+    rm -rf "$WORK/roottmp/r.$name" "$WORK/r.$name"
+    stage "$name" "$cap" "$reserve" ours "${D_DTRAIN[@]}" "$@" --results "$RESDIR/r.$name" "${X_DTRAIN[@]}"
+    rm -rf "$WORK/roottmp/r.$name" "$WORK/r.$name" # its checkpoint
+}
+torch_run() { # torch_run NAME CAP RESERVE EXTRA...
+    local name=$1 cap=$2 reserve=$3
+    shift 3
+    stage "$name" "$cap" "$reserve" "${D_TORCH[@]}" "$@" "${X_TORCH[@]}"
+}
 
 if [ "$missing" = 0 ]; then
-    stage ops_check 150 $((6 * MIN)) env LD_LIBRARY_PATH="$DT_LD" "$B/tests/gpu/ops_check" --seed "$SEED"
+    # name, cap, reserve (the time kept for the stages after it): in 290 s every stage gets its cap
+    stage machine 20 230 machine
+    stage ops_check 50 180 ours "${D_OPS[@]}" "${X_OPS[@]}"
     OPS_RC=$?
-    cp "$WORK/ops_check.log" "$LOGS/ops_check.txt"
+    wanted ops_check && cp "$LOGS/ops_check.log" "$BACK/ops_check.txt"
+    stage nccl 15 165 ours NCCL_DEBUG=WARN "$P/$B/tests/gpu/nccl_one"
+    stage memcheck 40 125 memcheck
+    dtrain_run dtrain-O2 45 80 --opt-level O2
+    torch_run torch-fp16 35 45
+    dtrain_run dtrain-O0 45 35 --opt-level O0
+    torch_run torch-fp32 35 0 --fp32
+    # bf16 only with time for both
+    if [ "$(left)" -ge 70 ] || [ "$DRY" = 1 ]; then
+        dtrain_run dtrain-O2-bf16 45 25 --opt-level O2 --precision bf16
+        torch_run torch-bf16 40 0 --bf16
+    else
+        say "dtrain-O2-bf16, torch-bf16: not run ($(left)s left)"
+    fi
 else
     OPS_RC=2
 fi
+[ -n "${OPS_RC:-}" ] || OPS_RC=0
 
-dtrain_run() { # name reserve extra-args...
-    local name=$1 reserve=$2
-    shift 2
-    rm -rf "$WORK/r.$name"
-    [ "$missing" = 0 ] || return 0
-    stage "$name" 75 "$reserve" env LD_LIBRARY_PATH="$DT_LD" "$B/dtrain" --device cuda --synthetic -a resnet50 -b "$BATCH" --max-steps "$STEPS" \
-        -p 10 --results "$WORK/r.$name" "$@"
-    rm -rf "$WORK/r.$name" # the checkpoint
-}
-torch_run() { # name reserve extra-args...
-    local name=$1 reserve=$2
-    shift 2
-    stage "$name" 60 "$reserve" python3 bench/torch_gpu_resnet50.py -b "$BATCH" --warmup 10 --steps 20 "$@"
-}
-
-dtrain_run dtrain-O2 $((5 * MIN)) --opt-level O2
-torch_run torch-fp16 $((4 * MIN))
-dtrain_run dtrain-O2-bf16 $((3 * MIN)) --opt-level O2 --precision bf16
-torch_run torch-bf16 $((2 * MIN)) --bf16
-dtrain_run dtrain-O0 "$MIN" --opt-level O0
-dtrain_run dtrain-O3 0 --opt-level O3
-torch_run torch-fp32 0 --fp32
-
-# --- the summary -------------------------------------------------------------------------------------
-python3 - "$RESULTS" "$BATCH" "$SEED" "$OPS_RC" > "$WORK/summary.txt" <<'EOF'
-import datetime, re, sys
-
-results, batch, seed, ops_rc = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-st = {}
-for line in open(results):
-    name, rc, secs, limit, peak, log = line.split()
-    st[name] = dict(rc=int(rc), secs=int(secs), limit=int(limit), peak=peak, log=log)
-
-def text(name):
-    try:
-        return open(st[name]["log"], errors="replace").read()
-    except (KeyError, OSError):
-        return ""
-
-def why(name):
-    if name not in st:
-        return "not run"
-    s = st[name]
-    if s["rc"] == 125:
-        return "not run (no time left)"
-    if s["rc"] in (124, 137):
-        return "timed out after %d s" % s["limit"]
-    return "exit %d" % s["rc"]
-
-PROG = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}) .*\binfo: epoch \d+ \[(\d+)/\d+\] .* ([\d.]+) img/s")
-
-def dtrain_speed(name):
-    """(img/s between the last two progress lines, how it was got) from the log's timestamps"""
-    pts = []
-    for line in text(name).splitlines():
-        m = PROG.match(line)
-        if m:
-            t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
-            pts.append((t, int(m.group(2)), float(m.group(3))))
-    if len(pts) >= 2 and pts[-1][0] > pts[-2][0] and pts[-1][1] > pts[-2][1]:
-        (t1, s1, _), (t2, s2, _) = pts[-2], pts[-1]
-        return (s2 - s1) * batch / (t2 - t1), "steps %d-%d" % (s1, s2)
-    if pts:
-        return pts[-1][2], "step %d, its own rate" % pts[-1][1]
-    return None, why(name)
-
-def torch_result(name):
-    m = re.search(r"^RESULT .*", text(name), re.M)
-    if not m:
-        return None
-    return dict(kv.split("=", 1) for kv in re.findall(r"(\w+=\"[^\"]*\"|\w+=\S+)", m.group(0)))
-
-def last_error(name):
-    lines = [l for l in text(name).splitlines() if re.search(r"error|Error|FATAL|fatal|Traceback|abort", l)]
-    return lines[-1][:150] if lines else ""
-
-# ops_check
-ops = text("ops_check")
-m = re.search(r"^ops_check: (\d+) rows, (\d+) failed.*$", ops, re.M)
-print("== ops_check (seed %s): %s" % (seed, m.group(0) if m else "no result line, " + why("ops_check")))
-fails = [l for l in ops.splitlines() if l.rstrip().endswith("FAIL") or l.startswith("      ")]
-for l in fails[:40]:
-    print("  " + l[:160])
-if len(fails) > 40:
-    print("  ... %d more lines in ops_check.txt" % (len(fails) - 40))
-if not m and ops:
-    for l in ops.splitlines()[-8:]:
-        print("  | " + l[:160])
-
-# training speed
-print()
-print("== resnet50 training, batch %d, one GPU (dtrain --device cuda --synthetic vs PyTorch eager, channels_last)" % batch)
-rows = [("O0 fp32", "dtrain-O0", "torch-fp32", "fp32, TF32 off"),
-        ("O2 fp16", "dtrain-O2", "torch-fp16", "autocast fp16"),
-        ("O3 fp16", "dtrain-O3", "torch-fp16", "autocast fp16"),
-        ("O2 bf16", "dtrain-O2-bf16", "torch-bf16", "autocast bf16")]
-hdr = "%-8s %12s %12s %7s  %-15s %10s %16s" % ("config", "dtrain img/s", "torch img/s", "ratio", "torch config",
-                                                "dtrain MiB", "torch MiB")
-print(hdr)
-notes = []
-for cfg, d, t, tcfg in rows:
-    dv, how = dtrain_speed(d)
-    tr = torch_result(t)
-    tv = float(tr["img_s"]) if tr else None
-    ratio = "%.2f" % (dv / tv) if dv and tv else "-"
-    dmem = st.get(d, {}).get("peak", "-")
-    tmem = "%s/%s" % (tr["peak_alloc_mib"], st.get(t, {}).get("peak", "-")) if tr else "-"
-    print("%-8s %12s %12s %7s  %-15s %10s %16s" % (cfg, "%.1f" % dv if dv else "-", "%.1f" % tv if tv else "-",
-                                                   ratio, tcfg, dmem, tmem))
-    if dv is None or "own rate" in how:
-        notes.append("%s: %s %s" % (d, how, last_error(d)))
-    if tv is None:
-        notes.append("%s: %s %s" % (t, why(t), last_error(t)))
-print("(ratio: dtrain / PyTorch; dtrain img/s between its last two progress lines; MiB: the peak nvidia-smi saw "
-      "in use, for PyTorch max_memory_allocated / nvidia-smi's peak)")
-for n in sorted(set(notes)):
-    print("note: " + n.strip())
-tr = torch_result("torch-fp16") or torch_result("torch-bf16")
-if tr:
-    print("PyTorch %s, cuDNN %s, %s" % (tr.get("torch"), tr.get("cudnn"), tr.get("device", "").strip('"')))
-print("stages: " + ", ".join("%s %s %ds" % (k, "ok" if v["rc"] == 0 else why(k), v["secs"]) for k, v in st.items()))
-EOF
-[ -s "$WORK/summary.txt" ] || echo "(the summary could not be made: python3 failed; see the stages' logs in $LOGS)" > "$WORK/summary.txt"
-cp "$WORK/summary.txt" "$LOGS/summary.txt"
-say "done in $(($(date +%s) - T0))s; logs in $LOGS"
+# --- the summary ---------------------------------------------------------------------------------------------
+MODE=$([ "$DRY" = 1 ] && echo rehearsal || echo device)
+python3 tests/gpu/summary.py --mode "$MODE" --logs "$LOGS" --batch "$BATCH" --run-batch "$RUN_BATCH" --seed "$SEED" > "$LOGS/summary.txt" 2> "$WORK/summary.err"
+SUM_RC=$?
+[ -s "$LOGS/summary.txt" ] || echo "(no summary: tests/gpu/summary.py failed: $(tail -1 "$WORK/summary.err"))" > "$LOGS/summary.txt"
+cat "$WORK/summary.err" >> "$LOGS/summary.txt"
+[ "$BACK" = "$LOGS" ] || cp "$LOGS/summary.txt" "$LOGS/results" "$BACK/"
+say "done in $(($(date +%s) - T0))s; logs in $BACK"
 echo
-cat "$WORK/summary.txt"
-rm -rf "$WORK"
-exit "$OPS_RC"
+cat "$LOGS/summary.txt"
+
+if [ "$DRY" = 0 ]; then
+    exit "$OPS_RC"
+fi
+# --- the rehearsal's verdict ----------------------------------------------------------------------------------
+[ "$missing" = 0 ] || rehearsal_fail "the bundle is incomplete (see the missing lines above)"
+while read -r name rc _; do
+    case $name:$rc in
+    nccl:77) grep -q '^SKIP: no CUDA device' "$LOGS/nccl.log" || rehearsal_fail "nccl: exit 77 without its SKIP line" ;;
+    nccl:*) rehearsal_fail "nccl: exit $rc (it must start and skip for want of a GPU: $(tail -1 "$LOGS/nccl.log"))" ;;
+    *:0) ;;
+    *) rehearsal_fail "$name: exit $rc: $(why_line "$name")" ;;
+    esac
+done < "$RESULTS"
+[ "$SUM_RC" = 0 ] || rehearsal_fail "tests/gpu/summary.py: $(grep -E '^FORMAT|^summary' "$WORK/summary.err" | head -3 | tr '\n' ' ')"
+if [ -z "$ONLY" ] && [ -x "$B/dtrain" ]; then
+    carried=$(du -cb "${PROGS[@]/#/$B/}" "$B/lib" | tail -1 | cut -f1)
+    tree=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    max=${DT_BUNDLE_MAX_MIB:-32}
+    say "size: carried $((carried >> 20)) MiB + working tree $((tree >> 20)) MiB (limit $max MiB)"
+    [ $((carried + tree)) -le $((max << 20)) ] || rehearsal_fail "the bundle and the working tree pass $max MiB"
+fi
+if [ ${#REHEARSAL_FAIL[@]} -eq 0 ]; then
+    echo "rehearsal: passed"
+    exit 0
+fi
+echo "rehearsal: FAILED: ${REHEARSAL_FAIL[0]}$([ ${#REHEARSAL_FAIL[@]} -gt 1 ] && echo " (and $((${#REHEARSAL_FAIL[@]} - 1)) more above)")"
+exit 1

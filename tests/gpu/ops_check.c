@@ -1,7 +1,7 @@
 /* ops_check.c: every op of the CUDA backend's table against the CPU backend, then whole-model
  * training steps on both. Built in CUDA builds only; run by tests/gpu/check.sh on a GPU machine.
  *
- *   ops_check [--seed N] [--only GROUP] [--no-model] [--backend cuda|cpu] [--verbose]
+ *   ops_check [--seed N] [--only GROUP] [--no-model] [--quick] [--list] [--backend cuda|cpu] [--verbose]
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
  * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten,
@@ -9,6 +9,11 @@
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
  * variant and dtype, and exits 1 when any row fails (0 when all pass, 2 on a bad command line).
+ * --quick: every op once, fp32 only, on small shapes, and no model: for compute-sanitizer, which
+ * slows kernels 10-100x (a second or so of GPU work without it).
+ * --list: prints each row the same options would check (op, type, shape; no result), then
+ * "ops_check: N rows", and exits 0, without touching CUDA (it runs on a machine with no GPU): the
+ * tests run on a "dry" backend whose ops do nothing, so the rows are exactly those of a real run.
  * The table's members and the ops to cover come from nn/backend.h's list (DT_OPS): a row checks
  * that the table is complete, and (without --only) one that every op of the list had a row.
  * --backend cpu checks dt_backend_cpu instead (oneDNN's convolutions where built, else the same
@@ -58,9 +63,16 @@
  *              2^-7 (bf16) relative: outputs are rounded after the op, so two fp32 results within
  *              the tolerance can straddle a rounding boundary and end one ulp apart.
  *
+ * Planning (nn/backend.h): each op family's planning op (conv_workspace, bn_scratch, linear_scratch,
+ * xent_scratch, normalize_scratch) is asked for the shapes its rows run, then reserve_scratch; a row
+ * "<planning op> ..." then checks that the ops made no unplanned allocation (dt_cuda_unplanned_allocs;
+ * always 0 on the CPU backend).
+ *
  * The whole-model check trains resnet8 (batch 32, 32x32, 10 classes, SGD lr 0.01 with momentum and
  * weight decay, label smoothing 0.1) for two steps at O0, O2 (fp16) and O2 (bf16) from the same seed
- * on the CPU reference and on the device: the planner's memory sharing, in-place ops, the gradient
+ * on the CPU reference and on the device, planned for batch 32 and 29, then runs one forward and
+ * backward at 29 (an epoch's last batch), which must allocate nothing on the device (a row says): the
+ * planner's memory sharing, in-place ops, the gradient
  * sums of residual blocks, the loss scaler and the master weights, on device memory. It compares the two losses,
  * and per tensor, by norm-wise relative difference: what training changed (weights, or O2's fp32
  * master weights, and BN running statistics: |got - want| / |want - initial|), the momentum buffers
@@ -94,15 +106,19 @@
 /* --- setup, options, bookkeeping ----------------------------------------------------------------- */
 
 static const dt_backend *DEV;                           /* the backend under test */
-static const dt_backend *const REF = &dt_backend_cpu;   /* reference for all but convolutions */
-static const dt_backend *const CREF = &dt_backend_cpu_ref; /* reference for convolutions, models */
+static const dt_backend *REF = &dt_backend_cpu;         /* reference for all but convolutions */
+static const dt_backend *CREF = &dt_backend_cpu_ref;    /* reference for convolutions, models */
 static dt_rng RNG;
 static const char *ONLY;                                /* --only: run tests whose name has this */
+static int QUICK;                                       /* --quick: each op once, small, fp32 */
+static int LIST;                                        /* --list: name the rows, check nothing */
 static int n_rows, n_failed;
 
 enum dtype { F32, F16, BF16 };
 static const char *const DTYPE_NAME[] = {"fp32", "fp16", "bf16"};
-#define ALL_DTYPES for (int dt = F32; dt <= BF16; dt++)
+#define ALL_DTYPES for (int dt = F32; dt <= (QUICK ? F32 : BF16); dt++)
+/* the size of the element-wise tests: odd, several blocks (--quick: a few) */
+static int64_t NE = 100003;
 
 /* how a row compares: as values (0), as bit patterns, or with a relative tolerance */
 enum mode { M_EXACT, M_BITS, M_ELT, M_RED, M_LOSS };
@@ -180,6 +196,8 @@ static void h_round(float *h, int64_t n, int dt)
 static float *h_randn(int64_t n, double mean, double sd, int dt)
 {
     float *h = h_new(n);
+    if (LIST) /* nothing is computed: zeros will do */
+        return h;
     const double k = sqrt(3.0) / 65536.0; /* four U[0, 65536): mean 131070, variance 4 * 65536^2 / 12 */
     for (int64_t i = 0; i < n; i++) {
         uint64_t r = dt_rng_next(&RNG);
@@ -194,6 +212,8 @@ static float *h_randn(int64_t n, double mean, double sd, int dt)
 static float *h_uniform(int64_t n, double lo, double hi)
 {
     float *h = h_new(n);
+    if (LIST)
+        return h;
     for (int64_t i = 0; i < n; i++)
         h[i] = (float)(lo + (hi - lo) * dt_rng_uniform(&RNG));
     return h;
@@ -297,10 +317,22 @@ static void cover(const char *row_name)
             covered[k] = 1;
 }
 
+/* one row of --list: what a run would check, no result */
+static void list_row(const char *op, const char *dtype, const char *shape)
+{
+    printf("%-40s %-4s %s\n", op, dtype, shape);
+    cover(op);
+    n_rows++;
+}
+
 /* one table row */
 static void row(const char *op, const char *dtype, const char *shape, double maxabs, double maxrel, enum mode m,
                 double tol, int pass)
 {
+    if (LIST) {
+        list_row(op, dtype, shape);
+        return;
+    }
     char t[16];
     if (m == M_BITS)
         snprintf(t, sizeof t, "bits");
@@ -320,6 +352,10 @@ static int cmp_f32(const char *op, int dt, const char *shape, const float *got, 
                    enum mode m)
 {
     const double tol = tol_of(m, dt);
+    if (LIST) {
+        row(op, dt < 0 ? "-" : DTYPE_NAME[dt], shape, 0, 0, m, tol, 1);
+        return 1;
+    }
     double ss = 0;
     int64_t finite = 0;
     for (int64_t i = 0; i < n; i++)
@@ -370,6 +406,8 @@ static int cmp_f32(const char *op, int dt, const char *shape, const float *got, 
 static int cmp_u8(const char *op, int dt, const char *shape, const uint8_t *got, const uint8_t *want, int64_t n)
 {
     int64_t bad = 0, first = -1, unwritten = 0;
+    if (LIST)
+        n = 0;
     double maxabs = 0;
     for (int64_t i = 0; i < n; i++) {
         maxabs = fmax(maxabs, fabs((double)got[i] - (double)want[i]));
@@ -391,7 +429,7 @@ static int cmp_u8(const char *op, int dt, const char *shape, const uint8_t *got,
 static int cmp_scalar(const char *op, int dt, const char *shape, double got, double want, enum mode m)
 {
     double d = fabs(got - want), r = d / fmax(fabs(want), 1e-30);
-    int pass = m == M_EXACT ? got == want : r <= tol_of(m, F32);
+    int pass = LIST || (m == M_EXACT ? got == want : r <= tol_of(m, F32));
     char dts[8];
     snprintf(dts, sizeof dts, "%s", dt < 0 ? "-" : DTYPE_NAME[dt]);
     row(op, dts, shape, d, r, m, tol_of(m, F32), pass);
@@ -412,6 +450,80 @@ static void ref_out(float *h, int64_t n, int dt)
     h_round(h, n, dt);
 }
 
+/* Planning, as a model does it: the device reserves the scratch its planning ops asked for (bytes),
+ * and from here on its ops must not allocate; planned_row then checks that they did not. */
+static long unplanned_at;
+static int reserve_rc;
+
+static void plan_scratch(size_t bytes)
+{
+    reserve_rc = DEV->reserve_scratch(bytes);
+    unplanned_at = dt_cuda_unplanned_allocs();
+}
+
+static void planned_row(const char *op, int dt, const char *shape)
+{
+    long k = dt_cuda_unplanned_allocs() - unplanned_at;
+    row(op, DTYPE_NAME[dt], shape, (double)k, (double)k, M_EXACT, 0, k == 0 && reserve_rc == DT_OK);
+    if (!LIST && reserve_rc != DT_OK)
+        printf("      reserve_scratch failed: %s\n", dt_status_str(reserve_rc));
+    else if (!LIST && k)
+        printf("      %ld allocations inside the ops after planning (DT_LOG_LEVEL=debug names them)\n", k);
+}
+
+/* --- the dry backend of --list ------------------------------------------------------------------- */
+
+/* Host memory, and ops that do nothing (returning 0): every test runs its course, so each row is
+ * named as a real run names it, and nothing is computed. */
+static void *dry_alloc(size_t bytes)
+{
+    return calloc(1, bytes ? bytes : 1);
+}
+static void dry_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        memcpy(dst, src, bytes);
+}
+static void dry_sync(void)
+{
+}
+static int dry_reserve(size_t bytes)
+{
+    (void)bytes;
+    return DT_OK;
+}
+static void dry_use(int unused, ...)
+{
+    (void)unused;
+}
+#define DRY_USE(...) dry_use(0, __VA_ARGS__)
+#define DRY_RETURN_void
+#define DRY_RETURN_int return 0;
+#define DRY_RETURN_double return 0;
+#define DRY_RETURN_size_t return 0;
+#define DRY_OP(name, ret, params, args) \
+    static ret dry_##name params        \
+    {                                   \
+        DRY_USE args;                   \
+        DRY_RETURN_##ret                \
+    }
+DT_OPS(DRY_OP)
+#undef DRY_OP
+#define DRY_MEMBER(name, ret, params, args) .name = dry_##name,
+static const dt_backend DRY = {
+    .name = "dry",
+    .host_memory = 1,
+    .mem_alloc = dry_alloc,
+    .mem_free = free,
+    .mem_put = dry_copy,
+    .mem_get = dry_copy,
+    .sync = dry_sync,
+    .reserve_scratch = dry_reserve,
+    .max_tensor_elems = INT64_MAX,
+    DT_OPS(DRY_MEMBER)
+};
+#undef DRY_MEMBER
+
 /* --- the table itself ---------------------------------------------------------------------------- */
 
 static int table_complete(void)
@@ -421,7 +533,8 @@ static int table_complete(void)
         int present;
     } m[] = {
 #define M(x) {#x, DEV->x != NULL}
-        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(sync),
+        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(sync), M(reserve_scratch),
+        {"max_tensor_elems", DEV->max_tensor_elems > 0},
 #undef M
 #define OP(name, ret, params, args) {#name, DEV->name != NULL},
         DT_OPS(OP) /* every op of nn/backend.h's list */
@@ -488,6 +601,8 @@ static const conv_case CONV_CASES[] = {
     {"5x5 p2 bias", 2, 13, 13, 24, 40, 5, 1, 2, 1, 1, 1},
     {"3x3 512 (K=4608)", 1, 7, 7, 512, 512, 3, 1, 1, 1, 1, 0},
 };
+/* --quick: one small case with everything (bias, a smaller batch) */
+static const conv_case CONV_QUICK = {"3x3 bias (quick)", 3, 8, 8, 8, 16, 3, 1, 1, 1, 1, 1};
 
 static void test_conv(const conv_case *cc, int dt)
 {
@@ -506,13 +621,18 @@ static void test_conv(const conv_case *cc, int dt)
     da.dx_accumulate = 1;
     const int64_t nx = (int64_t)d.n * d.h * d.w * d.c, ny = (int64_t)d.n * d.oh * d.ow * d.oc,
                   nw = (int64_t)d.oc * d.kh * d.kw * (d.c / d.groups), nb = d.oc;
-    size_t wr = CREF->conv_workspace(&da), wr0 = CREF->conv_workspace(&d);
+    /* planning, as a model plans: the batch, and a smaller one (an epoch's last) */
+    dt_conv_desc ds = d;
+    ds.n = d.n > 1 ? d.n - 1 : 1;
+    size_t wr = CREF->conv_workspace(&da), wr0 = CREF->conv_workspace(&d), wrs = CREF->conv_workspace(&ds);
     wr = wr > wr0 ? wr : wr0;
-    size_t wd = DEV->conv_workspace(&d), wd2 = DEV->conv_workspace(&da);
+    wr = wr > wrs ? wr : wrs;
+    size_t wd = DEV->conv_workspace(&d), wd2 = DEV->conv_workspace(&da), wds = DEV->conv_workspace(&ds);
     wd = wd > wd2 ? wd : wd2;
+    wd = wd > wds ? wd : wds;
     void *ws_ref = hold(malloc(wr ? wr : 64), 0);
     void *ws_dev = d_bytes(wd ? wd : 64);
-    cover("conv_workspace"); /* no row of its own: the conv rows below run in the workspace it sized */
+    plan_scratch(0); /* (the conv ops use no scratch: this starts the count of allocations) */
 
     const double wsd = 1.0 / sqrt((double)d.kh * d.kw * (d.c / d.groups));
     float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, wsd, dt), *b = h_randn(nb, 0, 0.5, dt);
@@ -528,11 +648,8 @@ static void test_conv(const conv_case *cc, int dt)
     snprintf(name, sizeof name, "conv_fwd [%s]", cc->name);
     check(name, dt, shape, Dy, y, ny, M_RED);
 
-    /* a batch smaller than planned (an epoch's last): conv_workspace never saw it, it must still run
-     * (in the workspace planned for the full batch) */
+    /* a smaller batch, planned too (an epoch's last), in the same workspace */
     if (d.n > 1) {
-        dt_conv_desc ds = d;
-        ds.n = d.n - 1;
         const int64_t nys = (int64_t)ds.n * d.oh * d.ow * d.oc;
         float *ys = h_new(nys), *Dys = d_poisoned(nys);
         CREF->conv_fwd(&ds, x, w, bias, ys, ws_ref);
@@ -590,6 +707,9 @@ static void test_conv(const conv_case *cc, int dt)
         snprintf(name, sizeof name, "conv_bwd_filter acc dbias [%s]", cc->name);
         check(name, dt, shape, Ddba, dba, nb, M_RED);
     }
+    /* every shape above was planned: no algorithm search, no allocation in the ops */
+    snprintf(name, sizeof name, "conv_workspace reserved, ops allocate nothing [%s]", cc->name);
+    planned_row(name, dt, shape);
     release();
 }
 
@@ -597,6 +717,10 @@ static void test_convs(void)
 {
     if (!want_test("conv"))
         return;
+    if (QUICK) {
+        test_conv(&CONV_QUICK, F32);
+        return;
+    }
     for (size_t i = 0; i < sizeof CONV_CASES / sizeof CONV_CASES[0]; i++)
         ALL_DTYPES test_conv(&CONV_CASES[i], dt);
 }
@@ -616,11 +740,14 @@ static const bn_case BN_CASES[] = {
     {"rows 392 c2048 (layer4)", 392, 2048},
     {"rows 100352 c64 (32x56x56)", 100352, 64},
 };
+static const bn_case BN_QUICK = {"rows 200 c37 (quick)", 200, 37};
 
 /* Moves x away from where the fused ReLU's decision (x*scale + shift > 0) is within rounding of
  * zero, so that two correct implementations make the same decision; x stays in the dtype. */
 static void bn_keep_off_zero(const dt_bn_desc *d, float *x, const float *gamma, const float *beta, int dt)
 {
+    if (LIST) /* the reference computes nothing */
+        return;
     const int64_t n = d->rows * d->c;
     float *y = malloc((size_t)n * sizeof(float)), *saved = malloc(DT_BN_SAVED(d->c) * sizeof(float));
     float *rm = calloc((size_t)d->c, sizeof(float)), *rv = calloc((size_t)d->c, sizeof(float));
@@ -655,6 +782,7 @@ static void test_bn(const bn_case *bc, int dt)
     const int c = bc->c;
     const int64_t n = bc->rows * c;
     dt_bn_desc d = {.rows = bc->rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
+    plan_scratch(DEV->bn_scratch(&d));
     for (int relu = 0; relu <= 1; relu++) {
         /* x with a per-channel offset (the one-pass variance must not cancel) */
         float *off = h_uniform(c, -4, 4), *x = h_randn(n, 0, 1, F32);
@@ -738,24 +866,27 @@ static void test_bn(const bn_case *bc, int dt)
         }
         release();
     }
+    planned_row("bn_scratch reserved, ops allocate nothing", dt, shape);
 }
 
 static void test_bns(void)
 {
     if (!want_test("bn"))
         return;
+    if (QUICK) {
+        test_bn(&BN_QUICK, F32);
+        return;
+    }
     for (size_t i = 0; i < sizeof BN_CASES / sizeof BN_CASES[0]; i++)
         ALL_DTYPES test_bn(&BN_CASES[i], dt);
 }
 
 /* --- element-wise ----------------------------------------------------------------------------------- */
 
-#define NE 100003 /* odd, several blocks */
-
 static void test_eltwise(int dt)
 {
     char shape[32];
-    snprintf(shape, sizeof shape, "n=%d", NE);
+    snprintf(shape, sizeof shape, "n=%lld", (long long)NE);
     if (want_test("relu")) {
         float *x = h_randn(NE, 0, 1, dt);
         x[0] = 0.0f;
@@ -985,11 +1116,14 @@ static void test_avgpool(const avg_case *ac, int dt)
 
 static void test_pools(void)
 {
+    /* --quick: the first case of each (resnet's max pool, resnet's average pool) */
+    const size_t n_max = QUICK ? 1 : sizeof MAXPOOL_CASES / sizeof MAXPOOL_CASES[0];
+    const size_t n_avg = QUICK ? 1 : sizeof AVGPOOL_CASES / sizeof AVGPOOL_CASES[0];
     if (want_test("maxpool"))
-        for (size_t i = 0; i < sizeof MAXPOOL_CASES / sizeof MAXPOOL_CASES[0]; i++)
+        for (size_t i = 0; i < n_max; i++)
             ALL_DTYPES test_maxpool(&MAXPOOL_CASES[i], dt);
     if (want_test("avgpool"))
-        for (size_t i = 0; i < sizeof AVGPOOL_CASES / sizeof AVGPOOL_CASES[0]; i++)
+        for (size_t i = 0; i < n_avg; i++)
             ALL_DTYPES test_avgpool(&AVGPOOL_CASES[i], dt);
 }
 
@@ -1003,6 +1137,7 @@ static void test_linear(int n, int in, int out, int bias, int dt)
     float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, 1 / sqrt(in), dt), *b = h_randn(out, 0, 0.5, dt);
     float *Dx = d_from(x, nx), *Dw = d_from(w, nw), *Db = d_from(b, out);
     float *y = h_new(ny), *Dy = d_poisoned(ny);
+    plan_scratch(DEV->linear_scratch(n, in, out));
     REF->linear_fwd(n, in, out, x, w, bias ? b : NULL, y);
     DEV->linear_fwd(n, in, out, Dx, Dw, bias ? Db : NULL, Dy);
     ref_out(y, ny, dt);
@@ -1043,6 +1178,7 @@ static void test_linear(int n, int in, int out, int bias, int dt)
             check(name, dt, shape, Ddb, db, out, M_RED);
         }
     }
+    planned_row("linear_scratch reserved, ops allocate nothing", dt, shape);
     release();
 }
 
@@ -1107,6 +1243,7 @@ static void test_xent(int n, int k, float eps, int dt)
     int32_t *labels = hold(malloc((size_t)n * sizeof(int32_t)), 0);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)dt_rng_below(&RNG, (uint64_t)k);
+    plan_scratch(DEV->xent_scratch(n, k));
     double lr = REF->xent(n, k, z, labels, eps, g);
     double ld = DEV->xent(n, k, Dz, labels, eps, Dg);
     cmp_scalar("xent loss", dt, shape, ld, lr, M_LOSS);
@@ -1115,11 +1252,23 @@ static void test_xent(int n, int k, float eps, int dt)
     check(name, dt, shape, Dg, g, nz, M_RED);
     double ln = DEV->xent(n, k, Dz, labels, eps, NULL);
     cmp_scalar("xent loss (dlogits NULL)", dt, shape, ln, lr, M_LOSS);
+    planned_row("xent_scratch reserved, ops allocate nothing", dt, shape);
     release();
 }
 
 static void test_misc(void)
 {
+    if (QUICK) {
+        if (want_test("linear"))
+            test_linear(5, 33, 17, 1, F32);
+        if (want_test("flatten"))
+            test_flatten(2, 3, 5, 7, F32);
+        if (want_test("dropout"))
+            test_dropout(NE, 0.5f, 0x9e3779b97f4a7c15ull, F32);
+        if (want_test("xent"))
+            test_xent(5, 17, 0.1f, F32);
+        return;
+    }
     ALL_DTYPES
     {
         if (want_test("linear")) {
@@ -1167,8 +1316,8 @@ static void test_round_half(void)
 {
     if (!want_test("round_half"))
         return;
-    const int64_t n = (1 << 20) + 5;
     const int64_t ns = (int64_t)(sizeof SPECIALS / sizeof SPECIALS[0]);
+    const int64_t n = QUICK ? ns + 4096 : (1 << 20) + 5;
     for (int bf16 = 0; bf16 <= 1; bf16++) {
         float *x = h_new(n);
         for (int64_t i = 0; i < n; i++) {
@@ -1202,7 +1351,7 @@ static void test_unscale_check(int dt)
 {
     if (!want_test("unscale_check"))
         return;
-    const int64_t n = 3000017;
+    const int64_t n = QUICK ? 4099 : 3000017;
     static const struct {
         const char *name;
         int what; /* 0 clean, 1 inf near the end, 2 NaN first, 3 overflow by the multiply */
@@ -1232,7 +1381,7 @@ static void test_unscale_check(int dt)
         snprintf(op, sizeof op, "%s flag", v[k].name);
         row(op, DTYPE_NAME[dt], shape, fabs((double)fd - expect), fabs((double)fd - expect), M_EXACT, 0,
             (fd != 0) == expect && (fr != 0) == expect);
-        if ((fd != 0) != expect)
+        if (!LIST && (fd != 0) != expect)
             printf("      returned %d, want %d\n", fd, expect);
         snprintf(op, sizeof op, "%s values", v[k].name);
         cmp_f32(op, dt, shape, d_result(Dg, n, F32), g, n, M_EXACT);
@@ -1246,19 +1395,21 @@ static void test_normalize_u8(int dt)
         return;
     static const float mean[4] = {0.485f, 0.456f, 0.406f, 0.5f}, sd[4] = {0.229f, 0.224f, 0.225f, 0.25f};
     const int cs[] = {3, 1, 4};
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < (QUICK ? 1 : 3); k++) {
         const int c = cs[k];
         const int64_t n = (int64_t)c * 8 * 17 * 19;
         uint8_t *u = hold(malloc((size_t)n), 0);
         for (int64_t i = 0; i < n; i++)
             u[i] = (uint8_t)dt_rng_below(&RNG, 256);
         float *x = h_new(n), *Dx = d_poisoned(n);
+        plan_scratch(DEV->normalize_scratch(n));
         REF->normalize_u8(n, c, u, mean, sd, x);
         DEV->normalize_u8(n, c, u, mean, sd, Dx);
         ref_out(x, n, dt);
         char shape[32];
         snprintf(shape, sizeof shape, "n=%lld c=%d", (long long)n, c);
         check("normalize_u8", dt, shape, Dx, x, n, M_ELT);
+        planned_row("normalize_scratch reserved, ops allocate nothing", dt, shape);
         release();
     }
 }
@@ -1276,6 +1427,8 @@ typedef struct trained {
     double loss[2];
     int skipped[2];
     double scale;
+    int tail_ok;     /* the smaller batch's forward and backward ran */
+    long unplanned;  /* device allocations inside ops after planning (CUDA) */
     float *weights, *buffers, *momentum, *master; /* host copies after the steps */
     float *weights0, *buffers0;                   /* ... and before them */
     int64_t nw, nb;
@@ -1291,7 +1444,8 @@ static float *fetch(const dt_backend *be, const float *src, int64_t n)
 }
 
 /* two SGD steps (momentum, weight decay, label smoothing) at opt level `level` on fixed random
- * uint8 batches; *m_out keeps the model's parameter table for the comparison */
+ * uint8 batches, then a forward and backward of a smaller batch (planned with the full one, as an
+ * epoch's last); *m_out keeps the model's parameter table for the comparison */
 static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_model *m)
 {
     dt_sgd opt;
@@ -1303,10 +1457,13 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     if (dt_model_create(m, MARCH, 3, MCLASSES, be) != DT_OK)
         return 0;
     dt_model_init_weights(m, MSEED, 0);
+    const int tail = MB > 3 ? MB - 3 : 1;
     int ok = dt_amp_resolve(level, &ov, &props) == DT_OK && dt_amp_attach(&amp, m, &props) == DT_OK &&
-             dt_model_plan(m, MB, MS, MS) == DT_OK && dt_sgd_init(&opt, m, MLR, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+             dt_model_plan_sizes(m, MB, MS, MS, &tail, 1) == DT_OK &&
+             dt_sgd_init(&opt, m, MLR, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     if (!ok)
         return 0;
+    const long unplanned0 = dt_cuda_unplanned_allocs();
     t->weights0 = fetch(be, m->weights, m->n_weights);
     t->buffers0 = fetch(be, m->buffers, m->n_buffers);
     const size_t nu = (size_t)MB * MS * MS * 3;
@@ -1335,6 +1492,11 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     t->buffers = fetch(be, m->buffers, m->n_buffers);
     t->momentum = fetch(be, opt.momentum_buf, m->n_weights);
     t->master = amp.master ? fetch(be, amp.master, m->n_weights) : NULL;
+    double tail_loss = 0;
+    t->tail_ok = ok && dt_model_forward(m, x, tail) == DT_OK &&
+                 dt_model_loss(m, y, tail, 0.1f, &tail_loss) == DT_OK && dt_model_backward(m, tail, 0) == DT_OK;
+    be->sync();
+    t->unplanned = dt_cuda_unplanned_allocs() - unplanned0;
     be->mem_free(x);
     free(u);
     free(y);
@@ -1360,6 +1522,12 @@ static int VERBOSE;
 static void cmp_tensors(const char *what, const char *level, const dt_model *m, const float *got, const float *want,
                         const float *base, int buffers, double tol)
 {
+    if (LIST) {
+        char op[64];
+        snprintf(op, sizeof op, "model %s", what);
+        list_row(op, level, "the worst tensor");
+        return;
+    }
     double worst = -1, all_num = 0, all_den = 0;
     const char *worst_name = "-";
     for (int i = 0; i < m->n_params; i++) {
@@ -1418,12 +1586,22 @@ static void test_model(void)
         char shape[96];
         snprintf(shape, sizeof shape, "%s b%d %dx%d, 2 steps", MARCH, MB, MS, MS);
         row("model training runs", L[k].name, shape, 0, 0, M_EXACT, 0, ok_a && ok_b);
-        if (ok_a && ok_b) {
+        if (LIST || (ok_a && ok_b)) {
+            snprintf(shape, sizeof shape, "b%d after b%d, planned together", MB > 3 ? MB - 3 : 1, MB);
+            row("model smaller batch runs, allocates nothing", L[k].name, shape, (double)b.unplanned,
+                (double)b.unplanned, M_EXACT, 0, a.tail_ok && b.tail_ok && b.unplanned == 0);
+            if (!LIST && b.unplanned)
+                printf("      %ld device allocations inside the ops after planning (DT_LOG_LEVEL=debug names "
+                       "them)\n", b.unplanned);
             for (int s = 0; s < 2; s++) {
                 double d = fabs(b.loss[s] - a.loss[s]), r = d / fmax(fabs(a.loss[s]), 1e-30);
                 int pass = r <= L[k].loss_tol && a.skipped[s] == b.skipped[s];
                 char op[48], sh[96];
                 snprintf(op, sizeof op, "model loss step %d", s + 1);
+                if (LIST) {
+                    list_row(op, L[k].name, "the loss");
+                    continue;
+                }
                 snprintf(sh, sizeof sh, "%.7f vs %.7f%s", b.loss[s], a.loss[s],
                          a.skipped[s] != b.skipped[s] ? " SKIP DIFFERS" : a.skipped[s] ? " (skipped)" : "");
                 printf("%-40s %-4s %-30s %9.2e %9.2e %8.1e  %s\n", op, L[k].name, sh, d, r, L[k].loss_tol,
@@ -1442,7 +1620,7 @@ static void test_model(void)
             cmp_tensors("momentum", L[k].name, &ma, b.momentum, a.momentum, NULL, 0, L[k].tol);
             cmp_tensors("BN running stats change", L[k].name, &ma, b.buffers, a.buffers, a.buffers0, 1, L[k].tol);
             row("model loss scale", L[k].name, "after 2 steps", fabs(a.scale - b.scale), 0, M_EXACT, 0,
-                a.scale == b.scale);
+                LIST || a.scale == b.scale);
         }
         drop_trained(&a);
         drop_trained(&b);
@@ -1473,13 +1651,15 @@ static void test_coverage(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: ops_check [--seed N] [--only GROUP] [--no-model] [--backend cuda|cpu] [--verbose]\n"
-               "                 [--model ARCH] [--model-batch N] [--model-size S]\n"
+    fprintf(f, "usage: ops_check [--seed N] [--only GROUP] [--no-model] [--quick] [--list] [--backend cuda|cpu]\n"
+               "                 [--verbose] [--model ARCH] [--model-batch N] [--model-size S]\n"
                "Checks every op of the CUDA backend against the CPU backend (fp32, fp16, bf16), then two\n"
                "training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem, conv, bn,\n"
                "relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten, dropout, xent,\n"
                "round_half, unscale_check, normalize_u8, model.\n"
-               "Exit 0: all rows pass; 1: a row failed; 77: no GPU.\n");
+               "--quick: every op once, fp32, small shapes, no model (for compute-sanitizer).\n"
+               "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"
+               "Exit 0: all rows pass (--list: always); 1: a row failed; 77: no GPU.\n");
 }
 
 int main(int argc, char **argv)
@@ -1501,6 +1681,10 @@ int main(int argc, char **argv)
             VERBOSE = 1;
         else if (!strcmp(argv[i], "--no-model"))
             model = 0;
+        else if (!strcmp(argv[i], "--quick"))
+            QUICK = 1;
+        else if (!strcmp(argv[i], "--list"))
+            LIST = 1;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cpu"))
             cpu = 1, i++;
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc && !strcmp(argv[i + 1], "cuda"))
@@ -1514,7 +1698,13 @@ int main(int argc, char **argv)
         }
     }
     dt_log_init();
-    if (cpu) {
+    if (QUICK) {
+        NE = 4099;
+        model = 0;
+    }
+    if (LIST) { /* nothing touches CUDA: every backend is the dry one */
+        DEV = REF = CREF = &DRY;
+    } else if (cpu) {
         DEV = &dt_backend_cpu;
         printf("backend under test: %s (a check of ops_check itself)\n", DEV->name);
     } else {
@@ -1537,11 +1727,13 @@ int main(int argc, char **argv)
     }
     dt_rng_seed(&RNG, seed, 0);
     MSEED = seed;
-    printf("seed %llu; references: %s (convolutions, models) and %s (other ops)\n", (unsigned long long)seed,
-           CREF->name, REF->name);
-    printf("max rel = max |got - want| / max(|want|, RMS of want); fp16/bf16 rows add 2^-10 / 2^-7 (one ulp) to "
-           "the fp32 tolerance\n");
-    printf("%-40s %-4s %-30s %9s %9s %8s  %s\n", "op", "type", "shape", "max abs", "max rel", "tol", "result");
+    if (!LIST) {
+        printf("seed %llu; references: %s (convolutions, models) and %s (other ops)%s\n", (unsigned long long)seed,
+               CREF->name, REF->name, QUICK ? "; --quick: each op once, fp32, small shapes" : "");
+        printf("max rel = max |got - want| / max(|want|, RMS of want); fp16/bf16 rows add 2^-10 / 2^-7 (one ulp) to "
+               "the fp32 tolerance\n");
+        printf("%-40s %-4s %-30s %9s %9s %8s  %s\n", "op", "type", "shape", "max abs", "max rel", "tol", "result");
+    }
     if (!table_complete()) {
         printf("ops_check: the table is incomplete; not calling it\n");
         return 1;
@@ -1558,6 +1750,10 @@ int main(int argc, char **argv)
     test_coverage();
     if (model)
         test_model();
+    if (LIST) {
+        printf("ops_check: %d rows\n", n_rows);
+        return 0;
+    }
     printf("ops_check: %d rows, %d failed (seed %llu)\n", n_rows, n_failed, (unsigned long long)seed);
     return n_failed ? 1 : 0;
 }

@@ -685,6 +685,19 @@ static void check_sgd(void)
     }
 }
 
+/* The planning ops (nn/backend.h, "Planning"): the CPU ops keep their temporaries on the stack, so
+ * every *_scratch is 0 whatever the shape, reserve_scratch has nothing to do, and a tensor may hold
+ * any number of elements. */
+static void check_planning_ops(void)
+{
+    dt_bn_desc bd = {.rows = 1000003, .c = 300, .eps = 1e-5f, .momentum = 0.1f};
+    size_t total = be->bn_scratch(&bd) + be->linear_scratch(256, 2048, 1000) + be->xent_scratch(256, 1000) +
+                   be->normalize_scratch((int64_t)256 * 224 * 224 * 3);
+    TAP_OK(total == 0, "bn_scratch, linear_scratch, xent_scratch, normalize_scratch: 0 bytes on the CPU (%zu)", total);
+    TAP_OK(be->reserve_scratch(0) == 0 && be->reserve_scratch((size_t)1 << 30) == 0, "reserve_scratch: DT_OK");
+    TAP_OK(be->max_tensor_elems == INT64_MAX, "max_tensor_elems: no limit");
+}
+
 int main(void)
 {
     dt_rng_seed(&rng, 2024, 1);
@@ -730,6 +743,7 @@ int main(void)
         check_small_ops();
         check_dropout();
         check_sgd();
+        check_planning_ops();
     }
     return tap_done();
 }

@@ -1,6 +1,9 @@
-/* backend_cpu.c: the CPU backend's op table and its thread setting. */
+/* backend_cpu.c: the CPU backend's op table and its thread setting. The CPU ops need no scratch of
+ * the backend's own (their *_scratch are 0, reserve_scratch has nothing to do) and index tensors
+ * with int64_t (no limit on a tensor's elements). */
 #include "config.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -9,11 +12,13 @@
 #include <cblas.h>
 
 #include "nn/cpu/cpu.h"
+#include "util/check.h"
 
-/* memory: host memory, plain C */
+/* memory: host memory, plain C; planning: nothing to reserve, no limit on a tensor */
 #define CPU_MEMORY                                                                                            \
     .host_memory = 1, .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy, \
-    .mem_get = dt_cpu_mem_copy, .sync = dt_cpu_sync
+    .mem_get = dt_cpu_mem_copy, .sync = dt_cpu_sync, .reserve_scratch = dt_cpu_reserve_scratch,              \
+    .max_tensor_elems = INT64_MAX
 
 /* .<name> = dt_cpu_<name> for each op of nn/backend.h's list; for oneDNN's convolutions, dt_cpu_dnnl_<name> */
 #define CPU_OP(name, ret, params, args) .name = dt_cpu_##name,
@@ -60,6 +65,12 @@ void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes)
 
 void dt_cpu_sync(void)
 {
+}
+
+int dt_cpu_reserve_scratch(size_t bytes)
+{
+    (void)bytes;
+    return DT_OK;
 }
 
 static int cpu_threads = 1;

@@ -3,7 +3,8 @@
  * (OpenMP array reductions over blocks of CB channels). Forward reads x twice (statistics, then the
  * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
  * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
- * need not be kept. */
+ * need not be kept. Temporaries are per channel block, on the stack: no scratch (bn_scratch is
+ * 0). */
 #include "config.h"
 
 #include <math.h>
@@ -12,6 +13,12 @@
 
 #define CB 256 /* channels per block */
 #define RB 16  /* rows summed in float before the double sums */
+
+size_t dt_cpu_bn_scratch(const dt_bn_desc *d)
+{
+    (void)d;
+    return 0;
+}
 
 /* the affine map of forward; backward's ReLU mask is bn_affine(...) > 0 with the same operands */
 static inline float bn_affine(float x, float scale, float shift)

@@ -40,5 +40,7 @@ void *dt_cpu_mem_alloc(size_t bytes);
 void dt_cpu_mem_free(void *p);
 void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes);
 void dt_cpu_sync(void);
+/* planning: DT_OK (the CPU ops need no scratch) */
+int dt_cpu_reserve_scratch(size_t bytes);
 
 #endif

@@ -1,4 +1,5 @@
-/* eltwise.c: CPU element-wise ops, helpers, dropout, flatten and the SGD update. */
+/* eltwise.c: CPU element-wise ops, helpers, dropout, flatten and the SGD update. normalize_u8 reads
+ * the host batch where it is: no scratch (normalize_scratch is 0). */
 #include "config.h"
 
 #include <string.h>
@@ -65,6 +66,12 @@ int dt_cpu_unscale_check(int64_t n, float *g, float inv_scale)
         bad |= !(v - v == 0.0f); /* inf - inf and NaN - NaN are NaN; branch-free, so it vectorises */
     }
     return bad;
+}
+
+size_t dt_cpu_normalize_scratch(int64_t n)
+{
+    (void)n;
+    return 0;
 }
 
 void dt_cpu_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean, const float *std, float *x)

@@ -1,5 +1,5 @@
 /* backend_cuda.c: the CUDA backend's op table, its device state (device, stream, cuDNN and cuBLAS
- * handles), device scratch and memory (CUDA builds only).
+ * handles, unscale_check's flag), device scratch and memory (CUDA builds only).
  *
  * State: one device per process, chosen by dt_cuda_init; an op or accessor called before it
  * initialises device 0 (under a mutex, so concurrent first calls initialise once). The CUDA current
@@ -13,7 +13,11 @@
  *
  * Memory: plain cudaMalloc (no caching allocator), zeroed on the compute stream. Copies to and from
  * the host are queued on the compute stream, so they are ordered after the ops already queued, and
- * wait for it. */
+ * wait for it.
+ *
+ * Scratch (cuda.h): allocated when a model is planned (dt_cuda_reserve_scratch, the table's
+ * reserve_scratch), so the ops of a planned model never allocate; a larger request inside an op
+ * still works (ops_check calls ops with no model) but counts as unplanned. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -21,6 +25,7 @@
 #include <cudnn.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "nn/cuda/cuda.h"
@@ -32,6 +37,7 @@ static struct {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
+    int *flag; /* device: unscale_check's overflow flag */
 } st = {.device = -1};
 static atomic_int st_ready;                  /* 1 once st is complete (release/acquire with st's fields) */
 static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -49,6 +55,7 @@ int dt_cuda_init(int device)
     cudaStream_t stream = NULL;
     cudnnHandle_t cudnn = NULL;
     cublasHandle_t cublas = NULL;
+    int *flag = NULL;
     pthread_mutex_lock(&st_lock);
     if (atomic_load_explicit(&st_ready, memory_order_acquire)) {
         if (st.device != device) {
@@ -70,15 +77,20 @@ int dt_cuda_init(int device)
     /* fp32 stays fp32: no TF32 (results comparable with the CPU backend) */
     DT_CHECK_CUBLAS_GOTO(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), rc, fail);
     DT_CHECK_CUBLAS_GOTO(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaMalloc((void **)&flag, sizeof *flag), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaMemset(flag, 0, sizeof *flag), rc, fail);
     st.device = device;
     st.stream = stream;
     st.cudnn = cudnn;
     st.cublas = cublas;
+    st.flag = flag;
     thread_device = device;
     atomic_store_explicit(&st_ready, 1, memory_order_release);
     dt_debug("CUDA backend: device %d, stream, cuDNN %zu and cuBLAS handles ready", device, cudnnGetVersion());
     goto out;
 fail:
+    if (flag)
+        cudaFree(flag);
     if (cublas)
         cublasDestroy(cublas);
     if (cudnn)
@@ -119,26 +131,76 @@ void *dt_cuda_cublas(void)
     return st.cublas;
 }
 
+int *dt_cuda_flag(void)
+{
+    ready();
+    return st.flag;
+}
+
 /* --- scratch ------------------------------------------------------------------------------------- */
 static void *scratch;
 static size_t scratch_bytes;
+static atomic_long unplanned;
+
+long dt_cuda_unplanned_allocs(void)
+{
+    return atomic_load(&unplanned);
+}
+
+void dt_cuda_count_unplanned(const char *what, size_t bytes)
+{
+    long k = atomic_fetch_add(&unplanned, 1) + 1;
+    dt_debug("CUDA backend: %s (%zu bytes) inside an op: not planned (unplanned allocation %ld)", what, bytes, k);
+}
+
+/* the scratch at least bytes (whole MiB, at least one), zeroed: DT_OK, or DT_ERR_NOMEM after one line
+ * with the old scratch kept */
+static int grow_scratch(size_t bytes)
+{
+    if (scratch && bytes <= scratch_bytes)
+        return DT_OK;
+    const size_t mib = (size_t)1 << 20;
+    size_t want = bytes > mib ? (bytes + mib - 1) & ~(mib - 1) : mib;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e == cudaSuccess)
+        e = cudaMemsetAsync(p, 0, want, st.stream);
+    if (e == cudaSuccess && scratch) /* queued work may still read the old buffer */
+        e = cudaStreamSynchronize(st.stream);
+    if (e != cudaSuccess) {
+        dt_error("CUDA backend: %.1f MiB of scratch on device %d: %s", want / 1048576.0, st.device,
+                 dt_errstr_cuda(e, 0));
+        if (p)
+            cudaFree(p);
+        cudaGetLastError(); /* out of memory is not sticky: clear it so later checks do not see it */
+        return DT_ERR_NOMEM;
+    }
+    if (scratch)
+        FATAL_CUDA(cudaFree(scratch));
+    scratch = p;
+    scratch_bytes = want;
+    return DT_OK;
+}
+
+int dt_cuda_reserve_scratch(size_t bytes)
+{
+    ready();
+    dt_cuda_conv_search_report();
+    DT_TRY(grow_scratch(bytes));
+    DT_TRY(dt_cuda_linear_reserve());
+    FATAL_CUDA(cudaStreamSynchronize(st.stream)); /* zeroed before it returns */
+    dt_debug("CUDA backend: scratch %.1f MiB reserved (%zu bytes asked)", scratch_bytes / 1048576.0, bytes);
+    return DT_OK;
+}
 
 void *dt_cuda_scratch(size_t bytes)
 {
     ready();
-    if (bytes <= scratch_bytes && scratch)
+    if (scratch && bytes <= scratch_bytes)
         return scratch;
-    size_t want = (bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1); /* whole MiB */
-    if (want < ((size_t)1 << 20))
-        want = (size_t)1 << 20;
-    if (scratch) { /* queued work may still read the old buffer */
-        FATAL_CUDA(cudaStreamSynchronize(st.stream));
-        FATAL_CUDA(cudaFree(scratch));
-        scratch = NULL;
-        scratch_bytes = 0;
-    }
-    FATAL_CUDA(cudaMalloc(&scratch, want));
-    scratch_bytes = want;
+    dt_cuda_count_unplanned("scratch grown", bytes);
+    if (grow_scratch(bytes) != DT_OK)
+        dt_cuda_fatal("dt_cuda_scratch", "out of device memory (the line above says how much)");
     return scratch;
 }
 
@@ -212,5 +274,7 @@ const dt_backend dt_backend_cuda = {
     .mem_put = dt_cuda_mem_put,
     .mem_get = dt_cuda_mem_get,
     .sync = dt_cuda_sync,
+    .reserve_scratch = dt_cuda_reserve_scratch,
+    .max_tensor_elems = INT32_MAX,
     DT_OPS(CUDA_OP)
 };

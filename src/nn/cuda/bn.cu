@@ -298,23 +298,44 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const float *x, const float *
 }
 
 /* scratch for a training forward or backward: partials, the per-channel doubles, SyncBN buffers and
- * (backward) the dx coefficients, in one request */
+ * (backward) the dx coefficients, in one request of bn_train_bytes (the SyncBN buffers always: a
+ * model planned without SyncBN may get it later) */
 typedef struct bn_scratch {
     double *part0, *part1, *A, *B, *GA, *GB, *N, *sbuf;
     float *coef;
     int nchunk;
 } bn_scratch;
 
+static size_t bn_train_bytes(const dt_bn_desc *d, size_t *part, size_t *vec, size_t *sb, size_t *cf)
+{
+    const int c = d->c;
+    *part = align256((size_t)c * (size_t)bn_chunks(d->rows, c) * sizeof(double));
+    *vec = align256((size_t)c * sizeof(double));
+    *sb = align256((size_t)((c + CB - 1) / CB) * SYNC_STRIDE * sizeof(double));
+    *cf = align256(3 * (size_t)c * sizeof(float));
+    return 2 * *part + 5 * *vec + *sb + *cf;
+}
+
+/* inference: the per-channel scale and shift */
+static size_t bn_infer_bytes(const dt_bn_desc *d)
+{
+    return 2 * (size_t)d->c * sizeof(float);
+}
+
+extern "C" size_t dt_cuda_bn_scratch(const dt_bn_desc *d)
+{
+    if (d->rows <= 0 || d->c <= 0)
+        return 0;
+    size_t part, vec, sb, cf, train = bn_train_bytes(d, &part, &vec, &sb, &cf), infer = bn_infer_bytes(d);
+    return train > infer ? train : infer;
+}
+
 static bn_scratch bn_scratch_get(const dt_bn_desc *d)
 {
     bn_scratch s;
-    const int c = d->c;
-    s.nchunk = bn_chunks(d->rows, c);
-    const size_t part = align256((size_t)c * (size_t)s.nchunk * sizeof(double));
-    const size_t vec = align256((size_t)c * sizeof(double));
-    const size_t sb = d->sync ? align256((size_t)((c + CB - 1) / CB) * SYNC_STRIDE * sizeof(double)) : 0;
-    const size_t cf = align256(3 * (size_t)c * sizeof(float));
-    char *p = (char *)scratch(2 * part + 5 * vec + sb + cf);
+    s.nchunk = bn_chunks(d->rows, d->c);
+    size_t part, vec, sb, cf;
+    char *p = (char *)scratch(bn_train_bytes(d, &part, &vec, &sb, &cf));
     s.part0 = (double *)p;
     p += part;
     s.part1 = (double *)p;
@@ -369,7 +390,7 @@ extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const float *x, const 
     if (rows <= 0 || c <= 0)
         return;
     cudaStream_t st = stream();
-    float *scale = (float *)scratch(2 * (size_t)c * sizeof(float)), *shift = scale + c;
+    float *scale = (float *)scratch(bn_infer_bytes(d)), *shift = scale + c;
     bn_infer_coef<<<blocks_for(c), THREADS, 0, st>>>(c, gamma, beta, running_mean, running_var, d->eps, scale, shift);
     DT_LAUNCHED("bn_infer_coef");
     const int64_t n = rows * c;

@@ -11,18 +11,27 @@
  * (tests/gpu/ops_check), so no tensor-op math (TF32, fp16/bf16: doc/design.md, "The CUDA backend:
  * the plan").
  *
- * Planning: dt_cuda_conv_workspace, called once per convolution when a model is planned, makes the
- * shape's descriptors and chooses the three algorithms by measurement (cudnnFind*Algorithm, which
- * runs each candidate on the GPU with memory it allocates itself). The choice is the fastest
+ * Planning: dt_cuda_conv_workspace, called when a model is planned for each convolution at every
+ * batch size the run will meet, makes the shape's descriptors and chooses the three algorithms by
+ * measurement (cudnnFind*Algorithm, which runs each candidate on the GPU with memory it allocates
+ * itself: only at planning, never between steps). The choice is the fastest
  * candidate that succeeded, is deterministic (CUDNN_DETERMINISTIC, so a run's results do not depend
  * on the order of atomics), did not use tensor-op math, and needs at most WS_CAP of workspace. When
  * no candidate qualifies, the cap is dropped, then determinism (with a warning); none at all is
  * fatal. The answer is the largest workspace of the three. Note that measurement can choose another
  * algorithm in another run (timings are noisy), so two runs are bit-identical only when they choose
  * alike; the choices are logged at debug level.
+ * Each search is timed and logged at info level, one line per shape (tests/gpu/check.sh reads the
+ * lines that start "cuDNN conv " and hold " search "):
+ *   cuDNN conv n256 56x56x64->64 k3x3 s1 g1: search 0.42 s (fwd 0.10, bwd data 0.20, bwd filter
+ *   0.12); algorithms 1/1/0; workspace 12.0 MiB
+ * and reserve_scratch, at the end of a model's planning, logs the totals since the last one
+ * (dt_cuda_conv_search_report: "cuDNN algorithm search: ...").
  * Entries are kept in a cache keyed by the descriptor (bias and dx_accumulate cleared: cuDNN's state
- * does not depend on them), never freed. The ops only look their entry up: one missing means the
- * shape was not planned, which is fatal.
+ * does not depend on them), never freed. The ops only look their entry up. One missing means the
+ * shape was not planned: a smaller batch of a planned shape is searched there and then, within the
+ * planned workspace, with a warning (a search mid-run stalls the device and NCCL, and counts as an
+ * unplanned allocation); any other is fatal.
  *
  * The legacy API is deprecated in cuDNN 9 (the calls remain): this file alone silences the
  * deprecation warnings. Moving to the cuDNN graph API (and fusing bias and activations there) is
@@ -38,6 +47,7 @@
 
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* the most workspace a preferred algorithm may need */
@@ -59,6 +69,9 @@ typedef struct conv_entry {
 static conv_entry **cache;
 static int n_cache, cap_cache;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+/* searches since the last dt_cuda_conv_search_report: count, seconds per pass (under cache_lock) */
+static int n_searched;
+static double searched_s[3];
 
 static dt_conv_desc key_of(const dt_conv_desc *d)
 {
@@ -144,6 +157,7 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
     const dt_conv_desc *d = &e->d;
     candidate c[MAX_ALGOS];
     int max = 0, got = 0, i;
+    double t[3], t0;
 
     FATAL_CUDNN(cudnnCreateTensorDescriptor(&e->x));
     FATAL_CUDNN(cudnnCreateTensorDescriptor(&e->y));
@@ -170,7 +184,9 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
         cudnnConvolutionFwdAlgoPerf_t perf[MAX_ALGOS];
         FATAL_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
         max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
+        t0 = dt_seconds();
         FATAL_CUDNN(cudnnFindConvolutionForwardAlgorithm(h, e->x, e->w, e->conv, e->y, max, &got, perf));
+        t[0] = dt_seconds() - t0;
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
@@ -184,7 +200,9 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
         cudnnConvolutionBwdDataAlgoPerf_t perf[MAX_ALGOS];
         FATAL_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
         max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
+        t0 = dt_seconds();
         FATAL_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(h, e->w, e->y, e->conv, e->x, max, &got, perf));
+        t[1] = dt_seconds() - t0;
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
@@ -199,7 +217,9 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
         cudnnConvolutionBwdFilterAlgoPerf_t perf[MAX_ALGOS];
         FATAL_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
         max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
+        t0 = dt_seconds();
         FATAL_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(h, e->x, e->y, e->conv, e->w, max, &got, perf));
+        t[2] = dt_seconds() - t0;
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
@@ -213,6 +233,29 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
              "filter %d, workspace %zu / %zu / %zu bytes",
              d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->dh, d->dw, d->groups,
              (int)e->fwd, (int)e->bwd_data, (int)e->bwd_filter, e->ws_fwd, e->ws_data, e->ws_filter);
+    size_t ws = e->ws_fwd > e->ws_data ? e->ws_fwd : e->ws_data;
+    ws = e->ws_filter > ws ? e->ws_filter : ws;
+    /* the format tests/gpu/check.sh reads: "cuDNN conv " ... " search " */
+    dt_info("cuDNN conv n%d %dx%dx%d->%d k%dx%d s%d g%d: search %.2f s (fwd %.2f, bwd data %.2f, bwd filter %.2f); "
+            "algorithms %d/%d/%d; workspace %.1f MiB",
+            d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, t[0] + t[1] + t[2], t[0], t[1], t[2],
+            (int)e->fwd, (int)e->bwd_data, (int)e->bwd_filter, ws / 1048576.0);
+    n_searched++;
+    for (i = 0; i < 3; i++)
+        searched_s[i] += t[i];
+}
+
+void dt_cuda_conv_search_report(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    if (n_searched > 0)
+        dt_info("cuDNN algorithm search: %d convolution shape%s in %.2f s (fwd %.2f, bwd data %.2f, bwd filter "
+                "%.2f)",
+                n_searched, n_searched == 1 ? "" : "s", searched_s[0] + searched_s[1] + searched_s[2],
+                searched_s[0], searched_s[1], searched_s[2]);
+    n_searched = 0;
+    searched_s[0] = searched_s[1] = searched_s[2] = 0;
+    pthread_mutex_unlock(&cache_lock);
 }
 
 static size_t entry_ws(const conv_entry *e)
@@ -255,9 +298,10 @@ size_t dt_cuda_conv_workspace(const dt_conv_desc *d)
     return ws;
 }
 
-/* d's entry. A batch smaller than the planned one (the last batch of an epoch) was not planned: its
- * entry is made now, with algorithms that fit the workspace planned for the same layer's larger
- * batch. A shape with no planned larger batch is fatal. */
+/* d's entry. Planning made it for every batch the run meets. The safety net: a batch smaller than
+ * a planned one of the same layer (a size the caller forgot to plan) gets its entry now, with
+ * algorithms that fit the workspace planned for the larger batch, after one warning for the shape
+ * (the search happens once: the entry is cached). A shape with no planned larger batch is fatal. */
 static const conv_entry *lookup(const dt_conv_desc *d)
 {
     dt_conv_desc key = key_of(d);
@@ -271,8 +315,14 @@ static const conv_entry *lookup(const dt_conv_desc *d)
             if (cache[i]->d.n > key.n && memcmp(&k, &key, sizeof key) == 0)
                 planned = cache[i];
         }
-        if (planned)
+        if (planned) {
+            /* not "cuDNN conv ...": check.sh counts those lines as searches, and the search logs its own */
+            dt_warn("convolution n%d %dx%dx%d->%d k%dx%d s%d g%d (batch %d, planned for %d) was not planned: cuDNN "
+                    "algorithm search mid-run",
+                    d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, d->n, planned->d.n);
+            dt_cuda_count_unplanned("cuDNN algorithm search", 0);
             e = add_locked(&key, entry_ws(planned), 1);
+        }
     }
     pthread_mutex_unlock(&cache_lock);
     if (!e) {

@@ -12,6 +12,10 @@
  * which synchronise that stream. cuDNN and cuBLAS handles are bound to the stream. The device is the
  * one dt_cuda_init selected; ops called before it use device 0.
  *
+ * Planning (nn/backend.h): conv_workspace runs cuDNN's algorithm search per shape, the *_scratch
+ * ops say what scratch each shape needs, reserve_scratch allocates it; after that, the ops of a
+ * planned model allocate nothing (dt_cuda_unplanned_allocs counts any that do).
+ *
  * Errors: ops cannot return one (the table's contract: descriptors are validated when built). A
  * failing CUDA, cuDNN or cuBLAS call in an op logs one line naming the call and aborts the process
  * (dt_cuda_fatal): the job's other ranks then see a lost peer instead of a hang. */
@@ -53,9 +57,31 @@ DT_NORETURN void dt_cuda_fatal(const char *what, const char *message);
 #define FATAL_CUDA(call) DT_CUDA_FATAL_IF_(cudaError_t, cudaSuccess, call, dt_errstr_cuda)
 #define FATAL_CUBLAS(call) DT_CUDA_FATAL_IF_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, call, dt_errstr_cublas)
 #define FATAL_CUDNN(call) DT_CUDA_FATAL_IF_(cudnnStatus_t, CUDNN_STATUS_SUCCESS, call, dt_errstr_cudnn)
-/* Device scratch that survives between calls: at least bytes, grown when needed (not thread-safe;
- * one op at a time uses it). */
+/* Scratch: one device buffer the ops share for their temporaries (not thread-safe; one op at a
+ * time uses it). Planning sizes it: the *_scratch ops say what each planned shape needs and
+ * dt_cuda_reserve_scratch (the table's reserve_scratch) allocates the most of them, zeroed, and
+ * the per-shape state the planning ops recorded (linear_cublas.c's vector of ones); it also logs
+ * the cuDNN searches since the last call (dt_cuda_conv_search_report). DT_OK, or DT_ERR_NOMEM after
+ * one line. */
+int dt_cuda_reserve_scratch(size_t bytes);
+/* The scratch for an op: at least bytes. More than was reserved (an op called on a shape no model
+ * planned: ops_check calls ops directly) grows it here, the safety net: it waits for the stream,
+ * reallocates, and counts as an unplanned allocation (logged at debug level). */
 void *dt_cuda_scratch(size_t bytes);
+/* Allocations made inside ops because planning did not cover them (the scratch grown, a vector of
+ * ones grown, a cuDNN algorithm search for an unplanned shape), since the process started. A
+ * planned model's steps make none (ops_check checks it); dt_cuda_count_unplanned adds one and logs
+ * what at debug level. */
+long dt_cuda_unplanned_allocs(void);
+void dt_cuda_count_unplanned(const char *what, size_t bytes);
+/* one int of device memory made by dt_cuda_init: unscale_check's overflow flag */
+int *dt_cuda_flag(void);
+/* conv_cudnn.c: one info line with the cuDNN algorithm searches (shapes, seconds) since the last
+ * call, when there were any */
+void dt_cuda_conv_search_report(void);
+/* linear_cublas.c: the vector of ones as long as the longest batch linear_scratch saw. DT_OK, or
+ * DT_ERR_NOMEM after one line */
+int dt_cuda_linear_reserve(void);
 
 /* memory */
 void *dt_cuda_mem_alloc(size_t bytes);
@@ -66,13 +92,13 @@ void dt_cuda_sync(void); /* cudaStreamSynchronize of the compute stream */
 
 /* --- the ops: dt_cuda_<name> for each op of nn/backend.h's list ----------------------------------
  * conv_cudnn.c     the convolutions: cuDNN, NHWC tensors and KRSC (= our OHWI) filters
- * linear_cublas.c  linear_fwd, linear_bwd: cuBLAS, fp32
+ * linear_cublas.c  linear_scratch, linear_fwd, linear_bwd: cuBLAS, fp32
  * our kernels, one file per family as in nn/cpu (kernels.h: what they share):
- *   bn.cu          batch norm
+ *   bn.cu          batch norm (bn_scratch and the three ops)
  *   pool.cu        max and average pooling
- *   linear.cu      xent (the rest of nn/cpu/linear.c)
+ *   linear.cu      xent_scratch, xent (the rest of nn/cpu/linear.c)
  *   eltwise.cu     everything else: relu, add, copy_grad, dropout, flatten, sgd, fill, scale,
- *                  round_half, unscale_check, normalize_u8 */
+ *                  round_half, unscale_check, normalize_scratch, normalize_u8 */
 #define DT_CUDA_DECLARE(name, ret, params, args) ret dt_cuda_##name params;
 DT_OPS(DT_CUDA_DECLARE)
 #undef DT_CUDA_DECLARE

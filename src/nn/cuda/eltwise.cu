@@ -1,6 +1,7 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
  * scale, dropout (with util/rng.c's hash), flatten, sgd, round_half (util/half.c's conversions),
- * unscale_check, normalize_u8 (shared helpers and rules: kernels.h). */
+ * unscale_check, normalize_u8 and its planning op normalize_scratch (shared helpers and rules:
+ * kernels.h). */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -323,7 +324,7 @@ extern "C" int dt_cuda_unscale_check(int64_t n, float *g, float inv_scale)
     if (n <= 0)
         return 0;
     cudaStream_t st = stream();
-    int *flag = (int *)scratch(sizeof(int));
+    int *flag = dt_cuda_flag(); /* made with the backend: this op needs no scratch */
     DT_CK(cudaMemsetAsync(flag, 0, sizeof(int), st));
     unscale_check_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, g, inv_scale, flag);
     DT_LAUNCHED("unscale_check_kernel");
@@ -348,6 +349,12 @@ static __global__ void normalize_u8_kernel(int64_t n, int c, const uint8_t *u, n
         const int ch = (int)(i % c);
         x[i] = __fdiv_rn(__fsub_rn(__fmul_rn((float)u[i], 1.0f / 255.0f), np.mean[ch]), np.std[ch]);
     }
+}
+
+/* the batch is staged in the scratch */
+extern "C" size_t dt_cuda_normalize_scratch(int64_t n)
+{
+    return n > 0 ? (size_t)n : 0;
 }
 
 extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, const float *mean_host,

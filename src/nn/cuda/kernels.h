@@ -35,7 +35,10 @@
  *
  * Execution: everything is queued on dt_cuda_stream(); only xent, unscale_check, SyncBN (d->sync)
  * and normalize_u8 from page-locked host memory wait for the stream. Temporaries come from
- * dt_cuda_scratch, requested once per op (a second request may move the buffer). */
+ * dt_cuda_scratch, requested once per op (a second request may move the buffer), in the amount the
+ * family's planning op (bn_scratch, xent_scratch, normalize_scratch) returns for that shape, so a
+ * planned model's ops find the scratch reserved at planning large enough and never allocate.
+ * unscale_check's flag is the backend's own int (dt_cuda_flag). */
 #ifndef DT_NN_CUDA_KERNELS_H
 #define DT_NN_CUDA_KERNELS_H
 

@@ -1,5 +1,6 @@
-/* linear.cu: the softmax cross-entropy (xent) on the GPU, the port of nn/cpu/linear.c's dt_cpu_xent
- * (shared helpers and rules: kernels.h). The linear layers themselves are cuBLAS calls: linear_cublas.c. */
+/* linear.cu: the softmax cross-entropy (xent) on the GPU, the port of nn/cpu/linear.c's dt_cpu_xent,
+ * and its planning op xent_scratch (shared helpers and rules: kernels.h). The linear layers
+ * themselves are cuBLAS calls: linear_cublas.c. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -79,15 +80,29 @@ static __global__ void xent_total(int n, const double *loss, double *out)
     }
 }
 
+/* xent's scratch: the mean loss (one double), then the row losses (n doubles), then the labels (n
+ * int32) at *o_lab; returns the bytes */
+static size_t xent_bytes(int n, size_t *o_loss, size_t *o_lab)
+{
+    *o_loss = align256(sizeof(double));
+    *o_lab = *o_loss + align256((size_t)n * sizeof(double));
+    return *o_lab + (size_t)n * sizeof(int32_t);
+}
+
+extern "C" size_t dt_cuda_xent_scratch(int n, int k)
+{
+    size_t o_loss, o_lab;
+    return n > 0 && k > 0 ? xent_bytes(n, &o_loss, &o_lab) : 0;
+}
+
 extern "C" double dt_cuda_xent(int n, int k, const float *logits, const int32_t *labels_host, float eps,
                                float *dlogits)
 {
     if (n <= 0 || k <= 0)
         return 0.0 / (n > 0 ? n : 0); /* the CPU's 0 / n with nothing summed: NaN for n = 0 */
     cudaStream_t st = stream();
-    const size_t o_out = 0, o_loss = align256(sizeof(double)),
-                 o_lab = o_loss + align256((size_t)n * sizeof(double));
-    char *p = (char *)scratch(o_lab + (size_t)n * sizeof(int32_t));
+    size_t o_out = 0, o_loss, o_lab;
+    char *p = (char *)scratch(xent_bytes(n, &o_loss, &o_lab));
     double *out = (double *)(p + o_out), *loss = (double *)(p + o_loss);
     int32_t *labels = (int32_t *)(p + o_lab);
     DT_CK(cudaMemcpyAsync(labels, labels_host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, st));

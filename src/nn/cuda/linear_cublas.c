@@ -22,8 +22,10 @@
  * with beta = 0 to overwrite or 1 to accumulate. cuBLAS runs in its default math (fp32, no TF32) and
  * without atomics (backend_cuda.c), so results are reproducible run to run.
  *
- * The vector of ones is this file's own device buffer, grown when a larger n arrives (filled from
- * the host then, so it needs no kernel). Like the rest of the backend, these ops run one at a time. */
+ * The vector of ones is this file's own device buffer (filled from the host, so it needs no kernel).
+ * Planning sizes it: linear_scratch records the longest batch (it needs no scratch: 0), and
+ * reserve_scratch (dt_cuda_linear_reserve) makes the vector that long. A longer n at run time grows
+ * it inside the op, counted as unplanned. Like the rest of the backend, these ops run one at a time. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -32,33 +34,69 @@
 
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
+#include "util/log.h"
 
 static float *ones;
-static int n_ones;
+static int n_ones;   /* ones' length */
+static int n_wanted; /* the longest batch linear_scratch saw */
+
+/* ones at least n long (a multiple of 1024): DT_OK, or DT_ERR_NOMEM after one line with the old
+ * vector kept */
+static int grow_ones(int n)
+{
+    if (n <= n_ones)
+        return DT_OK;
+    cudaStream_t stream = dt_cuda_stream();
+    int want = (int)(((int64_t)n + 1023) & ~(int64_t)1023);
+    float *host = malloc((size_t)want * sizeof *host), *dev = NULL;
+    if (!host) {
+        dt_error("CUDA backend: out of host memory for the linear layers' vector of %d ones", want);
+        return DT_ERR_NOMEM;
+    }
+    for (int i = 0; i < want; i++)
+        host[i] = 1.0f;
+    cudaError_t e = cudaMalloc((void **)&dev, (size_t)want * sizeof *dev);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(dev, host, (size_t)want * sizeof *host, cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = cudaStreamSynchronize(stream); /* host is freed next; queued work is done with the old vector */
+    free(host);
+    if (e != cudaSuccess) {
+        dt_error("CUDA backend: the linear layers' vector of %d ones: %s", want, dt_errstr_cuda(e, 0));
+        if (dev)
+            cudaFree(dev);
+        cudaGetLastError(); /* out of memory is not sticky */
+        return DT_ERR_NOMEM;
+    }
+    if (ones)
+        FATAL_CUDA(cudaFree(ones));
+    ones = dev;
+    n_ones = want;
+    return DT_OK;
+}
+
+size_t dt_cuda_linear_scratch(int n, int in, int out)
+{
+    (void)in;
+    (void)out;
+    if (n > n_wanted)
+        n_wanted = n;
+    return 0;
+}
+
+int dt_cuda_linear_reserve(void)
+{
+    return grow_ones(n_wanted);
+}
 
 /* a device vector of at least n ones */
 static const float *ones_of(int n)
 {
     if (n <= n_ones)
         return ones;
-    cudaStream_t stream = dt_cuda_stream();
-    int want = (n + 1023) & ~1023;
-    float *host = malloc((size_t)want * sizeof *host);
-    if (!host)
-        dt_cuda_fatal("linear layer's vector of ones", "out of host memory");
-    for (int i = 0; i < want; i++)
-        host[i] = 1.0f;
-    if (ones) { /* queued work may still read the old vector */
-        FATAL_CUDA(cudaStreamSynchronize(stream));
-        FATAL_CUDA(cudaFree(ones));
-        ones = NULL;
-        n_ones = 0;
-    }
-    FATAL_CUDA(cudaMalloc((void **)&ones, (size_t)want * sizeof *ones));
-    FATAL_CUDA(cudaMemcpyAsync(ones, host, (size_t)want * sizeof *host, cudaMemcpyHostToDevice, stream));
-    FATAL_CUDA(cudaStreamSynchronize(stream)); /* host is freed next */
-    free(host);
-    n_ones = want;
+    dt_cuda_count_unplanned("vector of ones grown", (size_t)n * sizeof(float));
+    if (grow_ones(n) != DT_OK)
+        dt_cuda_fatal("linear layer's vector of ones", "out of memory (the line above says which)");
     return ones;
 }
 

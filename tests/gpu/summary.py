@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""summary.py: the table that tests/gpu/check.sh prints last, made from its stage logs.
+
+    summary.py --mode device|rehearsal --logs DIR --batch N [--seed S]
+
+DIR holds `results` (one line per stage: name rc seconds limit peak_mib) and NAME.log for each stage.
+Each stage's output is read in the one format its program prints (the formats are named below, next
+to the programs that print them). Output that is not in that format is not guessed at: one line
+"FORMAT: <stage>: ..." on stderr per such stage, and exit status 1 (the rehearsal then fails, so a
+changed format is caught on the build machine, not on a lent GPU). Exit 0 otherwise: a stage that
+failed or timed out is a verdict in the table, not a format error.
+"""
+import argparse
+import datetime
+import os
+import re
+import sys
+
+# dtrain's progress line (src/train/metrics.c), after the log's timestamp (src/util/log.c)
+PROGRESS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\S* .*\binfo: epoch \d+ \[(\d+)/\d+\] loss (\S+) .* "
+                      r"([\d.]+) img/s\b")
+# the CUDA backend's line per planned convolution shape (src/nn/cuda/conv_cudnn.c)
+SEARCH = re.compile(r"cuDNN conv (.*?): search ([\d.]+) s")
+# bench/torch_gpu_resnet50.py's last line
+RESULT_KEYS = ("precision", "batch", "steps", "input", "img_s", "peak_alloc_mib", "torch", "device")
+# tests/gpu/ops_check.c: the last line of a run, and of --list
+OPS_RUN = re.compile(r"^ops_check: (\d+) rows, (\d+) failed", re.M)
+OPS_LIST = re.compile(r"^ops_check: (\d+) rows\s*$", re.M)
+# compute-sanitizer's last line
+SANITIZER = re.compile(r"^=+ ERROR SUMMARY: (\d+) errors?", re.M)
+# tests/gpu/nccl_one.c
+NCCL_OK = re.compile(r"^(ok|FAIL): NCCL world of 1", re.M)
+NCCL_SKIP = re.compile(r"^SKIP: no CUDA device", re.M)
+
+format_errors = []
+
+
+def bad_format(stage, what):
+    format_errors.append("FORMAT: %s: %s" % (stage, what))
+
+
+class Stages:
+    def __init__(self, logs):
+        self.logs = logs
+        self.st = {}
+        with open(os.path.join(logs, "results")) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 5:
+                    bad_format("results", "line %r is not 'name rc seconds limit peak'" % line.strip())
+                    continue
+                name, rc, secs, limit, peak = parts
+                self.st[name] = dict(rc=int(rc), secs=int(secs), limit=int(limit), peak=peak)
+
+    def ran(self, name):
+        return name in self.st and self.st[name]["rc"] != 125
+
+    def text(self, name):
+        try:
+            with open(os.path.join(self.logs, name + ".log"), errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def verdict(self, name):
+        if name not in self.st:
+            return "not run"
+        rc = self.st[name]["rc"]
+        return {0: "ok", 77: "skipped", 124: "TIMED OUT after %d s" % self.st[name]["limit"],
+                125: "not run (no time left)"}.get(rc, "exit %d" % rc)
+
+    def last_error(self, name):
+        lines = [l for l in self.text(name).splitlines()
+                 if re.search(r"error|Error|FATAL|fatal|Traceback|abort|ERROR", l)]
+        return lines[-1].strip()[:160] if lines else ""
+
+
+def dtrain_speed(s, name, batch):
+    """(img/s from the first to the last progress line, steps timed, last loss, slowest searches)"""
+    pts = []
+    for line in s.text(name).splitlines():
+        m = PROGRESS.match(line)
+        if m:
+            t = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
+            pts.append((t, int(m.group(2)), m.group(3), float(m.group(4))))
+    searches = sorted(((float(m.group(2)), m.group(1)) for m in SEARCH.finditer(s.text(name))), reverse=True)
+    if s.st.get(name, {}).get("rc") == 0 and len(pts) < 2:
+        bad_format(name, "dtrain ended well but printed %d progress lines in the format "
+                   "'<time> ... info: epoch E [STEP/N] loss X ... R img/s' (two are needed)" % len(pts))
+    if len(pts) >= 2 and pts[-1][0] > pts[0][0] and pts[-1][1] > pts[0][1]:
+        (t1, s1, _, _), (t2, s2, loss, _) = pts[0], pts[-1]
+        return (s2 - s1) * batch / (t2 - t1), "%d-%d" % (s1, s2), loss, searches
+    return None, None, pts[-1][2] if pts else None, searches
+
+
+def torch_result(s, name):
+    m = re.search(r"^RESULT torch_gpu_resnet50 .*", s.text(name), re.M)
+    if not m:
+        if s.st.get(name, {}).get("rc") == 0:
+            bad_format(name, "no 'RESULT torch_gpu_resnet50 ...' line")
+        return None
+    kv = dict((k, v.strip('"')) for k, v in re.findall(r"(\w+)=(\"[^\"]*\"|\S+)", m.group(0)))
+    missing = [k for k in RESULT_KEYS if k not in kv]
+    if missing:
+        bad_format(name, "its RESULT line lacks %s" % ", ".join(missing))
+        return None
+    try:
+        kv["img_s"] = float(kv["img_s"])
+    except ValueError:
+        bad_format(name, "img_s=%s is not a number" % kv["img_s"])
+        return None
+    return kv
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("device", "rehearsal"), required=True)
+    ap.add_argument("--logs", required=True)
+    ap.add_argument("--batch", type=int, required=True, help="the device run's batch")
+    ap.add_argument("--run-batch", type=int, help="the batch the stages ran at (the rehearsal's; default --batch)")
+    ap.add_argument("--seed", default="?")
+    a = ap.parse_args()
+    s = Stages(a.logs)
+    dry = a.mode == "rehearsal"
+    out = []
+    say = out.append
+
+    say("== stages")
+    for name, v in s.st.items():
+        say("  %-15s %-28s %4d s (limit %d s)" % (name, s.verdict(name), v["secs"], v["limit"]))
+
+    # machine
+    if s.ran("machine"):
+        txt = s.text("machine")
+        for l in txt.splitlines():
+            if l.startswith("machine: ") or re.match(r"^\s*(CUDA|cuBLAS|cuDNN|NCCL)\s+yes", l) or l.startswith("C library"):
+                say("  " + l.strip())
+        if s.st["machine"]["rc"] == 0 and not re.search(r"^\s*CUDA\s+yes\s+runtime", txt, re.M):
+            bad_format("machine", "no 'CUDA yes runtime ...' line from dtrain --version")
+
+    # ops_check and memcheck
+    say("")
+    if s.ran("ops_check"):
+        txt = s.text("ops_check")
+        m = (OPS_LIST if dry else OPS_RUN).search(txt)
+        if m:
+            say("== ops_check (seed %s): %s" % (a.seed, m.group(0).strip()))
+        else:
+            say("== ops_check (seed %s): no result line, %s" % (a.seed, s.verdict("ops_check")))
+            if s.st["ops_check"]["rc"] in (0, 1):
+                bad_format("ops_check", "no line 'ops_check: N rows%s'" % ("" if dry else ", M failed"))
+        fails = [l for l in txt.splitlines() if l.rstrip().endswith("FAIL") or l.startswith("      ")]
+        for l in fails[:30]:
+            say("  " + l[:160])
+        if len(fails) > 30:
+            say("  ... %d more lines in ops_check.txt" % (len(fails) - 30))
+        if not m:
+            for l in txt.splitlines()[-6:]:
+                say("  | " + l[:160])
+    if s.ran("memcheck"):
+        txt = s.text("memcheck")
+        m = (OPS_LIST if dry else SANITIZER).search(txt)
+        if m:
+            say("== memcheck (compute-sanitizer over ops_check --quick): %s" % m.group(0).strip("= \n"))
+        else:
+            say("== memcheck: %s" % s.verdict("memcheck"))
+            if s.st["memcheck"]["rc"] in (0, 3):
+                bad_format("memcheck", "no line %s" % ("'ops_check: N rows'" if dry else "'========= ERROR SUMMARY: N errors'"))
+        errs = [l for l in txt.splitlines() if re.match(r"^=+ (Invalid|Program hit|Saved host backtrace|Address)", l)]
+        for l in errs[:12]:
+            say("  " + l[:160])
+    if s.ran("nccl"):
+        txt = s.text("nccl")
+        m = (NCCL_SKIP if dry else NCCL_OK).search(txt)
+        say("== nccl (world of 1, NCCL_DEBUG=WARN): %s" % (m.group(0) if m else s.verdict("nccl")))
+        if not m and s.st["nccl"]["rc"] in ((77,) if dry else (0, 1)):
+            bad_format("nccl", "no line '%s'" % ("SKIP: no CUDA device" if dry else "ok|FAIL: NCCL world of 1"))
+        for l in [l for l in txt.splitlines() if "NCCL WARN" in l][:8]:
+            say("  " + l[:160])
+
+    # training speed
+    say("")
+    say("== resnet50 training, batch %d, one GPU: dtrain --device cuda --synthetic vs PyTorch eager, channels_last;"
+        % a.batch)
+    say("   both upload uint8 pixels from host memory every step and normalise on the device; both timed over 20 steps"
+        " after 10")
+    if dry:
+        say("   (rehearsal: on the CPU at batch 2, 32x32: the numbers mean nothing, the formats are what is checked)")
+    rows = [("O0 fp32", "dtrain-O0", "torch-fp32", "fp32, TF32 off"),
+            ("O2 fp16", "dtrain-O2", "torch-fp16", "autocast fp16"),
+            ("O2 bf16", "dtrain-O2-bf16", "torch-bf16", "autocast bf16")]
+    say("%-8s %12s %12s %6s  %-15s %9s %9s %16s" % ("config", "dtrain img/s", "torch img/s", "ratio", "torch config",
+                                                   "dt steps", "dt loss", "MiB dt / torch"))
+    notes, searches_all = [], {}
+    for cfg, d, t, tcfg in rows:
+        if not s.ran(d) and not s.ran(t):
+            continue
+        batch = a.run_batch or a.batch
+        dv, steps, loss, searches = dtrain_speed(s, d, batch)
+        searches_all[d] = searches
+        tr = torch_result(s, t)
+        tv = tr["img_s"] if tr else None
+        ratio = "%.2f" % (dv / tv) if dv and tv else "-"
+        dmem = s.st.get(d, {}).get("peak", "-")
+        tmem = "%s/%s" % (tr["peak_alloc_mib"], s.st.get(t, {}).get("peak", "-")) if tr else "-"
+        say("%-8s %12s %12s %6s  %-15s %9s %9s %16s" % (cfg, "%.1f" % dv if dv else "-", "%.1f" % tv if tv else "-",
+                                                       ratio, tcfg, steps or "-", loss or "-", "%s / %s" % (dmem, tmem)))
+        if loss is not None and not re.match(r"^-?[\d.]+(e[-+]?\d+)?$", loss):
+            notes.append("%s: the loss is %s" % (d, loss))
+        if dv is None:
+            notes.append("%s: %s %s" % (d, s.verdict(d), s.last_error(d)))
+        if tv is None:
+            notes.append("%s: %s %s" % (t, s.verdict(t), s.last_error(t)))
+        if tr and tr.get("input") != "host":
+            notes.append("%s: input=%s, not host: not the same work as dtrain --synthetic" % (t, tr.get("input")))
+    say("(ratio: dtrain / PyTorch; MiB: the peak nvidia-smi saw in use, for PyTorch max_memory_allocated / "
+        "nvidia-smi's peak)")
+    for n in notes:
+        say("note: " + n.strip())
+    for d, searches in searches_all.items():
+        if searches:
+            total = sum(t for t, _ in searches)
+            say("%s: cuDNN algorithm search %.1f s over %d shapes; slowest: %s" % (
+                d, total, len(searches), "; ".join("%s %.2f s" % (shape, t) for t, shape in searches[:3])))
+    for t in ("torch-fp16", "torch-bf16", "torch-fp32"):
+        tr = torch_result(s, t) if s.ran(t) else None
+        if tr:
+            say("PyTorch %s, cuDNN %s, %s" % (tr.get("torch"), tr.get("cudnn"), tr.get("device")))
+            break
+    print("\n".join(out))
+    # format errors once each (torch_result may be called twice per stage)
+    errs = list(dict.fromkeys(format_errors))
+    for e in errs:
+        print(e, file=sys.stderr)
+    return 1 if errs else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
