@@ -23,6 +23,7 @@
 #    machine lacks (or has older than the programs need);
 # 4. prints the sizes and fails when what is carried plus the working tree passes half of the
 #    device tool's 64 MiB (DT_BUNDLE_MAX_MIB, default 32), then the carry list for the device tool.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # a bash script, also when started as `sh script`
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."

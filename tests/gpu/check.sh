@@ -58,6 +58,7 @@
 # row), results (one line per stage: name, exit status, seconds, limit, peak MiB).
 # Exit status on the device: ops_check's (0 every row passed, 1 a row failed, 2 the binaries are
 # missing, 124 timed out, other: it crashed); summary.py's verdicts are in summary.txt.
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # a bash script, also when started as `sh script`
 set -u
 
 cd "$(dirname "$0")/../.." || exit 2
@@ -67,7 +68,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --dry-run) DRY=1 ;;
     --only) ONLY=",$2,"; shift ;;
-    -h | --help) sed -n '2,/^set -u/p' "$0" | sed 's/^# \{0,1\}//; /^set -u/d'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     -*) echo "check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
     esac

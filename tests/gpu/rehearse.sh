@@ -16,6 +16,7 @@
 #    among them.
 # Prints "ok N - ..." / "not ok N - ..." per check and "rehearse.sh: N passed, M failed"; exit 0 when
 # all passed. RESKIP_BUNDLE=1 skips step 1 (an existing bundle).
+[ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # a bash script, also when started as `sh script`
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 B=${1:-build-gpu}
