@@ -23,11 +23,14 @@
 #    machine lacks (or has older than the programs need);
 # 4. prints the sizes and fails when what is carried plus the working tree passes half of the
 #    device tool's 64 MiB (DT_BUNDLE_MAX_MIB, default 32), then the carry list for the device tool.
+#    `bundle.sh --size [BUILD_DIR]` does this step alone, on a bundle made before.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # a bash script, also when started as `sh script`
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
 ROOT=$(pwd)
+SIZE_ONLY=0
+[ "${1:-}" = --size ] && { SIZE_ONLY=1; shift; } # only step 4, on a bundle made before (check.sh --dry-run)
 B=${1:-build-gpu}
 JOBS=${JOBS:-2}
 CUDA=${CUDA_HOME:-/usr/local/cuda}
@@ -35,6 +38,29 @@ ARCH=${DT_BUNDLE_ARCH:-90}
 MAX_MIB=${DT_BUNDLE_MAX_MIB:-32}
 
 die() { echo "bundle.sh: $*" >&2; exit 1; }
+BINS=("$B/dtrain" "$B/tests/gpu/ops_check" "$B/tests/gpu/nccl_one")
+# step 4, also alone with --size
+sizes() {
+    mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
+    echo
+    echo "bundle.sh: the CUDA libraries the programs need (from PyTorch's wheels on the GPU machine):"
+    ldd "${BINS[@]}" | awk '$2 == "=>" {print "  " $1}' | grep -E '^  (libcuda|libcudart|libcublas|libcudnn|libnccl|libnvrtc|libnvJitLink)' | sort -u
+    echo "bundle.sh: bundled programs and libraries:"
+    for f in "${BINS[@]}"; do echo "  $f $(mib "$(du -b "$f" | cut -f1)")"; done
+    (cd "$B/lib" && find . -type f -printf '%P %s\n' | sort | while read -r f s; do echo "  $B/lib/$f $(mib "$s")"; done)
+    carried=$(du -cb "${BINS[@]}" "$B/lib" | tail -1 | cut -f1)
+    tree=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+    echo "bundle.sh: carried $(mib "$carried") + working tree $(mib "$tree") = $(mib $((carried + tree))) of 64 MiB" \
+        "(at most $MAX_MIB MiB allowed)"
+    [ $((carried + tree)) -le $((MAX_MIB * 1048576)) ] ||
+        die "the bundle and the working tree pass $MAX_MIB MiB, half of what a device call may carry"
+    echo "bundle.sh: on the GPU machine: run(command=\"tests/gpu/check.sh $B\", timeout_s=330," \
+        "carry=[\"$B/dtrain\", \"$B/tests/gpu/ops_check\", \"$B/tests/gpu/nccl_one\", \"$B/lib\"])"
+}
+if [ "$SIZE_ONLY" = 1 ]; then
+    sizes
+    exit
+fi
 [ -x "$CUDA/bin/nvcc" ] || die "no nvcc in $CUDA/bin (set CUDA_HOME)"
 [ -x configure ] || ./autogen.sh
 
@@ -68,7 +94,6 @@ fi
 grep -q '^#define HAVE_CUDA 1' "$B/config.h" || die "$B is not a CUDA build (see $B/config.log)"
 
 # --- 2. build -----------------------------------------------------------------------------------------
-BINS=("$B/dtrain" "$B/tests/gpu/ops_check" "$B/tests/gpu/nccl_one")
 make -C "$B" -j"$JOBS" dtrain tests/gpu/ops_check tests/gpu/nccl_one
 for f in "${BINS[@]}"; do
     [[ $(file -L "$f") == *ELF* ]] || die "$f is not an ELF program (a libtool wrapper?)"
@@ -100,18 +125,4 @@ if [ "$(ldd "${BINS[@]}" | grep -c "not found")" -gt 0 ]; then
 fi
 
 # --- 4. sizes ------------------------------------------------------------------------------------------------
-mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
-echo
-echo "bundle.sh: the CUDA libraries the programs need (from PyTorch's wheels on the GPU machine):"
-ldd "${BINS[@]}" | awk '$2 == "=>" {print "  " $1}' | grep -E '^  (libcuda|libcudart|libcublas|libcudnn|libnccl|libnvrtc|libnvJitLink)' | sort -u
-echo "bundle.sh: bundled programs and libraries:"
-for f in "${BINS[@]}"; do echo "  $f $(mib "$(du -b "$f" | cut -f1)")"; done
-(cd "$B/lib" && find . -type f -printf '%P %s\n' | sort | while read -r f s; do echo "  $B/lib/$f $(mib "$s")"; done)
-carried=$(du -cb "${BINS[@]}" "$B/lib" | tail -1 | cut -f1)
-tree=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-echo "bundle.sh: carried $(mib "$carried") + working tree $(mib "$tree") = $(mib $((carried + tree))) of 64 MiB" \
-    "(at most $MAX_MIB MiB allowed)"
-[ $((carried + tree)) -le $((MAX_MIB * 1048576)) ] ||
-    die "the bundle and the working tree pass $MAX_MIB MiB, half of what a device call may carry"
-echo "bundle.sh: on the GPU machine: run(command=\"tests/gpu/check.sh $B\", timeout_s=330," \
-    "carry=[\"$B/dtrain\", \"$B/tests/gpu/ops_check\", \"$B/tests/gpu/nccl_one\", \"$B/lib\"])"
+sizes

@@ -253,7 +253,7 @@ machine() {
             bad=$(echo "$out" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' | while read -r so path; do
                 case $path in
                 "$(pwd)/$B/lib/"* | "$B/lib/"* | "$SITE"/* | "$FALLBACK_HOST"/* | "$P/$B/lib/"*) ;;
-                *) [[ $so =~ ^(libc|libm|libdl|libpthread|librt|libresolv|libutil|libz)\.so ]] || echo "$so from $path" ;;
+                *) [ -e "$SYSLIB_DIR/$so" ] || echo "$so from $path" ;; # the root's system libraries only
                 esac
             done)
             [ -z "$bad" ] || { echo "machine: $B/$p would load from this system, not the bundle: $(echo $bad)"; rc=1; }
@@ -437,12 +437,8 @@ while read -r name rc _; do
     esac
 done < "$RESULTS"
 [ "$SUM_RC" = 0 ] || rehearsal_fail "tests/gpu/summary.py: $(grep -E '^FORMAT|^summary' "$WORK/summary.err" | head -3 | tr '\n' ' ')"
-if [ -z "$ONLY" ] && [ -x "$B/dtrain" ]; then
-    carried=$(du -cb "${PROGS[@]/#/$B/}" "$B/lib" | tail -1 | cut -f1)
-    tree=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
-    max=${DT_BUNDLE_MAX_MIB:-32}
-    say "size: carried $((carried >> 20)) MiB + working tree $((tree >> 20)) MiB (limit $max MiB)"
-    [ $((carried + tree)) -le $((max << 20)) ] || rehearsal_fail "the bundle and the working tree pass $max MiB"
+if [ -z "$ONLY" ] && [ "$missing" = 0 ]; then # the bundle's size, by bundle.sh's own measure and limit
+    bash tests/gpu/bundle.sh --size "$B" || rehearsal_fail "$B: the bundle and the working tree are too large to carry"
 fi
 if [ ${#REHEARSAL_FAIL[@]} -eq 0 ]; then
     echo "rehearsal: passed"

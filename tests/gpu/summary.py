@@ -192,13 +192,14 @@ def main():
     say("%-8s %12s %12s %6s  %-15s %9s %9s %16s" % ("config", "dtrain img/s", "torch img/s", "ratio", "torch config",
                                                    "dt steps", "dt loss", "MiB dt / torch"))
     notes, searches_all = [], {}
+    torch = {t: torch_result(s, t) for _, _, t, _ in rows if s.ran(t)}  # each RESULT line read once
     for cfg, d, t, tcfg in rows:
         if not s.ran(d) and not s.ran(t):
             continue
         batch = a.run_batch or a.batch
         dv, steps, loss, searches = dtrain_speed(s, d, batch)
         searches_all[d] = searches
-        tr = torch_result(s, t)
+        tr = torch.get(t)
         tv = tr["img_s"] if tr else None
         ratio = "%.2f" % (dv / tv) if dv and tv else "-"
         dmem = s.st.get(d, {}).get("peak", "-")
@@ -223,16 +224,14 @@ def main():
             say("%s: cuDNN algorithm search %.1f s over %d shapes; slowest: %s" % (
                 d, total, len(searches), "; ".join("%s %.2f s" % (shape, t) for t, shape in searches[:3])))
     for t in ("torch-fp16", "torch-bf16", "torch-fp32"):
-        tr = torch_result(s, t) if s.ran(t) else None
+        tr = torch.get(t)
         if tr:
             say("PyTorch %s, cuDNN %s, %s" % (tr.get("torch"), tr.get("cudnn"), tr.get("device")))
             break
     print("\n".join(out))
-    # format errors once each (torch_result may be called twice per stage)
-    errs = list(dict.fromkeys(format_errors))
-    for e in errs:
+    for e in format_errors:
         print(e, file=sys.stderr)
-    return 1 if errs else 0
+    return 1 if format_errors else 0
 
 
 if __name__ == "__main__":
