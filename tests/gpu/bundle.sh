@@ -58,6 +58,7 @@ sizes() {
         "carry=[\"$B/dtrain\", \"$B/tests/gpu/ops_check\", \"$B/tests/gpu/nccl_one\", \"$B/lib\"])"
 }
 if [ "$SIZE_ONLY" = 1 ]; then
+    for f in "${BINS[@]}" "$B/lib"; do [ -e "$f" ] || die "--size: no $f (make the bundle first: bash tests/gpu/bundle.sh $B)"; done
     sizes
     exit
 fi

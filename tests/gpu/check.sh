@@ -67,7 +67,14 @@ ONLY=
 while [ $# -gt 0 ]; do
     case $1 in
     --dry-run) DRY=1 ;;
-    --only) ONLY=",$2,"; shift ;;
+    --only)
+        STAGES=machine,ops_check,nccl,memcheck,dtrain-O2,torch-fp16,dtrain-O0,torch-fp32,dtrain-O2-bf16,torch-bf16
+        [ $# -ge 2 ] || { echo "check.sh: --only needs a list of stages ($STAGES)" >&2; exit 2; }
+        for x in ${2//,/ }; do
+            [[ ,$STAGES, == *",$x,"* ]] || { echo "check.sh: --only $2: no stage '$x' (stages: $STAGES)" >&2; exit 2; }
+        done
+        ONLY=",$2,"
+        shift ;;
     -h | --help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     -*) echo "check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) break ;;
