@@ -8,6 +8,16 @@
  * mem_put. (tests/unit/test_backend_guard.c runs training on a CPU backend whose memory is
  * unreadable outside its calls, so host code that touches it directly fails there.)
  *
+ * Types: every tensor operand is `void *` of the element type its descriptor or a dt_dtype argument
+ * names: DT_FLOAT32, DT_FLOAT16 or DT_BFLOAT16 (libdt's enum). An op computes in fp32 whatever
+ * its operands' types (sums wider where the CPU code says so): a reduced operand is widened
+ * exactly when loaded and a reduced result rounded to nearest even once, when stored; with
+ * accumulate the stored value is the rounded fp32 sum of the old value and the result. So an op on
+ * reduced storage gives exactly what the same op gives on fp32 arrays holding the same values,
+ * followed by rounding what it wrote (round_half) - the emulation the engine used before it had
+ * types, and still the oracle (tests/unit/test_ops.c checks each op that way). Other arguments
+ * (BN's saved statistics, SGD's momentum, scalars) are fp32, masks uint8, labels int32.
+ *
  * Gradient ops take `accumulate`: 0 overwrites the destination, 1 adds into it. That is how a value
  * read by two layers (a residual input) sums its gradients, and how gradient accumulation over
  * micro-batches works. Ops do not fail on valid descriptors (descriptors are validated when built);
@@ -32,6 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "libdt/dt.h" /* dt_dtype: one enum of element types for the ops and the communicators */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -43,9 +55,10 @@ typedef struct dt_conv_desc {
     int kh, kw, sh, sw, ph, pw, dh, dw, groups;
     int bias; /* 1 when conv_fwd gets a bias and conv_bwd_filter a dbias (set after dt_conv_desc_set) */
     int dx_accumulate; /* 1 when conv_bwd_data may be asked to add into dx (a backend may need room) */
+    dt_dtype t;        /* every operand's type (dt_conv_desc_set: fp32) */
 } dt_conv_desc;
 
-/* Fills d and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no
+/* Fills d (type fp32) and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no
  * convolution (channels not divisible by groups, output smaller than 1x1, ...). */
 int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh, int kw, int sh, int sw, int ph,
                      int pw, int dh, int dw, int groups);
@@ -55,6 +68,7 @@ int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh
 typedef struct dt_pool_desc {
     int n, h, w, c, oh, ow;
     int kh, kw, sh, sw, ph, pw;
+    dt_dtype xt, yt; /* the input's (and its gradient's) type, the output's (set: fp32) */
 } dt_pool_desc;
 
 /* Returns 0, or -1 when the pool makes no sense (padding over half the kernel, empty output, a
@@ -72,6 +86,7 @@ typedef struct dt_bn_desc {
     float eps, momentum;
     int (*sync)(void *ctx, double *buf, int n);
     void *sync_ctx;
+    dt_dtype xt, yt, pt; /* the types of x (and dx), y (and dy), and the parameters and statistics */
 } dt_bn_desc;
 
 /* floats a training forward saves for backward: per channel, the mean, 1/sqrt(var+eps), and the
@@ -100,21 +115,21 @@ typedef struct dt_bn_desc {
  * everything else: read DT_OPS as one list.
  *
  * Adding an op: a line in the right part (with its contract as a comment), dt_cpu_<name> and
- * dt_cuda_<name>, a test in tests/unit/test_ops.c (CPU) and tests/gpu/ops_check.c (CUDA). */
+ * dt_cuda_<name>, tests in tests/unit/test_ops.c (CPU, fp32), tests/unit/test_ops_typed.c (fp16
+ * and bf16 against fp32, bit for bit) and tests/gpu/ops_check.c (CUDA). */
 
 #define DT_CONV_OPS(X)                                                                                                 \
     /* Planning (above): bytes of workspace (the caller's) for any of the three conv ops on d; a                       \
      * backend prepares its per-shape state here (oneDNN primitives, cuDNN's algorithms). */                           \
     X(conv_workspace, size_t, (const dt_conv_desc *d), (d))                                                            \
-    /* y = conv(x, w) + bias (bias may be NULL) */                                                                     \
-    X(conv_fwd, void, (const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws),  \
+    /* y = conv(x, w) + bias (bias may be NULL); every operand of type d->t */                                         \
+    X(conv_fwd, void, (const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws),      \
       (d, x, w, bias, y, ws))                                                                                          \
-    X(conv_bwd_data, void,                                                                                             \
-      (const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws),                   \
+    X(conv_bwd_data, void, (const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws), \
       (d, dy, w, dx, accumulate, ws))                                                                                  \
     /* dw (and dbias unless NULL) */                                                                                   \
     X(conv_bwd_filter, void,                                                                                           \
-      (const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate, void *ws),     \
+      (const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias, int accumulate, void *ws),         \
       (d, x, dy, dw, dbias, accumulate, ws))
 
 #define DT_OTHER_OPS(X)                                                                                                \
@@ -122,96 +137,108 @@ typedef struct dt_bn_desc {
      * d->sync (SyncBN may be switched on after planning). */                                                          \
     X(bn_scratch, size_t, (const dt_bn_desc *d), (d))                                                                  \
     /* Training mode: batch statistics (biased variance to normalise), saved for backward in                           \
-     * saved[DT_BN_SAVED(c)], running stats updated as PyTorch does (unbiased variance, momentum).                     \
-     * relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). */                                   \
+     * saved[DT_BN_SAVED(c)] (fp32), running stats updated as PyTorch does (unbiased variance,                         \
+     * momentum). relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). Types: x                  \
+     * d->xt, y d->yt, gamma, beta and the running statistics d->pt. */                                                \
     X(bn_fwd_train, void,                                                                                              \
-      (const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y, float *saved,             \
-       float *running_mean, float *running_var, int relu),                                                             \
+      (const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,                 \
+       void *running_mean, void *running_var, int relu),                                                               \
       (d, x, gamma, beta, y, saved, running_mean, running_var, relu))                                                  \
     X(bn_fwd_infer, void,                                                                                              \
-      (const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, const float *running_mean,          \
-       const float *running_var, float *y, int relu),                                                                  \
+      (const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, const void *running_mean,              \
+       const void *running_var, void *y, int relu),                                                                    \
       (d, x, gamma, beta, running_mean, running_var, y, relu))                                                         \
     /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from x and what forward saved. relu:                   \
      * the forward was fused with a ReLU and dy is the gradient of the ReLU's output; where that                       \
      * output was zero is recomputed from x and saved exactly as forward computed it, so the output                    \
-     * itself need not be kept. */                                                                                     \
+     * itself need not be kept. Types: dx as x (d->xt), dy as y (d->yt), dgamma and dbeta d->pt. */                    \
     X(bn_bwd, void,                                                                                                    \
-      (const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma, const float *saved,         \
-       float *dx, float *dgamma, float *dbeta, int accumulate_dx, int accumulate_params),                              \
+      (const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *gamma, const float *saved,            \
+       void *dx, void *dgamma, void *dbeta, int accumulate_dx, int accumulate_params),                                 \
       (d, x, dy, relu, gamma, saved, dx, dgamma, dbeta, accumulate_dx, accumulate_params))                             \
                                                                                                                        \
-    X(relu_fwd, void, (int64_t n, const float *x, float *y), (n, x, y))                                                \
+    /* x, y, dy and dx of type t (a ReLU runs in place, so its output has its input's type) */                         \
+    X(relu_fwd, void, (int64_t n, dt_dtype t, const void *x, void *y), (n, t, x, y))                                   \
     /* from the output y: dx = dy where y > 0 */                                                                       \
-    X(relu_bwd, void, (int64_t n, const float *y, const float *dy, float *dx, int accumulate),                         \
-      (n, y, dy, dx, accumulate))                                                                                      \
-    X(add_fwd, void, (int64_t n, const float *a, const float *b, float *y), (n, a, b, y))                              \
-    /* dst = src (accumulate 0) or dst += src */                                                                       \
-    X(copy_grad, void, (int64_t n, const float *src, float *dst, int accumulate), (n, src, dst, accumulate))           \
+    X(relu_bwd, void, (int64_t n, dt_dtype t, const void *y, const void *dy, void *dx, int accumulate),                \
+      (n, t, y, dy, dx, accumulate))                                                                                   \
+    X(add_fwd, void, (int64_t n, const void *a, dt_dtype at, const void *b, dt_dtype bt, void *y, dt_dtype yt),        \
+      (n, a, at, b, bt, y, yt))                                                                                        \
+    /* dst = src (accumulate 0) or dst += src, converting from src's type st to dst's dt: also how a                   \
+     * value changes type (O1's reduced copies of conv and linear operands) */                                         \
+    X(copy_grad, void, (int64_t n, const void *src, dt_dtype st, void *dst, dt_dtype dt, int accumulate),              \
+      (n, src, st, dst, dt, accumulate))                                                                               \
                                                                                                                        \
     /* argmax holds, per output element, where in its window the chosen input was: ky*kw + kx (one                     \
-     * byte: windows are at most 16x16) */                                                                             \
-    X(maxpool_fwd, void, (const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax), (d, x, y, argmax))        \
-    X(maxpool_bwd, void, (const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx, int accumulate),   \
+     * byte: windows are at most 16x16). x and dx of type d->xt, y and dy d->yt. */                                    \
+    X(maxpool_fwd, void, (const dt_pool_desc *d, const void *x, void *y, uint8_t *argmax), (d, x, y, argmax))          \
+    X(maxpool_bwd, void, (const dt_pool_desc *d, const void *dy, const uint8_t *argmax, void *dx, int accumulate),     \
       (d, dy, argmax, dx, accumulate))                                                                                 \
-    X(avgpool_fwd, void, (const dt_pool_desc *d, const float *x, float *y), (d, x, y))                                 \
-    X(avgpool_bwd, void, (const dt_pool_desc *d, const float *dy, float *dx, int accumulate), (d, dy, dx, accumulate)) \
+    X(avgpool_fwd, void, (const dt_pool_desc *d, const void *x, void *y), (d, x, y))                                   \
+    X(avgpool_bwd, void, (const dt_pool_desc *d, const void *dy, void *dx, int accumulate), (d, dy, dx, accumulate))   \
                                                                                                                        \
     /* Planning (above): bytes of the backend's scratch linear_fwd and linear_bwd need on this shape                   \
-     * (a backend may also prepare per-shape state here: CUDA's vector of n ones for the bias terms) */                \
-    X(linear_scratch, size_t, (int n, int in, int out), (n, in, out))                                                  \
-    /* y[n, out] = x[n, in] w[out, in]^T + b */                                                                        \
-    X(linear_fwd, void, (int n, int in, int out, const float *x, const float *w, const float *b, float *y),            \
-      (n, in, out, x, w, b, y))                                                                                        \
+     * and type (a backend may also prepare per-shape state here: CUDA's vector of n ones for the bias                 \
+     * terms; the CPU widens reduced operands to fp32 there) */                                                        \
+    X(linear_scratch, size_t, (int n, int in, int out, dt_dtype t), (n, in, out, t))                                   \
+    /* y[n, out] = x[n, in] w[out, in]^T + b; every operand of type t */                                               \
+    X(linear_fwd, void, (int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *b, void *y),    \
+      (n, in, out, t, x, w, b, y))                                                                                     \
     X(linear_bwd, void,                                                                                                \
-      (int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw, float *db,       \
+      (int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *dy, void *dx, void *dw, void *db, \
        int accumulate_dx, int accumulate_params),                                                                      \
-      (n, in, out, x, w, dy, dx, dw, db, accumulate_dx, accumulate_params))                                            \
+      (n, in, out, t, x, w, dy, dx, dw, db, accumulate_dx, accumulate_params))                                         \
                                                                                                                        \
     /* Inverted dropout: element i is kept with probability 1-p from hash(seed, i), kept values are                    \
-     * scaled by 1/(1-p); mask[i] is 1 where kept. */                                                                  \
-    X(dropout_fwd, void, (int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask),                 \
-      (n, p, seed, x, y, mask))                                                                                        \
-    X(dropout_bwd, void, (int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate),        \
-      (n, p, mask, dy, dx, accumulate))                                                                                \
+     * scaled by 1/(1-p); mask[i] is 1 where kept. x and dx of type xt, y and dy yt. */                                \
+    X(dropout_fwd, void,                                                                                               \
+      (int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask),            \
+      (n, p, seed, x, xt, y, yt, mask))                                                                                \
+    X(dropout_bwd, void,                                                                                               \
+      (int64_t n, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx, dt_dtype xt, int accumulate),   \
+      (n, p, mask, dy, yt, dx, xt, accumulate))                                                                        \
                                                                                                                        \
-    /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward */                              \
-    X(flatten_fwd, void, (int n, int h, int w, int c, const float *x, float *y), (n, h, w, c, x, y))                   \
-    X(flatten_bwd, void, (int n, int h, int w, int c, const float *dy, float *dx, int accumulate),                     \
-      (n, h, w, c, dy, dx, accumulate))                                                                                \
+    /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward; type t */                      \
+    X(flatten_fwd, void, (int n, int h, int w, int c, dt_dtype t, const void *x, void *y), (n, h, w, c, t, x, y))      \
+    X(flatten_bwd, void, (int n, int h, int w, int c, dt_dtype t, const void *dy, void *dx, int accumulate),           \
+      (n, h, w, c, t, dy, dx, accumulate))                                                                             \
                                                                                                                        \
     /* Planning (above): bytes of the backend's scratch xent needs for n rows of k logits */                           \
     X(xent_scratch, size_t, (int n, int k), (n, k))                                                                    \
-    /* Mean softmax cross-entropy over n rows of k logits with label smoothing eps (PyTorch's                          \
-     * definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits =                                \
-     * d(loss)/d(logits) when dlogits is not NULL. Returns the mean loss. labels is host memory; each                  \
-     * must be in [0, k). */                                                                                           \
-    X(xent, double, (int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits),             \
-      (n, k, logits, labels, eps, dlogits))                                                                            \
+    /* Mean softmax cross-entropy over n rows of k logits of type t with label smoothing eps                           \
+     * (PyTorch's definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits (type                 \
+     * t) = d(loss)/d(logits) times scale (the loss scaler's factor: the fp32 gradient is multiplied,                  \
+     * then stored) when dlogits is not NULL. Returns the mean loss. labels is host memory; each must                  \
+     * be in [0, k). */                                                                                                \
+    X(xent, double,                                                                                                    \
+      (int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps, float scale, void *dlogits),    \
+      (n, k, t, logits, labels, eps, scale, dlogits))                                                                  \
                                                                                                                        \
-    /* torch.optim.SGD on n elements: d = g + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d;                  \
-     * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= lr*d. buf may be NULL when                     \
-     * momentum is 0. */                                                                                               \
+    /* torch.optim.SGD on n elements, the gradient first multiplied by grad_scale (the loss scaler's                   \
+     * 1/scale; exactly 1 leaves it as it is): g' = g*grad_scale; d = g' + wd*p; buf = first ? d :                     \
+     * momentum*buf + (1-dampening)*d; d = nesterov ? d + momentum*buf : buf (when momentum != 0);                     \
+     * p -= lr*d. p of type pt, g of gt; buf (fp32) may be NULL when momentum is 0. */                                 \
     X(sgd, void,                                                                                                       \
-      (int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,           \
-       int nesterov, int first),                                                                                       \
-      (n, p, g, buf, lr, momentum, dampening, wd, nesterov, first))                                                    \
+      (int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float grad_scale, float *buf, float lr,            \
+       float momentum, float dampening, float wd, int nesterov, int first),                                            \
+      (n, p, pt, g, gt, grad_scale, buf, lr, momentum, dampening, wd, nesterov, first))                                \
                                                                                                                        \
-    X(fill, void, (int64_t n, float value, float *x), (n, value, x))                                                   \
+    X(fill, void, (int64_t n, dt_dtype t, float value, void *x), (n, t, value, x))                                     \
     /* x *= a */                                                                                                       \
-    X(scale, void, (int64_t n, float a, float *x), (n, a, x))                                                          \
-    /* x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage holds */               \
+    X(scale, void, (int64_t n, dt_dtype t, float a, void *x), (n, t, a, x))                                            \
+    /* fp32 x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage                   \
+     * holds (the emulation of reduced storage on a backend that has none; the oracle for one that has) */             \
     X(round_half, void, (int64_t n, float *x, int bf16), (n, x, bf16))                                                 \
-    /* g *= inv_scale; returns 1 when any result is inf or NaN (the loss scaler's overflow) */                         \
-    X(unscale_check, int, (int64_t n, float *g, float inv_scale), (n, g, inv_scale))                                   \
+    /* 1 when any g[i] * inv_scale is inf or NaN (the loss scaler's overflow); g is not changed */                     \
+    X(unscale_check, int, (int64_t n, dt_dtype t, const void *g, float inv_scale), (n, t, g, inv_scale))               \
     /* Planning (above): bytes of the backend's scratch normalize_u8 needs for n values (a model                       \
      * plans it for its input, n = batch x height x width x channels, at every planned batch) */                       \
     X(normalize_scratch, size_t, (int64_t n), (n))                                                                     \
-    /* a batch of n host uint8 values, channels last with c channels, into the model's input:                          \
-     * x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */                               \
+    /* a batch of n host uint8 values, channels last with c channels, into the model's input x of type                 \
+     * t: x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */                            \
     X(normalize_u8, void,                                                                                              \
-      (int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host, float *x),              \
-      (n, c, u_host, mean_host, std_host, x))
+      (int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host, dt_dtype t, void *x),   \
+      (n, c, u_host, mean_host, std_host, t, x))
 
 #define DT_OPS(X) DT_CONV_OPS(X) DT_OTHER_OPS(X)
 
@@ -228,6 +255,9 @@ typedef struct dt_backend {
      * NULL when out of memory. mem_put copies host -> backend, mem_get backend -> host (they return
      * when the copy is complete). mem_free(NULL) does nothing. */
     int host_memory;
+    /* the element types the ops store (1 << dt_dtype): DT_FLOAT32 always; a model planned with
+     * reduced precision on a backend without DT_FLOAT16 / DT_BFLOAT16 emulates them (model.h) */
+    unsigned storage_types;
     void *(*mem_alloc)(size_t bytes);
     void (*mem_free)(void *p);
     void (*mem_put)(void *dst, const void *src_host, size_t bytes);

@@ -292,7 +292,7 @@ static void plan_backend(dt_model *m, int n, size_t *ws, size_t *scratch)
             break;
         }
         case DT_OP_LINEAR:
-            TAKE_MAX(scratch, be->linear_scratch(n, x->channels * x->height * x->width, y->channels));
+            TAKE_MAX(scratch, be->linear_scratch(n, x->channels * x->height * x->width, y->channels, DT_FLOAT32));
             break;
         default: break;
         }
@@ -530,9 +530,9 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         }
         case DT_OP_RELU:
             if (!nd->attr.fused_into_bn)
-                be->relu_fwd(count, xin, y);
+                be->relu_fwd(count, DT_FLOAT32, xin, y);
             break;
-        case DT_OP_ADD: be->add_fwd(count, xin, act_of(m, nd->in1), y); break;
+        case DT_OP_ADD: be->add_fwd(count, xin, DT_FLOAT32, act_of(m, nd->in1), DT_FLOAT32, y, DT_FLOAT32); break;
         case DT_OP_MAXPOOL: {
             dt_pool_desc d;
             dt_pool_desc_set_max(&d, n, xv->height, xv->width, xv->channels, nd->attr.kernel, nd->attr.stride,
@@ -546,20 +546,20 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             be->avgpool_fwd(&d, xin, y);
             break;
         }
-        case DT_OP_FLATTEN: be->flatten_fwd(n, xv->height, xv->width, xv->channels, xin, y); break;
+        case DT_OP_FLATTEN: be->flatten_fwd(n, xv->height, xv->width, xv->channels, DT_FLOAT32, xin, y); break;
         case DT_OP_LINEAR: {
             const float *lx = xin, *lw = weight, *lb = bias;
             if (m->amp_level)
                 dt_amp_operands(m, nd, n, &lx, &lw, &lb);
-            be->linear_fwd(n, xv->channels * xv->height * xv->width, yv->channels, lx, lw, lb, y);
+            be->linear_fwd(n, xv->channels * xv->height * xv->width, yv->channels, DT_FLOAT32, lx, lw, lb, y);
             break;
         }
         case DT_OP_DROPOUT:
             if (m->training && nd->attr.drop_prob > 0) {
                 uint64_t seed = dt_hash64(m->dropout_seed, m->step * 1024 + (uint64_t)i);
-                be->dropout_fwd(count, nd->attr.drop_prob, seed, xin, y, saved_of(m, nd));
+                be->dropout_fwd(count, nd->attr.drop_prob, seed, xin, DT_FLOAT32, y, DT_FLOAT32, saved_of(m, nd));
             } else {
-                be->copy_grad(count, xin, y, 0);
+                be->copy_grad(count, xin, DT_FLOAT32, y, DT_FLOAT32, 0);
             }
             break;
         }
@@ -583,9 +583,9 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
                      m->num_classes - 1);
             return DT_ERR_INPUT;
         }
-    *loss = m->be->xent(n, m->num_classes, act_of(m, m->output), labels, eps, grad_of(m, m->output));
-    if (m->loss_scale != 0 && m->loss_scale != 1) /* the scaler's factor, before any rounding */
-        m->be->scale((int64_t)n * m->num_classes, m->loss_scale, grad_of(m, m->output));
+    /* the gradient times the scaler's factor, before any rounding */
+    float scale = m->loss_scale != 0 ? m->loss_scale : 1.0f;
+    *loss = m->be->xent(n, m->num_classes, DT_FLOAT32, act_of(m, m->output), labels, eps, scale, grad_of(m, m->output));
     if (m->amp_level) /* the logits were reduced: so is their gradient */
         dt_amp_round(m, grad_of(m, m->output), (int64_t)n * m->num_classes);
     return DT_OK;
@@ -642,14 +642,14 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                        grad_accumulate(m, nd->in0), accumulate);
             break;
         }
-        case DT_OP_RELU: be->relu_bwd(count, y, dy, dx, grad_accumulate(m, nd->in0)); break;
+        case DT_OP_RELU: be->relu_bwd(count, DT_FLOAT32, y, dy, dx, grad_accumulate(m, nd->in0)); break;
         case DT_OP_ADD: {
             int ins[2] = {nd->in0, nd->in1};
             for (int k = 0; k < 2; k++) {
                 if (m->values[ins[k]].grad_alias == nd->out)
                     m->values[ins[k]].grad_ready = 1; /* it is this gradient */
                 else
-                    be->copy_grad(count, dy, grad_of(m, ins[k]), grad_accumulate(m, ins[k]));
+                    be->copy_grad(count, dy, DT_FLOAT32, grad_of(m, ins[k]), DT_FLOAT32, grad_accumulate(m, ins[k]));
             }
             break;
         }
@@ -667,21 +667,22 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         }
         case DT_OP_FLATTEN:
-            be->flatten_bwd(n, xv->height, xv->width, xv->channels, dy, dx, grad_accumulate(m, nd->in0));
+            be->flatten_bwd(n, xv->height, xv->width, xv->channels, DT_FLOAT32, dy, dx, grad_accumulate(m, nd->in0));
             break;
         case DT_OP_LINEAR:
             if (m->amp_level) {
                 dt_amp_linear_bwd(m, nd, n, xin, dy, need_dx, accumulate);
                 break;
             }
-            be->linear_bwd(n, xv->channels * xv->height * xv->width, yv->channels, xin, weight, dy, dx, dweight, dbias,
+            be->linear_bwd(n, xv->channels * xv->height * xv->width, yv->channels, DT_FLOAT32, xin, weight, dy, dx, dweight, dbias,
                            need_dx ? grad_accumulate(m, nd->in0) : 0, accumulate);
             break;
         case DT_OP_DROPOUT:
             if (m->training && nd->attr.drop_prob > 0)
-                be->dropout_bwd(count, nd->attr.drop_prob, saved_of(m, nd), dy, dx, grad_accumulate(m, nd->in0));
+                be->dropout_bwd(count, nd->attr.drop_prob, saved_of(m, nd), dy, DT_FLOAT32, dx, DT_FLOAT32,
+                                grad_accumulate(m, nd->in0));
             else
-                be->copy_grad(count, dy, dx, grad_accumulate(m, nd->in0));
+                be->copy_grad(count, dy, DT_FLOAT32, dx, DT_FLOAT32, grad_accumulate(m, nd->in0));
             break;
         }
         if (m->amp_level >= 2 && nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR)

@@ -70,19 +70,19 @@ void dt_amp_operands(dt_model *m, const dt_node *nd, int n, const float **x, con
     float *ws = dt_arena_at(&m->amp_scratch, 0);
     int64_t nx = value_numel(&m->values[nd->in0], n);
     if (m->amp_level == 1 || nd->in0 == m->input) {
-        m->be->copy_grad(nx, *x, ws, 0);
+        m->be->copy_grad(nx, *x, DT_FLOAT32, ws, DT_FLOAT32, 0);
         dt_amp_round(m, ws, nx);
         *x = ws;
     }
     if (m->amp_level == 1) {
         const dt_param *pw = &m->params[nd->param[DT_NODE_WEIGHT]];
         float *wc = ws + nx;
-        m->be->copy_grad(pw->numel, *w, wc, 0);
+        m->be->copy_grad(pw->numel, *w, DT_FLOAT32, wc, DT_FLOAT32, 0);
         dt_amp_round(m, wc, pw->numel);
         *w = wc;
         if (*b) {
             int64_t nb = m->params[nd->param[DT_NODE_BIAS]].numel;
-            m->be->copy_grad(nb, *b, wc + pw->numel, 0);
+            m->be->copy_grad(nb, *b, DT_FLOAT32, wc + pw->numel, DT_FLOAT32, 0);
             dt_amp_round(m, wc + pw->numel, nb);
             *b = wc + pw->numel;
         }
@@ -93,7 +93,7 @@ void dt_amp_operands(dt_model *m, const dt_node *nd, int n, const float **x, con
 static void amp_join(dt_model *m, float *src, int64_t count, float *out, int acc)
 {
     dt_amp_round(m, src, count);
-    m->be->copy_grad(count, src, out, acc);
+    m->be->copy_grad(count, src, DT_FLOAT32, out, DT_FLOAT32, acc);
 }
 
 /* A conv's backward under mixed precision: dy is the gradient of a reduced output (rounded here,
@@ -153,13 +153,13 @@ void dt_amp_linear_bwd(dt_model *m, const dt_node *nd, int n, const float *xin, 
         float *dx = need_dx ? grad_of(m, nd->in0) : NULL;
         /* dx is written apart only when it must be added: the rounded copy of x is in scratch */
         float *dx_tmp = need_dx && acc ? dw + pw->numel + nb : dx;
-        m->be->linear_bwd(n, in, out, lx, lw, dy, dx_tmp, dw, dw + pw->numel, 0, 0);
+        m->be->linear_bwd(n, in, out, DT_FLOAT32, lx, lw, dy, dx_tmp, dw, dw + pw->numel, 0, 0);
         amp_join(m, dw, pw->numel, param_grad_of(m, wi), accumulate);
         amp_join(m, dw + pw->numel, nb, param_grad_of(m, bi), accumulate);
         if (need_dx)
             amp_join(m, dx_tmp, nx, dx, acc && dx_tmp != dx);
     } else {
-        m->be->linear_bwd(n, in, out, lx, lw, dy, need_dx ? grad_of(m, nd->in0) : NULL, param_grad_of(m, wi),
+        m->be->linear_bwd(n, in, out, DT_FLOAT32, lx, lw, dy, need_dx ? grad_of(m, nd->in0) : NULL, param_grad_of(m, wi),
                           param_grad_of(m, bi), acc, accumulate);
         dt_amp_round(m, param_grad_of(m, wi), pw->numel);
         dt_amp_round(m, param_grad_of(m, bi), nb);

@@ -151,7 +151,7 @@ int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
 /* dst = src, n floats of the backend's memory: its copy_grad without accumulation is a plain copy */
 static void copy_floats(const dt_backend *be, int64_t n, const float *src, float *dst)
 {
-    be->copy_grad(n, src, dst, 0);
+    be->copy_grad(n, src, DT_FLOAT32, dst, DT_FLOAT32, 0);
 }
 
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
@@ -191,7 +191,9 @@ void dt_amp_free(dt_amp *a)
 int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
                 int loss_nonfinite, int *skipped)
 {
-    int overflow = m->be->unscale_check(m->n_weights, m->grads, (float)(1.0 / s->scale)) || loss_nonfinite;
+    /* the update reads the gradients times 1/scale: unscaled on the fly, checked here */
+    const float inv_scale = (float)(1.0 / s->scale);
+    int overflow = m->be->unscale_check(m->n_weights, DT_FLOAT32, m->grads, inv_scale) || loss_nonfinite;
     if (comm)
         DT_TRY(overflow_agree(comm, overflow, &overflow));
     *skipped = dt_scaler_update(s, overflow, step, comm ? comm->rank : 0);
@@ -199,11 +201,11 @@ int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *ma
         if (master) { /* the update happens on the fp32 masters; the model gets them rounded */
             float *w = m->weights;
             m->weights = master;
-            dt_sgd_step(opt, m, lr);
+            dt_sgd_step(opt, m, lr, inv_scale);
             m->weights = w;
             copy_floats(m->be, m->n_weights, master, m->weights);
         } else {
-            dt_sgd_step(opt, m, lr);
+            dt_sgd_step(opt, m, lr, inv_scale);
         }
         dt_model_round_params(m);
     }

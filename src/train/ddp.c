@@ -119,7 +119,7 @@ static int reduce_bucket(dt_ddp *d, int i)
         DT_TRY(d->comm->ops->allreduce(d->comm, g, g, n, DT_FLOAT32, DT_AVG));
     }
     if (d->cfg.grad_scale != 1.0f)
-        d->model->be->scale((int64_t)n, d->cfg.grad_scale, g);
+        d->model->be->scale((int64_t)n, DT_FLOAT32, d->cfg.grad_scale, g);
     return DT_OK;
 }
 

@@ -21,8 +21,9 @@ typedef struct dt_sgd {
 /* DT_OK, DT_ERR_INPUT for nesterov without momentum or dampening (as PyTorch refuses), DT_ERR_NOMEM. */
 int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float dampening, float weight_decay,
                 int nesterov, int no_decay_bn_bias);
-/* One update of every trainable parameter from its gradient, at learning rate lr. */
-void dt_sgd_step(dt_sgd *o, dt_model *m, float lr);
+/* One update of every trainable parameter from its gradient times grad_scale (the loss scaler's
+ * 1/scale, or 1), at learning rate lr. The gradients are not changed. */
+void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale);
 void dt_sgd_free(dt_sgd *o);
 
 #endif

@@ -52,7 +52,7 @@ int dt_run_alloc_batch(dt_run *r)
 /* values uint8 pixels (host, channels last) into the model's input */
 static void normalise(const dt_run *r, const uint8_t *pixels, int64_t values, float *input)
 {
-    r->model.be->normalize_u8(values, r->channels, pixels, r->mean, r->std, input);
+    r->model.be->normalize_u8(values, r->channels, pixels, r->mean, r->std, DT_FLOAT32, input);
 }
 
 /* The next training batch into r->input and r->labels, *n images: 1, 0 when this rank's loader has
@@ -172,7 +172,7 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums, double 
  * (n = 1, so its mean is the row's loss; logits on the host whichever backend trains) */
 static double row_loss(const dt_run *r, const float *row, int32_t label)
 {
-    return dt_backend_cpu.xent(1, r->classes, row, &label, (float)r->cfg->label_smoothing, NULL);
+    return dt_backend_cpu.xent(1, r->classes, DT_FLOAT32, row, &label, (float)r->cfg->label_smoothing, 1.0f, NULL);
 }
 
 int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)

@@ -45,7 +45,7 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
     for (int s = 0; s < STEPS; s++) {
         if (dt_model_forward(&m, x, n) || dt_model_loss(&m, y, n, 0, &loss) || dt_model_backward(&m, n, 0))
             return -1;
-        dt_sgd_step(&o, &m, LR);
+        dt_sgd_step(&o, &m, LR, 1.0f);
     }
     memcpy(out, m.weights, (size_t)nw * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
@@ -81,7 +81,7 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
                 dt_ddp_backward(d, mb, a > 0, a == accum - 1))
                 return -1;
         }
-        dt_sgd_step(&o, &m, LR);
+        dt_sgd_step(&o, &m, LR, 1.0f);
     }
     memcpy(out, m.weights, (size_t)m.n_weights * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));

@@ -434,7 +434,7 @@ int main(void)
         /* ops write the weights and buffers just before DDP broadcasts them (as AMP's rounding and a
          * forward would): creation must wait for them */
         ok = ok && dt_model_forward(&m, x, mb) == DT_OK;
-        recording.scale(m.n_weights, 0.5f, m.weights);
+        recording.scale(m.n_weights, DT_FLOAT32, 0.5f, m.weights);
         ok = ok && dt_ddp_create(&d, &m, c, &runs[k].cfg) == DT_OK;
         double loss;
         for (int s = 0; ok && s < STEPS; s++) {
@@ -443,7 +443,7 @@ int main(void)
                      dt_model_loss(&m, y, mb, 0, &loss) == DT_OK &&
                      dt_ddp_backward(d, mb, a > 0, a == runs[k].accum - 1) == DT_OK;
             if (ok)
-                dt_sgd_step(&o, &m, 0.05f);
+                dt_sgd_step(&o, &m, 0.05f, 1.0f);
         }
         /* a forward writes the buffers, then sync_buffers sends rank 0's */
         ok = ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;

@@ -138,16 +138,18 @@ int main(void)
     float g[1000];
     for (int i = 0; i < 1000; i++)
         g[i] = (float)(i - 500) * 1024.0f;
-    int bad = dt_backend_cpu.unscale_check(1000, g, 1.0f / 1024.0f), exact = 1;
+    int bad = dt_backend_cpu.unscale_check(1000, DT_FLOAT32, g, 1.0f / 1024.0f), kept = 1;
     for (int i = 0; i < 1000; i++)
-        exact = exact && g[i] == (float)(i - 500);
+        kept = kept && g[i] == (float)(i - 500) * 1024.0f;
     g[777] = INFINITY;
-    int inf = dt_backend_cpu.unscale_check(1000, g, 1.0f);
+    int inf = dt_backend_cpu.unscale_check(1000, DT_FLOAT32, g, 1.0f);
     g[777] = NAN;
-    int nan = dt_backend_cpu.unscale_check(1000, g, 1.0f);
+    int nan = dt_backend_cpu.unscale_check(1000, DT_FLOAT32, g, 1.0f);
     g[777] = 3e38f;
-    int big = dt_backend_cpu.unscale_check(1000, g, 1.0f);
-    TAP_OK(!bad && exact && inf && nan && !big, "unscale divides exactly; inf and NaN are caught, 3e38 is not");
+    int big = dt_backend_cpu.unscale_check(1000, DT_FLOAT32, g, 1.0f);
+    int over = dt_backend_cpu.unscale_check(1000, DT_FLOAT32, g, 4.0f); /* 3e38 * 4 overflows */
+    TAP_OK(!bad && kept && inf && nan && !big && over,
+           "the check leaves the gradients as they are; inf and NaN are caught, 3e38 is not, 3e38 * 4 is");
 
     /* a skipped step touches nothing */
     dt_model m;

@@ -165,7 +165,7 @@ static int train(const dt_backend *be, int level, const char *ckpt, trained *t)
             u[i] = (uint8_t)dt_rng_below(&g, 256);
         for (int i = 0; i < N; i++)
             y[i] = (int32_t)dt_rng_below(&g, CLASSES);
-        be->normalize_u8((int64_t)sizeof u, 3, u, mean, std, x);
+        be->normalize_u8((int64_t)sizeof u, 3, u, mean, std, DT_FLOAT32, x);
         float z[N * CLASSES];
         int skipped;
         ok = dt_model_forward(&m, x, N) == DT_OK && dt_model_loss(&m, y, N, 0.1f, &t->loss[s]) == DT_OK &&

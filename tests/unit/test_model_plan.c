@@ -53,11 +53,11 @@ static size_t r_bn_scratch(const dt_bn_desc *d)
         bn_rows[n_bn++] = d->rows;
     return note((size_t)d->rows * (size_t)d->c * 3 + dt_backend_cpu.bn_scratch(d));
 }
-static size_t r_linear_scratch(int n, int in, int out)
+static size_t r_linear_scratch(int n, int in, int out, dt_dtype t)
 {
     if (n_linear < MAX_CALLS)
         linear_n[n_linear++] = n;
-    return note((size_t)n * 7 + dt_backend_cpu.linear_scratch(n, in, out));
+    return note((size_t)n * 7 + dt_backend_cpu.linear_scratch(n, in, out, t));
 }
 static size_t r_xent_scratch(int n, int k)
 {

@@ -1,6 +1,6 @@
-/* backend_cpu.c: the CPU backend's op table and its thread setting. The CPU ops need no scratch of
- * the backend's own (their *_scratch are 0, reserve_scratch has nothing to do) and index tensors
- * with int64_t (no limit on a tensor's elements). */
+/* backend_cpu.c: the CPU backend's op table, its scratch and its thread setting. The CPU ops store
+ * fp32, fp16 and bf16; only a linear layer on reduced operands uses the backend's scratch (to widen
+ * them); tensors are indexed with int64_t (no limit on a tensor's elements). */
 #include "config.h"
 
 #include <stdint.h>
@@ -13,10 +13,12 @@
 
 #include "nn/cpu/cpu.h"
 #include "util/check.h"
+#include "util/log.h"
 
 /* memory: host memory, plain C; planning: nothing to reserve, no limit on a tensor */
 #define CPU_MEMORY                                                                                            \
-    .host_memory = 1, .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy, \
+    .host_memory = 1, .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16,               \
+    .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy, \
     .mem_get = dt_cpu_mem_copy, .sync = dt_cpu_sync, .reserve_scratch = dt_cpu_reserve_scratch,              \
     .max_tensor_elems = INT64_MAX
 
@@ -67,10 +69,28 @@ void dt_cpu_sync(void)
 {
 }
 
+/* one scratch for every model of the process (one op runs at a time): it only grows */
+static void *scratch;
+static size_t scratch_bytes;
+
 int dt_cpu_reserve_scratch(size_t bytes)
 {
-    (void)bytes;
+    if (bytes <= scratch_bytes)
+        return DT_OK;
+    void *p = dt_cpu_mem_alloc(bytes);
+    if (!p) {
+        dt_error("cpu: cannot allocate %.1f MiB of scratch", bytes / 1048576.0);
+        return DT_ERR_NOMEM;
+    }
+    free(scratch);
+    scratch = p;
+    scratch_bytes = bytes;
     return DT_OK;
+}
+
+void *dt_cpu_scratch(void)
+{
+    return scratch;
 }
 
 static int cpu_threads = 1;

@@ -4,7 +4,8 @@
  * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
  * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
  * need not be kept. Temporaries are per channel block, on the stack: no scratch (bn_scratch is
- * 0). */
+ * 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
+ * rounded as they are stored (cpu.h's typed helpers). */
 #include "config.h"
 
 #include <math.h>
@@ -28,13 +29,16 @@ static inline float bn_affine(float x, float scale, float shift)
 
 /* y = x*scale + shift, then max(0, .) when relu */
 DT_CLONES
-static void affine(int64_t rows, int c, int c0, int cb, const float *x, const float *scale, const float *shift, float *y,
+static void affine(const dt_bn_desc *d, int c0, int cb, const void *x, const float *scale, const float *shift, void *y,
                    int relu)
 {
+    const int64_t rows = d->rows;
+    const int c = d->c;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        const float *xr = x + r * c + c0;
-        float *yr = y + r * c + c0;
+        float xt[CB], yt[CB];
+        const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
+        float *yr = dt_cpu_out(d->yt, y, r * c + c0, cb, yt, 0);
         if (relu) {
 #pragma omp simd
             for (int j = 0; j < cb; j++) {
@@ -46,12 +50,19 @@ static void affine(int64_t rows, int c, int c0, int cb, const float *x, const fl
             for (int j = 0; j < cb; j++)
                 yr[j] = bn_affine(xr[j], scale[j], shift[j]);
         }
+        dt_cpu_flush(d->yt, y, r * c + c0, cb, yr);
     }
 }
 
+/* n parameters of type t from element i into dst */
+static void params_in(dt_dtype t, const void *p, int c0, int n, float *dst)
+{
+    dt_cpu_load(t, p, c0, n, dst);
+}
+
 DT_CLONES
-void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta, float *y,
-                         float *saved, float *running_mean, float *running_var, int relu)
+void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,
+                         void *running_mean, void *running_var, int relu)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
@@ -62,13 +73,13 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
          * E[(x-k)^2] - E[x-k]^2 does not cancel catastrophically for inputs far from zero */
         double sum[CB] = {0}, sq[CB] = {0};
         float k[CB];
-        for (int j = 0; j < cb; j++)
-            k[j] = x[c0 + j];
+        dt_cpu_load(d->xt, x, c0, cb, k);
 #pragma omp parallel for schedule(static) reduction(+ : sum[:CB], sq[:CB])
         for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
             float fs[CB] = {0}, fq[CB] = {0};
             for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                const float *xr = x + r * c + c0;
+                float xt[CB];
+                const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
 #pragma omp simd
                 for (int j = 0; j < cb; j++) {
                     float t = xr[j] - k[j];
@@ -107,35 +118,46 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma
             }
         }
         float *scale = save_scale + c0, *shift = save_shift + c0;
+        float g[CB], b[CB], rm[CB], rv[CB];
+        params_in(d->pt, gamma, c0, cb, g);
+        params_in(d->pt, beta, c0, cb, b);
+        params_in(d->pt, running_mean, c0, cb, rm);
+        params_in(d->pt, running_var, c0, cb, rv);
         for (int j = 0; j < cb; j++) {
             double var = sq[j] / n_all;
             double invstd = 1.0 / sqrt(var + d->eps);
             save_mean[c0 + j] = (float)mean[j];
             save_invstd[c0 + j] = (float)invstd;
-            scale[j] = (float)(gamma[c0 + j] * invstd);
-            shift[j] = (float)(beta[c0 + j] - mean[j] * gamma[c0 + j] * invstd);
+            scale[j] = (float)(g[j] * invstd);
+            shift[j] = (float)(b[j] - mean[j] * g[j] * invstd);
             double unbiased = n_all > 1 ? sq[j] / (n_all - 1) : var;
-            running_mean[c0 + j] = (float)((1.0 - d->momentum) * running_mean[c0 + j] + d->momentum * mean[j]);
-            running_var[c0 + j] = (float)((1.0 - d->momentum) * running_var[c0 + j] + d->momentum * unbiased);
+            rm[j] = (float)((1.0 - d->momentum) * rm[j] + d->momentum * mean[j]);
+            rv[j] = (float)((1.0 - d->momentum) * rv[j] + d->momentum * unbiased);
         }
-        affine(rows, c, c0, cb, x, scale, shift, y, relu);
+        dt_cpu_store(d->pt, running_mean, c0, cb, rm);
+        dt_cpu_store(d->pt, running_var, c0, cb, rv);
+        affine(d, c0, cb, x, scale, shift, y, relu);
     }
 }
 
 DT_CLONES
-void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                         const float *running_mean, const float *running_var, float *y, int relu)
+void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta,
+                         const void *running_mean, const void *running_var, void *y, int relu)
 {
     const int c = d->c;
     for (int c0 = 0; c0 < c; c0 += CB) {
         const int cb = c - c0 < CB ? c - c0 : CB;
-        float scale[CB], shift[CB];
+        float scale[CB], shift[CB], g[CB], b[CB], rm[CB], rv[CB];
+        params_in(d->pt, gamma, c0, cb, g);
+        params_in(d->pt, beta, c0, cb, b);
+        params_in(d->pt, running_mean, c0, cb, rm);
+        params_in(d->pt, running_var, c0, cb, rv);
         for (int j = 0; j < cb; j++) {
-            double invstd = 1.0 / sqrt((double)running_var[c0 + j] + d->eps);
-            scale[j] = (float)(gamma[c0 + j] * invstd);
-            shift[j] = (float)(beta[c0 + j] - running_mean[c0 + j] * gamma[c0 + j] * invstd);
+            double invstd = 1.0 / sqrt((double)rv[j] + d->eps);
+            scale[j] = (float)(g[j] * invstd);
+            shift[j] = (float)(b[j] - rm[j] * g[j] * invstd);
         }
-        affine(d->rows, c, c0, cb, x, scale, shift, y, relu);
+        affine(d, c0, cb, x, scale, shift, y, relu);
     }
 }
 
@@ -158,9 +180,8 @@ static inline void row_dy(const float *dr, const float *xr, const float *scale, 
 }
 
 DT_CLONES
-void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
-                   const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
-                   int accumulate_params)
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *gamma, const float *saved,
+                   void *dx, void *dgamma, void *dbeta, int accumulate_dx, int accumulate_params)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
@@ -175,8 +196,9 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int rel
         for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
             float fs[CB] = {0}, fx[CB] = {0};
             for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
-                float g[CB];
+                float xt[CB], dt[CB], g[CB];
+                const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
+                const float *dr = dt_cpu_view(d->yt, dy, r * c + c0, cb, dt);
                 row_dy(dr, xr, scale + c0, shift + c0, relu, cb, g);
 #pragma omp simd
                 for (int j = 0; j < cb; j++) {
@@ -211,26 +233,34 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int rel
                 }
             }
         }
-        float a[CB], b[CB], k[CB];
+        float a[CB], b[CB], k[CB], gm[CB], dgm[CB], dbt[CB];
+        params_in(d->pt, gamma, c0, cb, gm);
+        if (accumulate_params) {
+            params_in(d->pt, dgamma, c0, cb, dgm);
+            params_in(d->pt, dbeta, c0, cb, dbt);
+        }
         for (int j = 0; j < cb; j++) {
             double invstd = save_invstd[c0 + j];
             double dg = sdyx[j] * invstd, db = sdy[j];
             if (accumulate_params) {
-                dgamma[c0 + j] += (float)dg;
-                dbeta[c0 + j] += (float)db;
+                dgm[j] += (float)dg;
+                dbt[j] += (float)db;
             } else {
-                dgamma[c0 + j] = (float)dg;
-                dbeta[c0 + j] = (float)db;
+                dgm[j] = (float)dg;
+                dbt[j] = (float)db;
             }
-            a[j] = (float)(gamma[c0 + j] * invstd);                               /* times dy */
-            k[j] = (float)(gamma[c0 + j] * invstd * invstd * invstd * gdyx[j] / n_all); /* times (x-mean) */
-            b[j] = (float)(gamma[c0 + j] * invstd * gdy[j] / n_all);              /* constant */
+            a[j] = (float)(gm[j] * invstd);                               /* times dy */
+            k[j] = (float)(gm[j] * invstd * invstd * invstd * gdyx[j] / n_all); /* times (x-mean) */
+            b[j] = (float)(gm[j] * invstd * gdy[j] / n_all);              /* constant */
         }
+        dt_cpu_store(d->pt, dgamma, c0, cb, dgm);
+        dt_cpu_store(d->pt, dbeta, c0, cb, dbt);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
-            const float *xr = x + r * c + c0, *dr = dy + r * c + c0;
-            float *o = dx + r * c + c0;
-            float g[CB];
+            float xt[CB], dt[CB], ot[CB], g[CB];
+            const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
+            const float *dr = dt_cpu_view(d->yt, dy, r * c + c0, cb, dt);
+            float *o = dt_cpu_out(d->xt, dx, r * c + c0, cb, ot, accumulate_dx);
             row_dy(dr, xr, scale + c0, shift + c0, relu, cb, g);
             if (accumulate_dx) {
 #pragma omp simd
@@ -241,6 +271,7 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int rel
                 for (int j = 0; j < cb; j++)
                     o[j] = a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
             }
+            dt_cpu_flush(d->xt, dx, r * c + c0, cb, o);
         }
     }
 }

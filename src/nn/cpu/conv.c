@@ -5,7 +5,8 @@
  *   forward:       y[m, g*Og:(g+1)*Og]  = col_g[m, K] . W_g[Og, K]^T          K = kh*kw*Cg
  *   backward data: dcol_g[m, K]         = dy[m, g-slice] . W_g, then scatter-added into dx (col2im)
  *   backward filt: dW_g[Og, K]         += dy[m, g-slice]^T . col_g[m, K]
- * A 1x1, stride-1, unpadded convolution needs no columns: x itself is the [m, C] matrix. */
+ * A 1x1, stride-1, unpadded convolution needs no columns: x itself is the [m, C] matrix. These are
+ * the fp32 convolutions (dt_cpu_conv32_ref); typed.c runs them on fp16/bf16 operands. */
 #include "config.h"
 
 #include <cblas.h>
@@ -51,7 +52,7 @@ static int64_t chunk_rows(const dt_conv_desc *d)
     return r < total ? r : total;
 }
 
-size_t dt_cpu_conv_workspace(const dt_conv_desc *d)
+static size_t workspace32(const dt_conv_desc *d)
 {
     if (dt_cpu_conv_pointwise(d))
         return 0;
@@ -113,7 +114,7 @@ static void col2im(const dt_conv_desc *d, const float *dcol, int g, int64_t m0, 
     }
 }
 
-void dt_cpu_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
 {
     const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups;
@@ -136,7 +137,7 @@ void dt_cpu_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, cons
         dt_cpu_add_bias(total, d->oc, bias, y);
 }
 
-void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
+static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
     const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups;
@@ -158,8 +159,8 @@ void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w
     }
 }
 
-void dt_cpu_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
-                            int accumulate, void *ws)
+static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
+                         void *ws)
 {
     const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups;
@@ -181,4 +182,28 @@ void dt_cpu_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *
     }
     if (dbias)
         dt_cpu_column_sums(total, d->oc, dy, dbias, accumulate);
+}
+
+const dt_cpu_conv32 dt_cpu_conv32_ref = {workspace32, fwd32, bwd_data32, bwd_filter32};
+
+/* the ops: on reduced operands through typed.c */
+size_t dt_cpu_conv_workspace(const dt_conv_desc *d)
+{
+    return dt_cpu_typed_conv_workspace(&dt_cpu_conv32_ref, d);
+}
+
+void dt_cpu_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
+{
+    dt_cpu_typed_conv_fwd(&dt_cpu_conv32_ref, d, x, w, bias, y, ws);
+}
+
+void dt_cpu_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws)
+{
+    dt_cpu_typed_conv_bwd_data(&dt_cpu_conv32_ref, d, dy, w, dx, accumulate, ws);
+}
+
+void dt_cpu_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias, int accumulate,
+                            void *ws)
+{
+    dt_cpu_typed_conv_bwd_filter(&dt_cpu_conv32_ref, d, x, dy, dw, dbias, accumulate, ws);
 }

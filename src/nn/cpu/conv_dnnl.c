@@ -220,11 +220,11 @@ static size_t own_bytes(const conv_prims *e)
     return e->scratch_bytes + e->wbytes;
 }
 
-size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
+static size_t workspace32(const dt_conv_desc *d)
 {
     conv_prims *e = lookup(d);
     if (!e)
-        return dt_cpu_conv_workspace(d);
+        return dt_cpu_conv32_ref.workspace(d);
     /* scratchpad and weights, then the room for a result to be added: dw and dbias; dx slice by
      * slice of images (a slice's own primitives, made here too) */
     size_t need = own_bytes(e) + (size_t)(w_elems(d) + d->oc) * sizeof(float);
@@ -236,7 +236,7 @@ size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
                 continue;
             dt_conv_desc sd = slice(d, sizes[i]);
             conv_prims *se = lookup(&sd);
-            size_t b = (se ? own_bytes(se) : dt_cpu_conv_workspace(&sd)) +
+            size_t b = (se ? own_bytes(se) : dt_cpu_conv32_ref.workspace(&sd)) +
                        (size_t)k * d->h * d->w * d->c * sizeof(float);
             need = b > need ? b : need;
         }
@@ -267,11 +267,11 @@ static void weights_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t to, cons
     exec(e, r, 2, a);
 }
 
-void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
 {
     conv_prims *e = lookup(d);
     if (!e || (bias != NULL) != (d->bias != 0)) {
-        dt_cpu_conv_fwd(d, x, w, bias, y, ws);
+        dt_cpu_conv32_ref.fwd(d, x, w, bias, y, ws);
         return;
     }
     weights_in(e, e->r_fwd, e->w_fwd, w, ws);
@@ -297,12 +297,11 @@ static void bwd_data_into(conv_prims *e, const float *dy, const float *w, float 
     exec(e, e->bwd_data, 4, a);
 }
 
-void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate,
-                               void *ws)
+static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
     conv_prims *e = lookup(d);
     if (!e || (accumulate && !d->dx_accumulate)) { /* no room planned for adding: the reference adds */
-        dt_cpu_conv_bwd_data(d, dy, w, dx, accumulate, ws);
+        dt_cpu_conv32_ref.bwd_data(d, dy, w, dx, accumulate, ws);
         return;
     }
     if (!accumulate) {
@@ -316,21 +315,21 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const float *dy, const flo
         int cnt = d->n - i0 < k ? d->n - i0 : k;
         dt_conv_desc sd = slice(d, cnt);
         conv_prims *se = lookup(&sd);
-        float *tmp = (float *)((char *)ws + (se ? own_bytes(se) : dt_cpu_conv_workspace(&sd)));
+        float *tmp = (float *)((char *)ws + (se ? own_bytes(se) : dt_cpu_conv32_ref.workspace(&sd)));
         if (se)
             bwd_data_into(se, dy + i0 * out_img, w, tmp, ws);
         else
-            dt_cpu_conv_bwd_data(&sd, dy + i0 * out_img, w, tmp, 0, ws);
-        dt_cpu_copy_grad(cnt * in_img, tmp, dx + i0 * in_img, 1);
+            dt_cpu_conv32_ref.bwd_data(&sd, dy + i0 * out_img, w, tmp, 0, ws);
+        dt_cpu_add_into(cnt * in_img, tmp, dx + i0 * in_img);
     }
 }
 
-void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
-                                 int accumulate, void *ws)
+static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
+                         void *ws)
 {
     conv_prims *e = lookup(d);
     if (!e || (dbias != NULL) != (d->bias != 0)) {
-        dt_cpu_conv_bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
+        dt_cpu_conv32_ref.bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
         return;
     }
     float *ow = accumulate ? (float *)((char *)ws + e->scratch_bytes + e->wbytes) : dw;
@@ -348,8 +347,32 @@ void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const float *x, const fl
     dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->w_diff}, {DNNL_ARG_TO, e->wei}};
     exec(e, e->r_back, 2, r);
     if (accumulate) {
-        dt_cpu_copy_grad(w_elems(d), ow, dw, 1);
+        dt_cpu_add_into(w_elems(d), ow, dw);
         if (dbias)
-            dt_cpu_copy_grad(d->oc, ob, dbias, 1);
+            dt_cpu_add_into(d->oc, ob, dbias);
     }
+}
+
+static const dt_cpu_conv32 dnnl32 = {workspace32, fwd32, bwd_data32, bwd_filter32};
+
+/* the ops: on reduced operands through typed.c */
+size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
+{
+    return dt_cpu_typed_conv_workspace(&dnnl32, d);
+}
+
+void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
+{
+    dt_cpu_typed_conv_fwd(&dnnl32, d, x, w, bias, y, ws);
+}
+
+void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws)
+{
+    dt_cpu_typed_conv_bwd_data(&dnnl32, d, dy, w, dx, accumulate, ws);
+}
+
+void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
+                                 int accumulate, void *ws)
+{
+    dt_cpu_typed_conv_bwd_filter(&dnnl32, d, x, dy, dw, dbias, accumulate, ws);
 }

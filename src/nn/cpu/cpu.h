@@ -13,8 +13,75 @@
 int dt_omp_threads(void);
 int dt_omp_thread(void);
 
-/* helpers */
+/* --- typed tensors (nn/backend.h, "Types"): the ops widen reduced operands to fp32 when they load
+ * them and round results to the destination's type when they store them (typed.c) --- */
+
+/* DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16: bytes per element */
+static inline size_t dt_cpu_type_bytes(dt_dtype t)
+{
+    return t == DT_FLOAT32 ? 4 : 2;
+}
+/* dst[0..n) = x[i..i+n) of type t, widened (exact) */
+void dt_cpu_load(dt_dtype t, const void *x, int64_t i, int64_t n, float *dst);
+/* x[i..i+n) = src[0..n) rounded to type t (nearest even) */
+void dt_cpu_store(dt_dtype t, void *x, int64_t i, int64_t n, const float *src);
+/* the same for whole tensors, in parallel */
+void dt_cpu_widen(dt_dtype t, const void *x, int64_t n, float *dst);
+void dt_cpu_narrow(dt_dtype t, const float *src, int64_t n, void *x);
+/* n fp32 values of x (type t) from element i: x's own memory when fp32, else tile, widened into */
+static inline const float *dt_cpu_view(dt_dtype t, const void *x, int64_t i, int64_t n, float *tile)
+{
+    if (t == DT_FLOAT32)
+        return (const float *)x + i;
+    dt_cpu_load(t, x, i, n, tile);
+    return tile;
+}
+/* where n results for x (type t) from element i are computed: x's own memory when fp32, else tile;
+ * with accumulate, tile first holds x's values. dt_cpu_flush then stores a tile. */
+static inline float *dt_cpu_out(dt_dtype t, void *x, int64_t i, int64_t n, float *tile, int accumulate)
+{
+    if (t == DT_FLOAT32)
+        return (float *)x + i;
+    if (accumulate)
+        dt_cpu_load(t, x, i, n, tile);
+    return tile;
+}
+static inline void dt_cpu_flush(dt_dtype t, void *x, int64_t i, int64_t n, const float *tile)
+{
+    if (t != DT_FLOAT32)
+        dt_cpu_store(t, x, i, n, tile);
+}
+/* one element */
+float dt_cpu_get(dt_dtype t, const void *x, int64_t i);
+void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v);
+/* elements per tile of the element-wise ops (a multiple of 64: tiles stay aligned) */
+#define DT_CPU_TILE 1024
+
+/* The convolutions in fp32 (conv.c's im2col reference, conv_dnnl.c's oneDNN), with the contracts of
+ * the conv ops; typed.c runs them on reduced operands by widening into the workspace. */
+typedef struct dt_cpu_conv32 {
+    size_t (*workspace)(const dt_conv_desc *d);
+    void (*fwd)(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws);
+    void (*bwd_data)(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws);
+    void (*bwd_filter)(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
+                       void *ws);
+} dt_cpu_conv32;
+extern const dt_cpu_conv32 dt_cpu_conv32_ref;
+size_t dt_cpu_typed_conv_workspace(const dt_cpu_conv32 *impl, const dt_conv_desc *d);
+void dt_cpu_typed_conv_fwd(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *x, const void *w,
+                           const void *bias, void *y, void *ws);
+void dt_cpu_typed_conv_bwd_data(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *dy, const void *w,
+                                void *dx, int accumulate, void *ws);
+void dt_cpu_typed_conv_bwd_filter(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *x, const void *dy,
+                                  void *dw, void *dbias, int accumulate, void *ws);
+
+/* the backend's scratch (reserve_scratch; linear's widened operands) */
+void *dt_cpu_scratch(void);
+
+/* helpers (fp32) */
 void dt_cpu_zero(int64_t n, float *x);
+/* dst[i] += src[i] */
+void dt_cpu_add_into(int64_t n, const float *src, float *dst);
 /* y[r, :] += bias for rows r < rows of c columns */
 void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y);
 /* out[j] (+)= sum over r of y[r, j] */
@@ -40,7 +107,7 @@ void *dt_cpu_mem_alloc(size_t bytes);
 void dt_cpu_mem_free(void *p);
 void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes);
 void dt_cpu_sync(void);
-/* planning: DT_OK (the CPU ops need no scratch) */
+/* planning: keeps a scratch of at least bytes (dt_cpu_scratch); DT_OK or DT_ERR_NOMEM */
 int dt_cpu_reserve_scratch(size_t bytes);
 
 #endif

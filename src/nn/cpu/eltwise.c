@@ -29,25 +29,45 @@ int dt_omp_thread(void)
 #endif
 }
 
+/* Element-wise loops over tiles of DT_CPU_TILE elements (in parallel): each operand a view of fp32
+ * values (its own memory when fp32, else widened into a tile on the stack), each result stored
+ * through a tile when its type is reduced. BEGIN_TILES opens the loop with `i` (the first element)
+ * and `k` (the count); END_TILES closes it. */
+#define BEGIN_TILES(n)                                                                                          \
+    _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < (n); i += DT_CPU_TILE)                \
+    {                                                                                                           \
+        const int64_t k = (n) - i < DT_CPU_TILE ? (n) - i : DT_CPU_TILE;
+#define END_TILES }
+
 void dt_cpu_zero(int64_t n, float *x)
 {
-    dt_cpu_fill(n, 0.0f, x);
+    dt_cpu_fill(n, DT_FLOAT32, 0.0f, x);
 }
 
 DT_CLONES
-void dt_cpu_fill(int64_t n, float value, float *x)
+void dt_cpu_fill(int64_t n, dt_dtype t, float value, void *x)
 {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        x[i] = value;
+    BEGIN_TILES(n)
+    float tile[DT_CPU_TILE];
+    float *o = dt_cpu_out(t, x, i, k, tile, 0);
+#pragma omp simd
+    for (int64_t j = 0; j < k; j++)
+        o[j] = value;
+    dt_cpu_flush(t, x, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
-void dt_cpu_scale(int64_t n, float a, float *x)
+void dt_cpu_scale(int64_t n, dt_dtype t, float a, void *x)
 {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        x[i] *= a;
+    BEGIN_TILES(n)
+    float tile[DT_CPU_TILE];
+    float *o = dt_cpu_out(t, x, i, k, tile, 1);
+#pragma omp simd
+    for (int64_t j = 0; j < k; j++)
+        o[j] *= a;
+    dt_cpu_flush(t, x, i, k, o);
+    END_TILES
 }
 
 void dt_cpu_round_half(int64_t n, float *x, int bf16)
@@ -56,16 +76,29 @@ void dt_cpu_round_half(int64_t n, float *x, int bf16)
 }
 
 DT_CLONES
-int dt_cpu_unscale_check(int64_t n, float *g, float inv_scale)
+int dt_cpu_unscale_check(int64_t n, dt_dtype t, const void *g, float inv_scale)
 {
     int bad = 0;
-#pragma omp parallel for simd schedule(static) reduction(| : bad)
-    for (int64_t i = 0; i < n; i++) {
-        float v = g[i] * inv_scale;
-        g[i] = v;
-        bad |= !(v - v == 0.0f); /* inf - inf and NaN - NaN are NaN; branch-free, so it vectorises */
+    BEGIN_TILES(n)
+    float tile[DT_CPU_TILE];
+    const float *v = dt_cpu_view(t, g, i, k, tile);
+    int b = 0;
+#pragma omp simd reduction(| : b)
+    for (int64_t j = 0; j < k; j++) {
+        float u = v[j] * inv_scale;
+        b |= !(u - u == 0.0f); /* inf - inf and NaN - NaN are NaN; branch-free, so it vectorises */
     }
+    if (b) {
+#pragma omp atomic
+        bad |= b;
+    }
+    END_TILES
     return bad;
+}
+
+void dt_cpu_add_into(int64_t n, const float *src, float *dst)
+{
+    dt_cpu_copy_grad(n, src, DT_FLOAT32, dst, DT_FLOAT32, 1);
 }
 
 size_t dt_cpu_normalize_scratch(int64_t n)
@@ -74,13 +107,17 @@ size_t dt_cpu_normalize_scratch(int64_t n)
     return 0;
 }
 
-void dt_cpu_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean, const float *std, float *x)
+void dt_cpu_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean, const float *std, dt_dtype t, void *x)
 {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        int ch = (int)(i % c);
-        x[i] = ((float)u[i] * (1.0f / 255.0f) - mean[ch]) / std[ch];
+    BEGIN_TILES(n)
+    float tile[DT_CPU_TILE];
+    float *o = dt_cpu_out(t, x, i, k, tile, 0);
+    for (int64_t j = 0; j < k; j++) {
+        int ch = (int)((i + j) % c);
+        o[j] = ((float)u[i + j] * (1.0f / 255.0f) - mean[ch]) / std[ch];
     }
+    dt_cpu_flush(t, x, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
@@ -110,116 +147,165 @@ void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int acc
 }
 
 DT_CLONES
-void dt_cpu_relu_fwd(int64_t n, const float *x, float *y)
+void dt_cpu_relu_fwd(int64_t n, dt_dtype t, const void *x, void *y)
 {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        y[i] = v > 0.0f ? v : 0.0f;
+    BEGIN_TILES(n)
+    float xt[DT_CPU_TILE], yt[DT_CPU_TILE];
+    const float *a = dt_cpu_view(t, x, i, k, xt);
+    float *o = dt_cpu_out(t, y, i, k, yt, 0);
+#pragma omp simd
+    for (int64_t j = 0; j < k; j++) {
+        float v = a[j];
+        o[j] = v > 0.0f ? v : 0.0f;
     }
+    dt_cpu_flush(t, y, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
-void dt_cpu_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
+void dt_cpu_relu_bwd(int64_t n, dt_dtype t, const void *y, const void *dy, void *dx, int accumulate)
 {
+    BEGIN_TILES(n)
+    float yt[DT_CPU_TILE], gt[DT_CPU_TILE], ot[DT_CPU_TILE];
+    const float *a = dt_cpu_view(t, y, i, k, yt), *g = dt_cpu_view(t, dy, i, k, gt);
+    float *o = dt_cpu_out(t, dx, i, k, ot, accumulate);
     if (accumulate) {
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < n; i++) { /* loads outside the condition: branch-free, vectorised */
-            float g = dy[i];
-            dx[i] += y[i] > 0.0f ? g : 0.0f;
+#pragma omp simd
+        for (int64_t j = 0; j < k; j++) { /* loads outside the condition: branch-free, vectorised */
+            float v = g[j];
+            o[j] += a[j] > 0.0f ? v : 0.0f;
         }
     } else {
-#pragma omp parallel for simd schedule(static)
-        for (int64_t i = 0; i < n; i++) {
-            float g = dy[i];
-            dx[i] = y[i] > 0.0f ? g : 0.0f;
+#pragma omp simd
+        for (int64_t j = 0; j < k; j++) {
+            float v = g[j];
+            o[j] = a[j] > 0.0f ? v : 0.0f;
         }
     }
+    dt_cpu_flush(t, dx, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
-void dt_cpu_add_fwd(int64_t n, const float *a, const float *b, float *y)
+void dt_cpu_add_fwd(int64_t n, const void *a, dt_dtype at, const void *b, dt_dtype bt, void *y, dt_dtype yt)
 {
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        y[i] = a[i] + b[i];
+    BEGIN_TILES(n)
+    float ta[DT_CPU_TILE], tb[DT_CPU_TILE], ty[DT_CPU_TILE];
+    const float *u = dt_cpu_view(at, a, i, k, ta), *v = dt_cpu_view(bt, b, i, k, tb);
+    float *o = dt_cpu_out(yt, y, i, k, ty, 0);
+#pragma omp simd
+    for (int64_t j = 0; j < k; j++)
+        o[j] = u[j] + v[j];
+    dt_cpu_flush(yt, y, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
-void dt_cpu_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
+void dt_cpu_copy_grad(int64_t n, const void *src, dt_dtype st, void *dst, dt_dtype dt, int accumulate)
 {
-    if (!accumulate) {
-        memcpy(dst, src, (size_t)n * sizeof(float));
+    if (!accumulate && st == dt) {
+        memcpy(dst, src, (size_t)n * dt_cpu_type_bytes(st));
         return;
     }
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++)
-        dst[i] += src[i];
+    BEGIN_TILES(n)
+    float ts[DT_CPU_TILE], td[DT_CPU_TILE];
+    const float *u = dt_cpu_view(st, src, i, k, ts);
+    float *o = dt_cpu_out(dt, dst, i, k, td, accumulate);
+    if (accumulate) {
+#pragma omp simd
+        for (int64_t j = 0; j < k; j++)
+            o[j] += u[j];
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < k; j++)
+            o[j] = u[j];
+    }
+    dt_cpu_flush(dt, dst, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
-void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask)
+void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y, dt_dtype yt,
+                        uint8_t *mask)
 {
     /* keep when the top 24 bits of hash(seed, i) fall at or above p*2^24: exact for any thread split */
     const uint32_t cut = (uint32_t)((double)p * (1u << 24));
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        uint8_t keep = (uint32_t)(dt_hash64(seed, (uint64_t)i) >> 40) >= cut;
-        mask[i] = keep;
-        y[i] = keep ? x[i] * scale : 0.0f;
+    BEGIN_TILES(n)
+    float tx[DT_CPU_TILE], ty[DT_CPU_TILE];
+    const float *a = dt_cpu_view(xt, x, i, k, tx);
+    float *o = dt_cpu_out(yt, y, i, k, ty, 0);
+    for (int64_t j = 0; j < k; j++) {
+        uint8_t keep = (uint32_t)(dt_hash64(seed, (uint64_t)(i + j)) >> 40) >= cut;
+        mask[i + j] = keep;
+        o[j] = keep ? a[j] * scale : 0.0f;
     }
+    dt_cpu_flush(yt, y, i, k, o);
+    END_TILES
 }
 
 DT_CLONES
-void dt_cpu_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate)
+void dt_cpu_dropout_bwd(int64_t n, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx, dt_dtype xt,
+                        int accumulate)
 {
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float v = mask[i] ? dy[i] * scale : 0.0f;
-        dx[i] = accumulate ? dx[i] + v : v;
+    BEGIN_TILES(n)
+    float tg[DT_CPU_TILE], to[DT_CPU_TILE];
+    const float *g = dt_cpu_view(yt, dy, i, k, tg);
+    float *o = dt_cpu_out(xt, dx, i, k, to, accumulate);
+    for (int64_t j = 0; j < k; j++) {
+        float v = mask[i + j] ? g[j] * scale : 0.0f;
+        o[j] = accumulate ? o[j] + v : v;
     }
+    dt_cpu_flush(xt, dx, i, k, o);
+    END_TILES
 }
 
 /* y[img, ch*h*w + y*w + x] = x[img, y, x, ch] */
-void dt_cpu_flatten_fwd(int n, int h, int w, int c, const float *x, float *y)
+void dt_cpu_flatten_fwd(int n, int h, int w, int c, dt_dtype t, const void *x, void *y)
 {
     const int64_t hw = (int64_t)h * w, per = hw * c;
+    const size_t es = dt_cpu_type_bytes(t);
 #pragma omp parallel for schedule(static)
     for (int64_t img = 0; img < n; img++)
         for (int64_t p = 0; p < hw; p++)
-            for (int ch = 0; ch < c; ch++)
-                y[img * per + ch * hw + p] = x[img * per + p * c + ch];
+            for (int ch = 0; ch < c; ch++) /* a move of bytes: no type changes */
+                memcpy((char *)y + (size_t)(img * per + ch * hw + p) * es,
+                       (const char *)x + (size_t)(img * per + p * c + ch) * es, es);
 }
 
-void dt_cpu_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, int accumulate)
+void dt_cpu_flatten_bwd(int n, int h, int w, int c, dt_dtype t, const void *dy, void *dx, int accumulate)
 {
     const int64_t hw = (int64_t)h * w, per = hw * c;
 #pragma omp parallel for schedule(static)
     for (int64_t img = 0; img < n; img++)
         for (int64_t p = 0; p < hw; p++)
             for (int ch = 0; ch < c; ch++) {
-                float v = dy[img * per + ch * hw + p];
-                float *o = &dx[img * per + p * c + ch];
-                *o = accumulate ? *o + v : v;
+                float v = dt_cpu_get(t, dy, img * per + ch * hw + p);
+                int64_t o = img * per + p * c + ch;
+                dt_cpu_set(t, dx, o, accumulate ? dt_cpu_get(t, dx, o) + v : v);
             }
 }
 
 DT_CLONES
-void dt_cpu_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening, float wd,
-                int nesterov, int first)
+void dt_cpu_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float grad_scale, float *buf, float lr,
+                float momentum, float dampening, float wd, int nesterov, int first)
 {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
+    BEGIN_TILES(n)
+    float tp[DT_CPU_TILE], tg[DT_CPU_TILE];
+    const float *gv = dt_cpu_view(gt, g, i, k, tg);
+    float *pv = dt_cpu_out(pt, p, i, k, tp, 1);
+    for (int64_t j = 0; j < k; j++) {
+        float d = gv[j] * grad_scale;
         if (wd != 0.0f)
-            d += wd * p[i];
+            d += wd * pv[j];
         if (momentum != 0.0f) {
-            float b = first ? d : momentum * buf[i] + (1.0f - dampening) * d;
-            buf[i] = b;
+            float b = first ? d : momentum * buf[i + j] + (1.0f - dampening) * d;
+            buf[i + j] = b;
             d = nesterov ? d + momentum * b : b;
         }
-        p[i] -= lr * d;
+        pv[j] -= lr * d;
     }
+    dt_cpu_flush(pt, p, i, k, pv);
+    END_TILES
 }

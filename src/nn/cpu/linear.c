@@ -1,5 +1,7 @@
-/* linear.c: CPU fully connected layer (CBLAS) and softmax cross-entropy with label smoothing. Neither
- * needs scratch (linear_scratch and xent_scratch are 0). */
+/* linear.c: CPU fully connected layer (CBLAS) and softmax cross-entropy with label smoothing. On
+ * fp16/bf16 operands the linear layer widens them into the backend's scratch (linear_scratch says
+ * how much), runs the fp32 GEMMs and rounds the results into place; xent widens a logit as it
+ * reads it and needs no scratch. */
 #include "config.h"
 
 #include <cblas.h>
@@ -7,12 +9,35 @@
 
 #include "nn/cpu/cpu.h"
 
-size_t dt_cpu_linear_scratch(int n, int in, int out)
+/* fp32 room in the scratch for a reduced linear layer: x (or dx twice: x and dx), w (w and dw), b
+ * (b and db), y (or dy); each slot 64-byte aligned */
+enum { L_X, L_DX, L_W, L_DW, L_B, L_DB, L_Y, L_SLOTS };
+
+static size_t align64(size_t b)
 {
-    (void)n;
-    (void)in;
-    (void)out;
-    return 0;
+    return (b + 63) & ~(size_t)63;
+}
+
+static void linear_slots(int n, int in, int out, float *base, float *slot[L_SLOTS])
+{
+    const int64_t sizes[L_SLOTS] = {(int64_t)n * in, (int64_t)n * in, (int64_t)out * in, (int64_t)out * in, out, out,
+                                    (int64_t)n * out};
+    char *p = (char *)base;
+    for (int k = 0; k < L_SLOTS; k++) {
+        slot[k] = base ? (float *)(void *)p : NULL;
+        p += align64((size_t)sizes[k] * sizeof(float));
+    }
+    if (!base) /* the size: slot[0] is NULL, the end is p */
+        slot[0] = (float *)(void *)p;
+}
+
+size_t dt_cpu_linear_scratch(int n, int in, int out, dt_dtype t)
+{
+    if (t == DT_FLOAT32)
+        return 0;
+    float *s[L_SLOTS];
+    linear_slots(n, in, out, NULL, s);
+    return (size_t)(uintptr_t)s[0];
 }
 
 size_t dt_cpu_xent_scratch(int n, int k)
@@ -22,15 +47,15 @@ size_t dt_cpu_xent_scratch(int n, int k)
     return 0;
 }
 
-void dt_cpu_linear_fwd(int n, int in, int out, const float *x, const float *w, const float *b, float *y)
+static void linear_fwd32(int n, int in, int out, const float *x, const float *w, const float *b, float *y)
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
     if (b)
         dt_cpu_add_bias(n, out, b, y);
 }
 
-void dt_cpu_linear_bwd(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                       float *db, int accumulate_dx, int accumulate_params)
+static void linear_bwd32(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
+                         float *db, int accumulate_dx, int accumulate_params)
 {
     if (dx) /* dx[n, in] = dy[n, out] . w[out, in] */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, in, out, 1.0f, dy, out, w, in,
@@ -42,29 +67,77 @@ void dt_cpu_linear_bwd(int n, int in, int out, const float *x, const float *w, c
         dt_cpu_column_sums(n, out, dy, db, accumulate_params);
 }
 
-double dt_cpu_xent(int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits)
+void dt_cpu_linear_fwd(int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *b, void *y)
+{
+    if (t == DT_FLOAT32) {
+        linear_fwd32(n, in, out, x, w, b, y);
+        return;
+    }
+    float *s[L_SLOTS];
+    linear_slots(n, in, out, dt_cpu_scratch(), s);
+    dt_cpu_widen(t, x, (int64_t)n * in, s[L_X]);
+    dt_cpu_widen(t, w, (int64_t)out * in, s[L_W]);
+    if (b)
+        dt_cpu_widen(t, b, out, s[L_B]);
+    linear_fwd32(n, in, out, s[L_X], s[L_W], b ? s[L_B] : NULL, s[L_Y]);
+    dt_cpu_narrow(t, s[L_Y], (int64_t)n * out, y);
+}
+
+void dt_cpu_linear_bwd(int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *dy, void *dx,
+                       void *dw, void *db, int accumulate_dx, int accumulate_params)
+{
+    if (t == DT_FLOAT32) {
+        linear_bwd32(n, in, out, x, w, dy, dx, dw, db, accumulate_dx, accumulate_params);
+        return;
+    }
+    float *s[L_SLOTS];
+    linear_slots(n, in, out, dt_cpu_scratch(), s);
+    const int64_t nx = (int64_t)n * in, nw = (int64_t)out * in;
+    dt_cpu_widen(t, x, nx, s[L_X]);
+    dt_cpu_widen(t, w, nw, s[L_W]);
+    dt_cpu_widen(t, dy, (int64_t)n * out, s[L_Y]);
+    if (dx && accumulate_dx)
+        dt_cpu_widen(t, dx, nx, s[L_DX]);
+    if (accumulate_params) {
+        dt_cpu_widen(t, dw, nw, s[L_DW]);
+        if (db)
+            dt_cpu_widen(t, db, out, s[L_DB]);
+    }
+    linear_bwd32(n, in, out, s[L_X], s[L_W], s[L_Y], dx ? s[L_DX] : NULL, s[L_DW], db ? s[L_DB] : NULL, accumulate_dx,
+                 accumulate_params);
+    if (dx)
+        dt_cpu_narrow(t, s[L_DX], nx, dx);
+    dt_cpu_narrow(t, s[L_DW], nw, dw);
+    if (db)
+        dt_cpu_narrow(t, s[L_DB], out, db);
+}
+
+double dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps, float scale,
+                   void *dlogits)
 {
     double total = 0;
     for (int i = 0; i < n; i++) {
-        const float *z = logits + (int64_t)i * k;
-        double mx = z[0];
+        const int64_t row = (int64_t)i * k;
+#define Z(j) dt_cpu_get(t, logits, row + (j))
+        double mx = Z(0);
         for (int j = 1; j < k; j++)
-            mx = z[j] > mx ? z[j] : mx;
+            mx = Z(j) > mx ? Z(j) : mx;
         double se = 0, sz = 0;
         for (int j = 0; j < k; j++) {
-            se += exp(z[j] - mx);
-            sz += z[j];
+            se += exp(Z(j) - mx);
+            sz += Z(j);
         }
         double lse = mx + log(se); /* log sum exp */
         /* -log p_label weighted (1-eps), mean of -log p_j weighted eps */
-        total += (1.0 - eps) * (lse - z[labels[i]]) + eps * (lse - sz / k);
+        total += (1.0 - eps) * (lse - Z(labels[i])) + eps * (lse - sz / k);
         if (dlogits) {
-            float *g = dlogits + (int64_t)i * k;
             for (int j = 0; j < k; j++) {
                 double q = eps / k + (j == labels[i] ? 1.0 - eps : 0.0);
-                g[j] = (float)((exp(z[j] - lse) - q) / n);
+                float g = (float)((exp(Z(j) - lse) - q) / n); /* the fp32 gradient, then the scaler's factor */
+                dt_cpu_set(t, dlogits, row + j, g * scale);
             }
         }
+#undef Z
     }
     return total / n;
 }

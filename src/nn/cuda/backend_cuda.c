@@ -1,5 +1,6 @@
 /* backend_cuda.c: the CUDA backend's op table, its device state (device, stream, cuDNN and cuBLAS
- * handles, unscale_check's flag), device scratch and memory (CUDA builds only).
+ * handles, unscale_check's flag), device scratch and memory, and the ops' type check
+ * (dt_cuda_bad_type) (CUDA builds only).
  *
  * State: one device per process, chosen by dt_cuda_init; an op or accessor called before it
  * initialises device 0 (under a mutex, so concurrent first calls initialise once). The CUDA current
@@ -28,6 +29,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "libdt/comm.h" /* dt_dtype_name */
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -46,6 +48,13 @@ static _Thread_local int thread_device = -1; /* the device this thread has made 
 DT_NORETURN void dt_cuda_fatal(const char *what, const char *message)
 {
     dt_error("CUDA backend: %s: %s", what, message ? message : "failed");
+    abort();
+}
+
+DT_NORETURN void dt_cuda_bad_type(const char *op, dt_dtype t)
+{
+    dt_error("CUDA backend: %s: operand of type %s, but this backend stores float32 only (storage_types)", op,
+             dt_dtype_name(t));
     abort();
 }
 
@@ -269,6 +278,7 @@ void dt_cuda_sync(void)
 const dt_backend dt_backend_cuda = {
     .name = "cuda",
     .host_memory = 0,
+    .storage_types = 1u << DT_FLOAT32, /* fp16/bf16 are emulated in fp32 storage (cuda.h) */
     .mem_alloc = dt_cuda_mem_alloc,
     .mem_free = dt_cuda_mem_free,
     .mem_put = dt_cuda_mem_put,

@@ -1,4 +1,5 @@
-/* bn.cu: batch norm on the GPU, the port of nn/cpu/bn.c (shared helpers and rules: kernels.h). */
+/* bn.cu: batch norm on the GPU, the port of nn/cpu/bn.c (shared helpers and rules: kernels.h), on fp32
+ * operands only (d->xt, d->yt, d->pt: the ops abort on another, cuda.h). */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -322,8 +323,17 @@ static size_t bn_infer_bytes(const dt_bn_desc *d)
     return 2 * (size_t)d->c * sizeof(float);
 }
 
+/* d's three types: fp32 only (cuda.h) */
+static void bn_types(const char *op, const dt_bn_desc *d)
+{
+    DT_CUDA_F32(op, d->xt);
+    DT_CUDA_F32(op, d->yt);
+    DT_CUDA_F32(op, d->pt);
+}
+
 extern "C" size_t dt_cuda_bn_scratch(const dt_bn_desc *d)
 {
+    bn_types("bn_scratch", d);
     if (d->rows <= 0 || d->c <= 0)
         return 0;
     size_t part, vec, sb, cf, train = bn_train_bytes(d, &part, &vec, &sb, &cf), infer = bn_infer_bytes(d);
@@ -356,9 +366,12 @@ static bn_scratch bn_scratch_get(const dt_bn_desc *d)
     return s;
 }
 
-extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                                     float *y, float *saved, float *running_mean, float *running_var, int relu)
+extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
+                                     void *yv, float *saved, void *running_meanv, void *running_varv, int relu)
 {
+    bn_types("bn_fwd_train", d);
+    const float *x = (const float *)xv, *gamma = (const float *)gammav, *beta = (const float *)betav;
+    float *y = (float *)yv, *running_mean = (float *)running_meanv, *running_var = (float *)running_varv;
     const int64_t rows = d->rows;
     const int c = d->c;
     if (rows <= 0 || c <= 0)
@@ -382,9 +395,13 @@ extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const float *x, const 
     DT_LAUNCHED("bn_affine_kernel (train)");
 }
 
-extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const float *x, const float *gamma, const float *beta,
-                                     const float *running_mean, const float *running_var, float *y, int relu)
+extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
+                                     const void *running_meanv, const void *running_varv, void *yv, int relu)
 {
+    bn_types("bn_fwd_infer", d);
+    const float *x = (const float *)xv, *gamma = (const float *)gammav, *beta = (const float *)betav;
+    const float *running_mean = (const float *)running_meanv, *running_var = (const float *)running_varv;
+    float *y = (float *)yv;
     const int64_t rows = d->rows;
     const int c = d->c;
     if (rows <= 0 || c <= 0)
@@ -398,10 +415,13 @@ extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const float *x, const 
     DT_LAUNCHED("bn_affine_kernel (infer)");
 }
 
-extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const float *x, const float *dy, int relu, const float *gamma,
-                               const float *saved, float *dx, float *dgamma, float *dbeta, int accumulate_dx,
+extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const void *xv, const void *dyv, int relu, const void *gammav,
+                               const float *saved, void *dxv, void *dgammav, void *dbetav, int accumulate_dx,
                                int accumulate_params)
 {
+    bn_types("bn_bwd", d);
+    const float *x = (const float *)xv, *dy = (const float *)dyv, *gamma = (const float *)gammav;
+    float *dx = (float *)dxv, *dgamma = (float *)dgammav, *dbeta = (float *)dbetav;
     const int64_t rows = d->rows;
     const int c = d->c;
     if (rows <= 0 || c <= 0)

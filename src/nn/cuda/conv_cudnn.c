@@ -3,7 +3,8 @@
  * Layouts: activations are NHWC tensors (cuDNN's CUDNN_TENSOR_NHWC with dims n, c, h, w); weights
  * are ours, O,KH,KW,I/groups, which is cuDNN's NHWC filter format ("KRSC") with dims
  * oc, c/groups, kh, kw. Groups through cudnnSetConvolutionGroupCount, dilation in the convolution
- * descriptor (ours counts as cuDNN's does: 1 is none), cross-correlation, fp32 compute.
+ * descriptor (ours counts as cuDNN's does: 1 is none), cross-correlation, fp32 operands (d->t: the
+ * ops abort on another, cuda.h) and fp32 compute.
  *
  * Math: CUDNN_FMA_MATH. CUDNN_DEFAULT_MATH is not enough to keep fp32 in fp32: on Ampere and newer
  * it lets cuDNN run fp32 convolutions on TF32 tensor cores (PyTorch sets FMA math when TF32 is off
@@ -288,6 +289,7 @@ static conv_entry *add_locked(const dt_conv_desc *key, size_t cap, int hard_cap)
 
 size_t dt_cuda_conv_workspace(const dt_conv_desc *d)
 {
+    DT_CUDA_F32("conv_workspace", d->t);
     dt_conv_desc key = key_of(d);
     pthread_mutex_lock(&cache_lock);
     conv_entry *e = find_locked(&key);
@@ -333,8 +335,9 @@ static const conv_entry *lookup(const dt_conv_desc *d)
     return e;
 }
 
-void dt_cuda_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+void dt_cuda_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
+    DT_CUDA_F32("conv_fwd", d->t);
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, zero = 0.0f;
@@ -343,8 +346,10 @@ void dt_cuda_conv_fwd(const dt_conv_desc *d, const float *x, const float *w, con
         FATAL_CUDNN(cudnnAddTensor(h, &one, e->b, bias, &one, e->y, y));
 }
 
-void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
+void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate,
+                           void *ws)
 {
+    DT_CUDA_F32("conv_bwd_data", d->t);
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
@@ -352,9 +357,10 @@ void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const float *dy, const float *
                                              e->x, dx));
 }
 
-void dt_cuda_conv_bwd_filter(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias,
+void dt_cuda_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
                              int accumulate, void *ws)
 {
+    DT_CUDA_F32("conv_bwd_filter", d->t);
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;

@@ -3,9 +3,10 @@
  * Contracts are those of the matching dt_backend members in nn/backend.h, on device memory, with the
  * CPU backend (nn/cpu) as the reference: each op must compute what the CPU op computes, to float
  * rounding (ops the CPU does exactly, such as copies, ReLU, max pool, dropout masks and fp16/bf16
- * rounding, bit for bit). Storage is fp32 everywhere: the reduced types of mixed precision are
- * emulated with round_half, as the CPU backend does (real fp16/bf16 storage: doc/design.md, "The
- * CUDA backend: the plan").
+ * rounding, bit for bit). Storage is fp32 only (storage_types = 1 << DT_FLOAT32): a model planned
+ * with reduced precision on this backend emulates fp16/bf16 in fp32 storage with round_half, so an
+ * op never gets another type; one that does (a programming error) logs one line and aborts
+ * (dt_cuda_bad_type). Real fp16/bf16 storage: doc/design.md, "The CUDA backend: the plan".
  *
  * Execution: every op is queued on one compute stream (dt_cuda_stream()) and returns without
  * waiting, except those that hand a value to the host (xent's loss, unscale_check's flag, mem_get),
@@ -57,6 +58,16 @@ DT_NORETURN void dt_cuda_fatal(const char *what, const char *message);
 #define FATAL_CUDA(call) DT_CUDA_FATAL_IF_(cudaError_t, cudaSuccess, call, dt_errstr_cuda)
 #define FATAL_CUBLAS(call) DT_CUDA_FATAL_IF_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, call, dt_errstr_cublas)
 #define FATAL_CUDNN(call) DT_CUDA_FATAL_IF_(cudnnStatus_t, CUDNN_STATUS_SUCCESS, call, dt_errstr_cudnn)
+/* Types: the ops store DT_FLOAT32 only. DT_CUDA_F32(op, t), once per typed operand at the top of
+ * an op: one comparison; any other type t is a programming error (a model never plans a storage
+ * type the backend's storage_types lacks), so dt_cuda_bad_type logs "CUDA backend: <op>: operand
+ * of type <t>, but this backend stores float32 only" and aborts. */
+DT_NORETURN void dt_cuda_bad_type(const char *op, dt_dtype t);
+#define DT_CUDA_F32(op, t)                                                                           \
+    do {                                                                                             \
+        if ((t) != DT_FLOAT32)                                                                       \
+            dt_cuda_bad_type(op, t);                                                                 \
+    } while (0)
 /* Scratch: one device buffer the ops share for their temporaries (not thread-safe; one op at a
  * time uses it). Planning sizes it: the *_scratch ops say what each planned shape needs and
  * dt_cuda_reserve_scratch (the table's reserve_scratch) allocates the most of them, zeroed, and

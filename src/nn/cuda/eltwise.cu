@@ -1,7 +1,7 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
  * scale, dropout (with util/rng.c's hash), flatten, sgd, round_half (util/half.c's conversions),
  * unscale_check, normalize_u8 and its planning op normalize_scratch (shared helpers and rules:
- * kernels.h). */
+ * kernels.h). Operands are fp32 only: each op first checks its types (DT_CUDA_F32, cuda.h). */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -50,32 +50,41 @@ static __global__ void scale_kernel(int64_t n, float a, float *x)
     x[i] = __fmul_rn(x[i], a);
 }
 
-extern "C" void dt_cuda_relu_fwd(int64_t n, const float *x, float *y)
+extern "C" void dt_cuda_relu_fwd(int64_t n, dt_dtype t, const void *x, void *y)
 {
+    DT_CUDA_F32("relu_fwd", t);
     if (n <= 0)
         return;
-    relu_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, x, y);
+    relu_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)x, (float *)y);
     DT_LAUNCHED("relu_fwd_kernel");
 }
 
-extern "C" void dt_cuda_relu_bwd(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
+extern "C" void dt_cuda_relu_bwd(int64_t n, dt_dtype t, const void *y, const void *dy, void *dx, int accumulate)
 {
+    DT_CUDA_F32("relu_bwd", t);
     if (n <= 0)
         return;
-    relu_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, y, dy, dx, accumulate);
+    relu_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)y, (const float *)dy, (float *)dx,
+                                                             accumulate);
     DT_LAUNCHED("relu_bwd_kernel");
 }
 
-extern "C" void dt_cuda_add_fwd(int64_t n, const float *a, const float *b, float *y)
+extern "C" void dt_cuda_add_fwd(int64_t n, const void *a, dt_dtype at, const void *b, dt_dtype bt, void *y,
+                                dt_dtype yt)
 {
+    DT_CUDA_F32("add_fwd", at);
+    DT_CUDA_F32("add_fwd", bt);
+    DT_CUDA_F32("add_fwd", yt);
     if (n <= 0)
         return;
-    add_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, a, b, y);
+    add_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)a, (const float *)b, (float *)y);
     DT_LAUNCHED("add_kernel");
 }
 
-extern "C" void dt_cuda_copy_grad(int64_t n, const float *src, float *dst, int accumulate)
+extern "C" void dt_cuda_copy_grad(int64_t n, const void *src, dt_dtype st, void *dst, dt_dtype dt, int accumulate)
 {
+    DT_CUDA_F32("copy_grad", st);
+    DT_CUDA_F32("copy_grad", dt);
     if (n <= 0)
         return;
     if (!accumulate) {
@@ -83,23 +92,25 @@ extern "C" void dt_cuda_copy_grad(int64_t n, const float *src, float *dst, int a
             DT_CK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
         return;
     }
-    accumulate_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, src, dst);
+    accumulate_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)src, (float *)dst);
     DT_LAUNCHED("accumulate_kernel");
 }
 
-extern "C" void dt_cuda_fill(int64_t n, float value, float *x)
+extern "C" void dt_cuda_fill(int64_t n, dt_dtype t, float value, void *x)
 {
+    DT_CUDA_F32("fill", t);
     if (n <= 0)
         return;
-    fill_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, value, x);
+    fill_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, value, (float *)x);
     DT_LAUNCHED("fill_kernel");
 }
 
-extern "C" void dt_cuda_scale(int64_t n, float a, float *x)
+extern "C" void dt_cuda_scale(int64_t n, dt_dtype t, float a, void *x)
 {
+    DT_CUDA_F32("scale", t);
     if (n <= 0)
         return;
-    scale_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, a, x);
+    scale_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, a, (float *)x);
     DT_LAUNCHED("scale_kernel");
 }
 
@@ -135,23 +146,31 @@ static __global__ void dropout_bwd_kernel(int64_t n, float scale, const uint8_t 
     }
 }
 
-extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const float *x, float *y, uint8_t *mask)
+extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y,
+                                    dt_dtype yt, uint8_t *mask)
 {
+    DT_CUDA_F32("dropout_fwd", xt);
+    DT_CUDA_F32("dropout_fwd", yt);
     if (n <= 0)
         return;
     /* eltwise.c's constants, computed on the host as there */
     const uint32_t cut = (uint32_t)((double)p * (1u << 24));
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, cut, scale, seed, x, y, mask);
+    dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, cut, scale, seed, (const float *)x, (float *)y,
+                                                                mask);
     DT_LAUNCHED("dropout_fwd_kernel");
 }
 
-extern "C" void dt_cuda_dropout_bwd(int64_t n, float p, const uint8_t *mask, const float *dy, float *dx, int accumulate)
+extern "C" void dt_cuda_dropout_bwd(int64_t n, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx,
+                                    dt_dtype xt, int accumulate)
 {
+    DT_CUDA_F32("dropout_bwd", yt);
+    DT_CUDA_F32("dropout_bwd", xt);
     if (n <= 0)
         return;
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    dropout_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, scale, mask, dy, dx, accumulate);
+    dropout_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, scale, mask, (const float *)dy, (float *)dx,
+                                                                accumulate);
     DT_LAUNCHED("dropout_bwd_kernel");
 }
 
@@ -183,34 +202,37 @@ static __global__ void flatten_bwd_kernel(int64_t total, int64_t hw, int c, cons
     }
 }
 
-extern "C" void dt_cuda_flatten_fwd(int n, int h, int w, int c, const float *x, float *y)
+extern "C" void dt_cuda_flatten_fwd(int n, int h, int w, int c, dt_dtype t, const void *x, void *y)
 {
+    DT_CUDA_F32("flatten_fwd", t);
     const int64_t hw = (int64_t)h * w, total = (int64_t)n * hw * c;
     if (total <= 0)
         return;
-    flatten_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, x, y);
+    flatten_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, (const float *)x, (float *)y);
     DT_LAUNCHED("flatten_fwd_kernel");
 }
 
-extern "C" void dt_cuda_flatten_bwd(int n, int h, int w, int c, const float *dy, float *dx, int accumulate)
+extern "C" void dt_cuda_flatten_bwd(int n, int h, int w, int c, dt_dtype t, const void *dy, void *dx, int accumulate)
 {
+    DT_CUDA_F32("flatten_bwd", t);
     const int64_t hw = (int64_t)h * w, total = (int64_t)n * hw * c;
     if (total <= 0)
         return;
-    flatten_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, dy, dx, accumulate);
+    flatten_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, (const float *)dy, (float *)dx,
+                                                                    accumulate);
     DT_LAUNCHED("flatten_bwd_kernel");
 }
 
 /* --- SGD ------------------------------------------------------------------------------------------- */
 
-/* eltwise.c's dt_cpu_sgd, unfused */
-static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float *buf, float lr, float momentum,
-                                  float one_minus_dampening, float wd, int nesterov, int first)
+/* eltwise.c's dt_cpu_sgd, unfused: the gradient times grad_scale first (a float product, as there) */
+static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float grad_scale, float *buf, float lr,
+                                  float momentum, float one_minus_dampening, float wd, int nesterov, int first)
 {
     GRID_LOOP(i, n)
     {
         const float pv = p[i];
-        float d = g[i];
+        float d = __fmul_rn(g[i], grad_scale);
         if (wd != 0.0f)
             d = __fadd_rn(d, __fmul_rn(wd, pv));
         if (momentum != 0.0f) {
@@ -222,13 +244,15 @@ static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float *bu
     }
 }
 
-extern "C" void dt_cuda_sgd(int64_t n, float *p, const float *g, float *buf, float lr, float momentum, float dampening,
-                            float wd, int nesterov, int first)
+extern "C" void dt_cuda_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float grad_scale, float *buf,
+                            float lr, float momentum, float dampening, float wd, int nesterov, int first)
 {
+    DT_CUDA_F32("sgd", pt);
+    DT_CUDA_F32("sgd", gt);
     if (n <= 0)
         return;
-    sgd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, p, g, buf, lr, momentum, 1.0f - dampening, wd, nesterov,
-                                                        first);
+    sgd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (float *)p, (const float *)g, grad_scale, buf, lr, momentum,
+                                                        1.0f - dampening, wd, nesterov, first);
     DT_LAUNCHED("sgd_kernel");
 }
 
@@ -304,29 +328,30 @@ extern "C" void dt_cuda_round_half(int64_t n, float *x, int bf16)
     DT_LAUNCHED("round_half_kernel");
 }
 
-/* --- unscale and overflow check -------------------------------------------------------------------- */
+/* --- overflow check ------------------------------------------------------------------------------- */
 
-static __global__ void unscale_check_kernel(int64_t n, float *g, float inv_scale, int *flag)
+/* g is only read: the multiply by inv_scale is the check's (the update applies it: sgd's grad_scale) */
+static __global__ void unscale_check_kernel(int64_t n, const float *g, float inv_scale, int *flag)
 {
     int bad = 0;
     GRID_LOOP(i, n)
     {
         const float v = __fmul_rn(g[i], inv_scale);
-        g[i] = v;
         bad |= !(__fsub_rn(v, v) == 0.0f); /* inf - inf and NaN - NaN are NaN */
     }
     if (bad)
         *flag = 1; /* every writer writes the same value */
 }
 
-extern "C" int dt_cuda_unscale_check(int64_t n, float *g, float inv_scale)
+extern "C" int dt_cuda_unscale_check(int64_t n, dt_dtype t, const void *g, float inv_scale)
 {
+    DT_CUDA_F32("unscale_check", t);
     if (n <= 0)
         return 0;
     cudaStream_t st = stream();
     int *flag = dt_cuda_flag(); /* made with the backend: this op needs no scratch */
     DT_CK(cudaMemsetAsync(flag, 0, sizeof(int), st));
-    unscale_check_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, g, inv_scale, flag);
+    unscale_check_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, (const float *)g, inv_scale, flag);
     DT_LAUNCHED("unscale_check_kernel");
     int bad = 0;
     DT_CK(cudaMemcpyAsync(&bad, flag, sizeof(int), cudaMemcpyDeviceToHost, st));
@@ -358,8 +383,9 @@ extern "C" size_t dt_cuda_normalize_scratch(int64_t n)
 }
 
 extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, const float *mean_host,
-                                     const float *std_host, float *x)
+                                     const float *std_host, dt_dtype t, void *x)
 {
+    DT_CUDA_F32("normalize_u8", t);
     if (n <= 0)
         return;
     if (c < 1 || c > NORM_MAXC)
@@ -379,6 +405,6 @@ extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, co
     DT_CK(cudaPointerGetAttributes(&attr, u_host));
     if (attr.type != cudaMemoryTypeUnregistered)
         DT_CK(cudaStreamSynchronize(st));
-    normalize_u8_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, u, np, x);
+    normalize_u8_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, u, np, (float *)x);
     DT_LAUNCHED("normalize_u8_kernel");
 }

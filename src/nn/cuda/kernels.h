@@ -1,7 +1,9 @@
 /* kernels.h: what the CUDA backend's own kernels share: launch helpers, device helpers and the rules
  * they all follow (for the *.cu files only). The kernels are one file per family, named as the CPU
  * file each ports (nn/cpu/): bn.cu, eltwise.cu, pool.cu, linear.cu (xent); contracts in nn/cuda/cuda.h
- * and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu.
+ * and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu. The kernels work on fp32
+ * only: each op's host function checks its dt_dtype arguments (DT_CUDA_F32, cuda.h) and then casts
+ * its void * operands to float *.
  *
  * Rounding. The CPU backend is built with -ffp-contract=off; nvcc fuses a*b+c into an FMA by default,
  * which rounds once instead of twice. Every float and double expression whose result is compared with
@@ -10,7 +12,7 @@
  * float is a float product even when the result is later used in double).
  *
  * What matches the CPU how:
- * - bit for bit: relu_fwd/bwd, add_fwd, copy_grad, fill, scale, sgd, unscale_check (values and flag),
+ * - bit for bit: relu_fwd/bwd, add_fwd, copy_grad, fill, scale, sgd, unscale_check (the flag; g is read only),
  *   normalize_u8, dropout (mask and values: dt_hash64 ported bit for bit), flatten, max pool forward
  *   (values and argmax, same NaN and tie rules) and backward, adaptive average pool forward and
  *   backward (the same float sums in the same order: the backward passes gather, each input summing

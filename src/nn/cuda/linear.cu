@@ -14,9 +14,10 @@ static __device__ __forceinline__ double dnan(void)
 
 /* One block per row (THREADS, a power of two): linear.c's dt_cpu_xent for that row. The max is the
  * CPU's (NaN when z[0] is NaN, else the largest non-NaN value); the sums of exp(z - max) and of z run
- * in double, strided per thread then a fixed tree. loss[row] is the row's term of the CPU's total. */
-static __global__ void xent_rows(int n, int k, const float *logits, const int32_t *labels, float eps, float *dlogits,
-                                 double *loss)
+ * in double, strided per thread then a fixed tree. loss[row] is the row's term of the CPU's total;
+ * dlogits the fp32 gradient times scale. */
+static __global__ void xent_rows(int n, int k, const float *logits, const int32_t *labels, float eps, float scale,
+                                 float *dlogits, double *loss)
 {
     __shared__ double r0[THREADS], r1[THREADS];
     __shared__ float rm[THREADS];
@@ -62,7 +63,9 @@ static __global__ void xent_rows(int n, int k, const float *logits, const int32_
             float *g = dlogits + (int64_t)row * k;
             for (int j = t; j < k; j += THREADS) {
                 const double q = j == label ? q_label : q_rest;
-                g[j] = (float)__ddiv_rn(__dsub_rn(exp(__dsub_rn((double)z[j], lse)), q), (double)n);
+                /* the fp32 gradient, then times the loss scaler's factor (a float product, as linear.c) */
+                const float gj = (float)__ddiv_rn(__dsub_rn(exp(__dsub_rn((double)z[j], lse)), q), (double)n);
+                g[j] = __fmul_rn(gj, scale);
             }
         }
         __syncthreads(); /* the shared arrays are rewritten for the next row */
@@ -95,9 +98,10 @@ extern "C" size_t dt_cuda_xent_scratch(int n, int k)
     return n > 0 && k > 0 ? xent_bytes(n, &o_loss, &o_lab) : 0;
 }
 
-extern "C" double dt_cuda_xent(int n, int k, const float *logits, const int32_t *labels_host, float eps,
-                               float *dlogits)
+extern "C" double dt_cuda_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels_host, float eps,
+                               float scale, void *dlogits)
 {
+    DT_CUDA_F32("xent", t);
     if (n <= 0 || k <= 0)
         return 0.0 / (n > 0 ? n : 0); /* the CPU's 0 / n with nothing summed: NaN for n = 0 */
     cudaStream_t st = stream();
@@ -106,7 +110,8 @@ extern "C" double dt_cuda_xent(int n, int k, const float *logits, const int32_t 
     double *out = (double *)(p + o_out), *loss = (double *)(p + o_loss);
     int32_t *labels = (int32_t *)(p + o_lab);
     DT_CK(cudaMemcpyAsync(labels, labels_host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    xent_rows<<<(unsigned)(n < 65535 ? n : 65535), THREADS, 0, st>>>(n, k, logits, labels, eps, dlogits, loss);
+    xent_rows<<<(unsigned)(n < 65535 ? n : 65535), THREADS, 0, st>>>(n, k, (const float *)logits, labels, eps, scale,
+                                                                     (float *)dlogits, loss);
     DT_LAUNCHED("xent_rows");
     xent_total<<<1, 1, 0, st>>>(n, loss, out);
     DT_LAUNCHED("xent_total");

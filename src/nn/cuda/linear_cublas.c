@@ -1,4 +1,5 @@
-/* linear_cublas.c: CUDA fully connected layers through cuBLAS, fp32 (CUDA builds only).
+/* linear_cublas.c: CUDA fully connected layers through cuBLAS, fp32 operands only (t: the ops abort on
+ * another, cuda.h) (CUDA builds only).
  *
  * cuBLAS is column-major; our matrices are row-major. A row-major matrix A [r, c] (leading dimension
  * c) is, byte for byte, the column-major matrix A^T [c, r] with the same leading dimension c. So each
@@ -75,8 +76,9 @@ static int grow_ones(int n)
     return DT_OK;
 }
 
-size_t dt_cuda_linear_scratch(int n, int in, int out)
+size_t dt_cuda_linear_scratch(int n, int in, int out, dt_dtype t)
 {
+    DT_CUDA_F32("linear_scratch", t);
     (void)in;
     (void)out;
     if (n > n_wanted)
@@ -100,8 +102,9 @@ static const float *ones_of(int n)
     return ones;
 }
 
-void dt_cuda_linear_fwd(int n, int in, int out, const float *x, const float *w, const float *b, float *y)
+void dt_cuda_linear_fwd(int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *b, void *y)
 {
+    DT_CUDA_F32("linear_fwd", t);
     cublasHandle_t h = dt_cuda_cublas();
     const float one = 1.0f, zero = 0.0f;
     FATAL_CUBLAS(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &one, w, in, x, in, &zero, y, out));
@@ -109,9 +112,10 @@ void dt_cuda_linear_fwd(int n, int in, int out, const float *x, const float *w, 
         FATAL_CUBLAS(cublasSger(h, out, n, &one, b, 1, ones_of(n), 1, y, out));
 }
 
-void dt_cuda_linear_bwd(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
-                        float *db, int accumulate_dx, int accumulate_params)
+void dt_cuda_linear_bwd(int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *dy, void *dx,
+                        void *dw, void *db, int accumulate_dx, int accumulate_params)
 {
+    DT_CUDA_F32("linear_bwd", t);
     cublasHandle_t h = dt_cuda_cublas();
     const float one = 1.0f, beta_dx = accumulate_dx ? 1.0f : 0.0f, beta_p = accumulate_params ? 1.0f : 0.0f;
     if (dx)

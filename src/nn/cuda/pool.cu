@@ -1,5 +1,5 @@
 /* pool.cu: max and adaptive average pooling on the GPU, the port of nn/cpu/pool.c (shared helpers and
- * rules: kernels.h). */
+ * rules: kernels.h), on fp32 operands only (d->xt, d->yt: the ops abort on another, cuda.h). */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -154,39 +154,51 @@ static __global__ void avgpool_bwd_kernel(dt_pool_desc d, const float *dy, float
     }
 }
 
-extern "C" void dt_cuda_maxpool_fwd(const dt_pool_desc *d, const float *x, float *y, uint8_t *argmax)
+/* d's two types: fp32 only (cuda.h) */
+static void pool_types(const char *op, const dt_pool_desc *d)
 {
+    DT_CUDA_F32(op, d->xt);
+    DT_CUDA_F32(op, d->yt);
+}
+
+extern "C" void dt_cuda_maxpool_fwd(const dt_pool_desc *d, const void *x, void *y, uint8_t *argmax)
+{
+    pool_types("maxpool_fwd", d);
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0)
         return;
-    maxpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, x, y, argmax);
+    maxpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)x, (float *)y, argmax);
     DT_LAUNCHED("maxpool_fwd_kernel");
 }
 
-extern "C" void dt_cuda_maxpool_bwd(const dt_pool_desc *d, const float *dy, const uint8_t *argmax, float *dx,
+extern "C" void dt_cuda_maxpool_bwd(const dt_pool_desc *d, const void *dy, const uint8_t *argmax, void *dx,
                                     int accumulate)
 {
+    pool_types("maxpool_bwd", d);
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0)
         return;
-    maxpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, dy, argmax, dx, accumulate);
+    maxpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)dy, argmax, (float *)dx,
+                                                                      accumulate);
     DT_LAUNCHED("maxpool_bwd_kernel");
 }
 
-extern "C" void dt_cuda_avgpool_fwd(const dt_pool_desc *d, const float *x, float *y)
+extern "C" void dt_cuda_avgpool_fwd(const dt_pool_desc *d, const void *x, void *y)
 {
+    pool_types("avgpool_fwd", d);
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0)
         return;
-    avgpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, x, y);
+    avgpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)x, (float *)y);
     DT_LAUNCHED("avgpool_fwd_kernel");
 }
 
-extern "C" void dt_cuda_avgpool_bwd(const dt_pool_desc *d, const float *dy, float *dx, int accumulate)
+extern "C" void dt_cuda_avgpool_bwd(const dt_pool_desc *d, const void *dy, void *dx, int accumulate)
 {
+    pool_types("avgpool_bwd", d);
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0)
         return;
-    avgpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, dy, dx, accumulate);
+    avgpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)dy, (float *)dx, accumulate);
     DT_LAUNCHED("avgpool_bwd_kernel");
 }

@@ -1,0 +1,184 @@
+/* typed.c: the CPU backend's typed tensors (nn/backend.h, "Types"): loads that widen fp16/bf16 to
+ * fp32 (exact) and stores that round fp32 to them (nearest even), and the convolutions on reduced
+ * operands. A convolution on fp16/bf16 widens its operands into the caller's workspace, runs the
+ * fp32 convolution there and rounds its results into place: the same arithmetic as the fp32
+ * convolution on arrays holding the same values, so the results are those of the emulation bit
+ * for bit (oneDNN's own bf16/fp16 kernels accumulate in another order, and most CPUs here have
+ * none). */
+#include "config.h"
+
+#include <string.h>
+
+#include "nn/cpu/cpu.h"
+#include "util/half.h"
+
+void dt_cpu_load(dt_dtype t, const void *x, int64_t i, int64_t n, float *dst)
+{
+    if (t == DT_FLOAT16)
+        dt_f16_to_f32_n((size_t)n, (const uint16_t *)x + i, dst);
+    else if (t == DT_BFLOAT16)
+        dt_bf16_to_f32_n((size_t)n, (const uint16_t *)x + i, dst);
+    else
+        memcpy(dst, (const float *)x + i, (size_t)n * sizeof(float));
+}
+
+void dt_cpu_store(dt_dtype t, void *x, int64_t i, int64_t n, const float *src)
+{
+    if (t == DT_FLOAT16)
+        dt_f32_to_f16_n((size_t)n, src, (uint16_t *)x + i);
+    else if (t == DT_BFLOAT16)
+        dt_f32_to_bf16_n((size_t)n, src, (uint16_t *)x + i);
+    else
+        memcpy((float *)x + i, src, (size_t)n * sizeof(float));
+}
+
+void dt_cpu_widen(dt_dtype t, const void *x, int64_t n, float *dst)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += DT_CPU_TILE)
+        dt_cpu_load(t, x, i, n - i < DT_CPU_TILE ? n - i : DT_CPU_TILE, dst + i);
+}
+
+void dt_cpu_narrow(dt_dtype t, const float *src, int64_t n, void *x)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += DT_CPU_TILE)
+        dt_cpu_store(t, x, i, n - i < DT_CPU_TILE ? n - i : DT_CPU_TILE, src + i);
+}
+
+float dt_cpu_get(dt_dtype t, const void *x, int64_t i)
+{
+    if (t == DT_FLOAT16)
+        return dt_f16_to_f32(((const uint16_t *)x)[i]);
+    if (t == DT_BFLOAT16)
+        return dt_bf16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v)
+{
+    if (t == DT_FLOAT16)
+        ((uint16_t *)x)[i] = dt_f32_to_f16(v);
+    else if (t == DT_BFLOAT16)
+        ((uint16_t *)x)[i] = dt_f32_to_bf16(v);
+    else
+        ((float *)x)[i] = v;
+}
+
+/* --- convolutions on reduced operands ---------------------------------------------------------
+ * The workspace of a reduced convolution: the fp32 convolution's own, then fp32 room for x (or
+ * dx), y (or dy), w (or dw) and the bias (or dbias), each 64-byte aligned. */
+
+enum { SLOT_X, SLOT_Y, SLOT_W, SLOT_B, SLOTS };
+
+static size_t align64(size_t b)
+{
+    return (b + 63) & ~(size_t)63;
+}
+
+static dt_conv_desc as_f32(const dt_conv_desc *d)
+{
+    dt_conv_desc f = *d;
+    f.t = DT_FLOAT32;
+    return f;
+}
+
+static void slot_sizes(const dt_conv_desc *d, int64_t n[SLOTS])
+{
+    n[SLOT_X] = (int64_t)d->n * d->h * d->w * d->c;
+    n[SLOT_Y] = (int64_t)d->n * d->oh * d->ow * d->oc;
+    n[SLOT_W] = (int64_t)d->oc * d->kh * d->kw * (d->c / d->groups);
+    n[SLOT_B] = d->oc;
+}
+
+/* the fp32 room of each slot in ws, after the fp32 convolution's workspace */
+static void slots(const dt_cpu_conv32 *impl, const dt_conv_desc *f, void *ws, float *slot[SLOTS])
+{
+    int64_t n[SLOTS];
+    slot_sizes(f, n);
+    char *p = (char *)ws + align64(impl->workspace(f));
+    for (int k = 0; k < SLOTS; k++) {
+        slot[k] = (float *)(void *)p;
+        p += align64((size_t)n[k] * sizeof(float));
+    }
+}
+
+size_t dt_cpu_typed_conv_workspace(const dt_cpu_conv32 *impl, const dt_conv_desc *d)
+{
+    dt_conv_desc f = as_f32(d);
+    size_t ws = impl->workspace(&f);
+    if (d->t == DT_FLOAT32)
+        return ws;
+    int64_t n[SLOTS];
+    slot_sizes(d, n);
+    ws = align64(ws);
+    for (int k = 0; k < SLOTS; k++)
+        ws += align64((size_t)n[k] * sizeof(float));
+    return ws;
+}
+
+/* a reduced convolution's fp32 descriptor, and its slots in ws with their sizes */
+typedef struct widened {
+    dt_conv_desc f;
+    float *s[SLOTS];
+    int64_t n[SLOTS];
+} widened;
+
+static void widen_setup(const dt_cpu_conv32 *impl, const dt_conv_desc *d, void *ws, widened *w)
+{
+    w->f = as_f32(d);
+    slots(impl, &w->f, ws, w->s);
+    slot_sizes(d, w->n);
+}
+
+/* slot k holds x's values widened */
+static float *in(widened *w, int k, dt_dtype t, const void *x)
+{
+    dt_cpu_widen(t, x, w->n[k], w->s[k]);
+    return w->s[k];
+}
+
+void dt_cpu_typed_conv_fwd(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *x, const void *w,
+                           const void *bias, void *y, void *ws)
+{
+    if (d->t == DT_FLOAT32) {
+        impl->fwd(d, x, w, bias, y, ws);
+        return;
+    }
+    widened c;
+    widen_setup(impl, d, ws, &c);
+    impl->fwd(&c.f, in(&c, SLOT_X, d->t, x), in(&c, SLOT_W, d->t, w), bias ? in(&c, SLOT_B, d->t, bias) : NULL,
+              c.s[SLOT_Y], ws);
+    dt_cpu_narrow(d->t, c.s[SLOT_Y], c.n[SLOT_Y], y);
+}
+
+void dt_cpu_typed_conv_bwd_data(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *dy, const void *w,
+                                void *dx, int accumulate, void *ws)
+{
+    if (d->t == DT_FLOAT32) {
+        impl->bwd_data(d, dy, w, dx, accumulate, ws);
+        return;
+    }
+    widened c;
+    widen_setup(impl, d, ws, &c);
+    float *dx32 = accumulate ? in(&c, SLOT_X, d->t, dx) : c.s[SLOT_X];
+    impl->bwd_data(&c.f, in(&c, SLOT_Y, d->t, dy), in(&c, SLOT_W, d->t, w), dx32, accumulate, ws);
+    dt_cpu_narrow(d->t, dx32, c.n[SLOT_X], dx);
+}
+
+void dt_cpu_typed_conv_bwd_filter(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *x, const void *dy,
+                                  void *dw, void *dbias, int accumulate, void *ws)
+{
+    if (d->t == DT_FLOAT32) {
+        impl->bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
+        return;
+    }
+    widened c;
+    widen_setup(impl, d, ws, &c);
+    float *dw32 = accumulate ? in(&c, SLOT_W, d->t, dw) : c.s[SLOT_W];
+    float *db32 = dbias && accumulate ? in(&c, SLOT_B, d->t, dbias) : dbias ? c.s[SLOT_B] : NULL;
+    impl->bwd_filter(&c.f, in(&c, SLOT_X, d->t, x), in(&c, SLOT_Y, d->t, dy), dw32, db32, accumulate, ws);
+    dt_cpu_narrow(d->t, dw32, c.n[SLOT_W], dw);
+    if (dbias)
+        dt_cpu_narrow(d->t, db32, c.n[SLOT_B], dbias);
+}
