@@ -95,20 +95,22 @@ typedef struct dt_bn_desc {
 
 /* --- the ops: one list ---------------------------------------------------------------------------
  *
- * Every op of a backend is one line X(name, return type, (parameters), (arguments)):
+ * Every op of a backend is one entry F(X, name, return type, (type, name), (type, name), ...):
  *   name         the dt_backend member; the CPU backend implements it as dt_cpu_<name> (nn/cpu/),
  *                the CUDA backend as dt_cuda_<name> (nn/cuda/)
  *   return type  one token: void, int, double or size_t
- *   parameters   the member's prototype, in parentheses
- *   arguments    the same names, in parentheses: what passes a call on (a wrapper forwarding it)
- * Code that needs one thing per op defines an X and expands the list with it, e.g.
+ *   (type, name) each parameter, in order (at most 16)
+ * DT_OPS(X) expands the list calling X(name, ret, (parameters), (arguments)): the prototype and the
+ * names that pass a call on (a wrapper forwarding it); DT_OPS_TYPED(X) calls X(name, ret, (type,
+ * name), ...) (a wrapper that stores the arguments to run the op later). Code that needs one thing
+ * per op defines an X and expands the list with it, e.g.
  *   #define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;
  *   DT_OPS(DT_OP_MEMBER)       ->  size_t (*conv_workspace)(const dt_conv_desc *d); void (*conv_fwd)(...); ...
  * Made from the list: the members of dt_backend and enum dt_backend_op below; the declarations of
  * the implementations (nn/cpu/cpu.h, nn/cuda/cuda.h) and both backends' tables; the guarded backend
  * of tests/unit/test_backend_guard.c; the table and coverage checks of tests/gpu/ops_check.c.
- * Memory (mem_alloc, mem_free, mem_put, mem_get, sync) is not in the list: those members are
- * written out in dt_backend, as each backend provides them its own way.
+ * Memory (mem_alloc, mem_free, mem_put, mem_get) and events are not in the list: those members
+ * are written out in dt_backend, as each backend provides them its own way.
  *
  * The list has two parts, the convolutions first (DT_CONV_OPS) and the rest (DT_OTHER_OPS), only
  * because the CPU backend has two convolutions (oneDNN's and the im2col reference) and one of
@@ -118,134 +120,164 @@ typedef struct dt_bn_desc {
  * dt_cuda_<name>, tests in tests/unit/test_ops.c (CPU, fp32), tests/unit/test_ops_typed.c (fp16
  * and bf16 against fp32, bit for bit) and tests/gpu/ops_check.c (CUDA). */
 
-#define DT_CONV_OPS(X)                                                                                                 \
+/* Preprocessor helpers for the list: DT_PP_MAP_(f, sep, a1, ..., an) gives f a1 sep() f a2 ... f an
+ * (at most 16 items); each item here is a parameter (type, name). */
+#define DT_PP_DECL_(type, name) type name
+#define DT_PP_NAME_(type, name) name
+#define DT_PP_COMMA_() ,
+#define DT_PP_NOTHING_()
+#define DT_PP_CAT_(a, b) DT_PP_CAT2_(a, b)
+#define DT_PP_CAT2_(a, b) a##b
+#define DT_PP_NARG_(...) DT_PP_NTH_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define DT_PP_NTH_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, n, ...) n
+#define DT_PP_MAP_(f, sep, ...) DT_PP_CAT_(DT_PP_MAP_, DT_PP_NARG_(__VA_ARGS__))(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_1(f, sep, a) f a
+#define DT_PP_MAP_2(f, sep, a, ...) f a sep() DT_PP_MAP_1(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_3(f, sep, a, ...) f a sep() DT_PP_MAP_2(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_4(f, sep, a, ...) f a sep() DT_PP_MAP_3(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_5(f, sep, a, ...) f a sep() DT_PP_MAP_4(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_6(f, sep, a, ...) f a sep() DT_PP_MAP_5(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_7(f, sep, a, ...) f a sep() DT_PP_MAP_6(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_8(f, sep, a, ...) f a sep() DT_PP_MAP_7(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_9(f, sep, a, ...) f a sep() DT_PP_MAP_8(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_10(f, sep, a, ...) f a sep() DT_PP_MAP_9(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_11(f, sep, a, ...) f a sep() DT_PP_MAP_10(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_12(f, sep, a, ...) f a sep() DT_PP_MAP_11(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_13(f, sep, a, ...) f a sep() DT_PP_MAP_12(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_14(f, sep, a, ...) f a sep() DT_PP_MAP_13(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_15(f, sep, a, ...) f a sep() DT_PP_MAP_14(f, sep, __VA_ARGS__)
+#define DT_PP_MAP_16(f, sep, a, ...) f a sep() DT_PP_MAP_15(f, sep, __VA_ARGS__)
+
+#define DT_CONV_OPS_(X, F)                                                                                             \
     /* Planning (above): bytes of workspace (the caller's) for any of the three conv ops on d; a                       \
      * backend prepares its per-shape state here (oneDNN primitives, cuDNN's algorithms). */                           \
-    X(conv_workspace, size_t, (const dt_conv_desc *d), (d))                                                            \
+    F(X, conv_workspace, size_t, (const dt_conv_desc *, d))                                                            \
     /* y = conv(x, w) + bias (bias may be NULL); every operand of type d->t */                                         \
-    X(conv_fwd, void, (const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws),      \
-      (d, x, w, bias, y, ws))                                                                                          \
-    X(conv_bwd_data, void, (const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws), \
-      (d, dy, w, dx, accumulate, ws))                                                                                  \
+    F(X, conv_fwd, void, (const dt_conv_desc *, d), (const void *, x), (const void *, w), (const void *, bias),        \
+      (void *, y), (void *, ws))                                                                                       \
+    F(X, conv_bwd_data, void, (const dt_conv_desc *, d), (const void *, dy), (const void *, w), (void *, dx),          \
+      (int, accumulate), (void *, ws))                                                                                 \
     /* dw (and dbias unless NULL) */                                                                                   \
-    X(conv_bwd_filter, void,                                                                                           \
-      (const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias, int accumulate, void *ws),         \
-      (d, x, dy, dw, dbias, accumulate, ws))
+    F(X, conv_bwd_filter, void, (const dt_conv_desc *, d), (const void *, x), (const void *, dy), (void *, dw),        \
+      (void *, dbias), (int, accumulate), (void *, ws))
 
-#define DT_OTHER_OPS(X)                                                                                                \
+#define DT_OTHER_OPS_(X, F)                                                                                            \
     /* Planning (above): bytes of the backend's scratch the three BN ops need on d, with or without                    \
      * d->sync (SyncBN may be switched on after planning). */                                                          \
-    X(bn_scratch, size_t, (const dt_bn_desc *d), (d))                                                                  \
+    F(X, bn_scratch, size_t, (const dt_bn_desc *, d))                                                                  \
     /* Training mode: batch statistics (biased variance to normalise), saved for backward in                           \
      * saved[DT_BN_SAVED(c)] (fp32), running stats updated as PyTorch does (unbiased variance,                         \
      * momentum). relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). Types: x                  \
      * d->xt, y d->yt, gamma, beta and the running statistics d->pt. */                                                \
-    X(bn_fwd_train, void,                                                                                              \
-      (const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,                 \
-       void *running_mean, void *running_var, int relu),                                                               \
-      (d, x, gamma, beta, y, saved, running_mean, running_var, relu))                                                  \
-    X(bn_fwd_infer, void,                                                                                              \
-      (const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, const void *running_mean,              \
-       const void *running_var, void *y, int relu),                                                                    \
-      (d, x, gamma, beta, running_mean, running_var, y, relu))                                                         \
+    F(X, bn_fwd_train, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma), (const void *, beta),  \
+      (void *, y), (float *, saved), (void *, running_mean), (void *, running_var), (int, relu))                       \
+    F(X, bn_fwd_infer, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma), (const void *, beta),  \
+      (const void *, running_mean), (const void *, running_var), (void *, y), (int, relu))                             \
     /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from x and what forward saved. relu:                   \
      * the forward was fused with a ReLU and dy is the gradient of the ReLU's output; where that                       \
      * output was zero is recomputed from x and saved exactly as forward computed it, so the output                    \
      * itself need not be kept. Types: dx as x (d->xt), dy as y (d->yt), dgamma and dbeta d->pt. */                    \
-    X(bn_bwd, void,                                                                                                    \
-      (const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *gamma, const float *saved,            \
-       void *dx, void *dgamma, void *dbeta, int accumulate_dx, int accumulate_params),                                 \
-      (d, x, dy, relu, gamma, saved, dx, dgamma, dbeta, accumulate_dx, accumulate_params))                             \
+    F(X, bn_bwd, void, (const dt_bn_desc *, d), (const void *, x), (const void *, dy), (int, relu),                    \
+      (const void *, gamma), (const float *, saved), (void *, dx), (void *, dgamma), (void *, dbeta),                  \
+      (int, accumulate_dx), (int, accumulate_params))                                                                  \
                                                                                                                        \
     /* x, y, dy and dx of type t (a ReLU runs in place, so its output has its input's type) */                         \
-    X(relu_fwd, void, (int64_t n, dt_dtype t, const void *x, void *y), (n, t, x, y))                                   \
+    F(X, relu_fwd, void, (int64_t, n), (dt_dtype, t), (const void *, x), (void *, y))                                  \
     /* from the output y: dx = dy where y > 0 */                                                                       \
-    X(relu_bwd, void, (int64_t n, dt_dtype t, const void *y, const void *dy, void *dx, int accumulate),                \
-      (n, t, y, dy, dx, accumulate))                                                                                   \
-    X(add_fwd, void, (int64_t n, const void *a, dt_dtype at, const void *b, dt_dtype bt, void *y, dt_dtype yt),        \
-      (n, a, at, b, bt, y, yt))                                                                                        \
+    F(X, relu_bwd, void, (int64_t, n), (dt_dtype, t), (const void *, y), (const void *, dy), (void *, dx),             \
+      (int, accumulate))                                                                                               \
+    F(X, add_fwd, void, (int64_t, n), (const void *, a), (dt_dtype, at), (const void *, b), (dt_dtype, bt),            \
+      (void *, y), (dt_dtype, yt))                                                                                     \
     /* dst = src (accumulate 0) or dst += src, converting from src's type st to dst's dt: also how a                   \
      * value changes type (O1's reduced copies of conv and linear operands) */                                         \
-    X(copy_grad, void, (int64_t n, const void *src, dt_dtype st, void *dst, dt_dtype dt, int accumulate),              \
-      (n, src, st, dst, dt, accumulate))                                                                               \
+    F(X, copy_grad, void, (int64_t, n), (const void *, src), (dt_dtype, st), (void *, dst), (dt_dtype, dt),            \
+      (int, accumulate))                                                                                               \
                                                                                                                        \
     /* argmax holds, per output element, where in its window the chosen input was: ky*kw + kx (one                     \
      * byte: windows are at most 16x16). x and dx of type d->xt, y and dy d->yt. */                                    \
-    X(maxpool_fwd, void, (const dt_pool_desc *d, const void *x, void *y, uint8_t *argmax), (d, x, y, argmax))          \
-    X(maxpool_bwd, void, (const dt_pool_desc *d, const void *dy, const uint8_t *argmax, void *dx, int accumulate),     \
-      (d, dy, argmax, dx, accumulate))                                                                                 \
-    X(avgpool_fwd, void, (const dt_pool_desc *d, const void *x, void *y), (d, x, y))                                   \
-    X(avgpool_bwd, void, (const dt_pool_desc *d, const void *dy, void *dx, int accumulate), (d, dy, dx, accumulate))   \
+    F(X, maxpool_fwd, void, (const dt_pool_desc *, d), (const void *, x), (void *, y), (uint8_t *, argmax))            \
+    F(X, maxpool_bwd, void, (const dt_pool_desc *, d), (const void *, dy), (const uint8_t *, argmax), (void *, dx),    \
+      (int, accumulate))                                                                                               \
+    F(X, avgpool_fwd, void, (const dt_pool_desc *, d), (const void *, x), (void *, y))                                 \
+    F(X, avgpool_bwd, void, (const dt_pool_desc *, d), (const void *, dy), (void *, dx), (int, accumulate))            \
                                                                                                                        \
     /* Planning (above): bytes of the backend's scratch linear_fwd and linear_bwd need on this shape                   \
      * and type (a backend may also prepare per-shape state here: CUDA's vector of n ones for the bias                 \
      * terms; the CPU widens reduced operands to fp32 there) */                                                        \
-    X(linear_scratch, size_t, (int n, int in, int out, dt_dtype t), (n, in, out, t))                                   \
+    F(X, linear_scratch, size_t, (int, n), (int, in), (int, out), (dt_dtype, t))                                       \
     /* y[n, out] = x[n, in] w[out, in]^T + b; every operand of type t */                                               \
-    X(linear_fwd, void, (int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *b, void *y),    \
-      (n, in, out, t, x, w, b, y))                                                                                     \
-    X(linear_bwd, void,                                                                                                \
-      (int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *dy, void *dx, void *dw, void *db, \
-       int accumulate_dx, int accumulate_params),                                                                      \
-      (n, in, out, t, x, w, dy, dx, dw, db, accumulate_dx, accumulate_params))                                         \
+    F(X, linear_fwd, void, (int, n), (int, in), (int, out), (dt_dtype, t), (const void *, x), (const void *, w),       \
+      (const void *, b), (void *, y))                                                                                  \
+    F(X, linear_bwd, void, (int, n), (int, in), (int, out), (dt_dtype, t), (const void *, x), (const void *, w),       \
+      (const void *, dy), (void *, dx), (void *, dw), (void *, db), (int, accumulate_dx), (int, accumulate_params))    \
                                                                                                                        \
     /* Inverted dropout: element i is kept with probability 1-p from hash(seed, i), kept values are                    \
      * scaled by 1/(1-p); mask[i] is 1 where kept. x and dx of type xt, y and dy yt. */                                \
-    X(dropout_fwd, void,                                                                                               \
-      (int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask),            \
-      (n, p, seed, x, xt, y, yt, mask))                                                                                \
-    X(dropout_bwd, void,                                                                                               \
-      (int64_t n, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx, dt_dtype xt, int accumulate),   \
-      (n, p, mask, dy, yt, dx, xt, accumulate))                                                                        \
+    F(X, dropout_fwd, void, (int64_t, n), (float, p), (uint64_t, seed), (const void *, x), (dt_dtype, xt),             \
+      (void *, y), (dt_dtype, yt), (uint8_t *, mask))                                                                  \
+    F(X, dropout_bwd, void, (int64_t, n), (float, p), (const uint8_t *, mask), (const void *, dy), (dt_dtype, yt),     \
+      (void *, dx), (dt_dtype, xt), (int, accumulate))                                                                 \
                                                                                                                        \
     /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward; type t */                      \
-    X(flatten_fwd, void, (int n, int h, int w, int c, dt_dtype t, const void *x, void *y), (n, h, w, c, t, x, y))      \
-    X(flatten_bwd, void, (int n, int h, int w, int c, dt_dtype t, const void *dy, void *dx, int accumulate),           \
-      (n, h, w, c, t, dy, dx, accumulate))                                                                             \
+    F(X, flatten_fwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, x), (void *, y))     \
+    F(X, flatten_bwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, dy), (void *, dx),   \
+      (int, accumulate))                                                                                               \
                                                                                                                        \
     /* Planning (above): bytes of the backend's scratch xent needs for n rows of k logits */                           \
-    X(xent_scratch, size_t, (int n, int k), (n, k))                                                                    \
+    F(X, xent_scratch, size_t, (int, n), (int, k))                                                                     \
     /* Mean softmax cross-entropy over n rows of k logits of type t with label smoothing eps                           \
      * (PyTorch's definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits (type                 \
      * t) = d(loss)/d(logits) times scale (the loss scaler's factor: the fp32 gradient is multiplied,                  \
      * then stored) when dlogits is not NULL. Returns the mean loss. labels is host memory; each must                  \
      * be in [0, k). */                                                                                                \
-    X(xent, double,                                                                                                    \
-      (int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps, float scale, void *dlogits),    \
-      (n, k, t, logits, labels, eps, scale, dlogits))                                                                  \
+    F(X, xent, double, (int, n), (int, k), (dt_dtype, t), (const void *, logits), (const int32_t *, labels),           \
+      (float, eps), (float, scale), (void *, dlogits))                                                                 \
                                                                                                                        \
     /* torch.optim.SGD on n elements, the gradient first multiplied by grad_scale (the loss scaler's                   \
      * 1/scale; exactly 1 leaves it as it is): g' = g*grad_scale; d = g' + wd*p; buf = first ? d :                     \
      * momentum*buf + (1-dampening)*d; d = nesterov ? d + momentum*buf : buf (when momentum != 0);                     \
      * p -= lr*d. p of type pt, g of gt; buf (fp32) may be NULL when momentum is 0. */                                 \
-    X(sgd, void,                                                                                                       \
-      (int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float grad_scale, float *buf, float lr,            \
-       float momentum, float dampening, float wd, int nesterov, int first),                                            \
-      (n, p, pt, g, gt, grad_scale, buf, lr, momentum, dampening, wd, nesterov, first))                                \
+    F(X, sgd, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt),                      \
+      (float, grad_scale), (float *, buf), (float, lr), (float, momentum), (float, dampening), (float, wd),            \
+      (int, nesterov), (int, first))                                                                                   \
                                                                                                                        \
-    X(fill, void, (int64_t n, dt_dtype t, float value, void *x), (n, t, value, x))                                     \
+    F(X, fill, void, (int64_t, n), (dt_dtype, t), (float, value), (void *, x))                                         \
     /* x *= a */                                                                                                       \
-    X(scale, void, (int64_t n, dt_dtype t, float a, void *x), (n, t, a, x))                                            \
+    F(X, scale, void, (int64_t, n), (dt_dtype, t), (float, a), (void *, x))                                            \
     /* fp32 x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage                   \
      * holds (the emulation of reduced storage on a backend that has none; the oracle for one that has) */             \
-    X(round_half, void, (int64_t n, float *x, int bf16), (n, x, bf16))                                                 \
+    F(X, round_half, void, (int64_t, n), (float *, x), (int, bf16))                                                    \
     /* 1 when any g[i] * inv_scale is inf or NaN (the loss scaler's overflow); g is not changed */                     \
-    X(unscale_check, int, (int64_t n, dt_dtype t, const void *g, float inv_scale), (n, t, g, inv_scale))               \
+    F(X, unscale_check, int, (int64_t, n), (dt_dtype, t), (const void *, g), (float, inv_scale))                       \
     /* Planning (above): bytes of the backend's scratch normalize_u8 needs for n values (a model                       \
      * plans it for its input, n = batch x height x width x channels, at every planned batch) */                       \
-    X(normalize_scratch, size_t, (int64_t n), (n))                                                                     \
+    F(X, normalize_scratch, size_t, (int64_t, n))                                                                      \
     /* a batch of n host uint8 values, channels last with c channels, into the model's input x of type                 \
      * t: x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */                            \
-    X(normalize_u8, void,                                                                                              \
-      (int64_t n, int c, const uint8_t *u_host, const float *mean_host, const float *std_host, dt_dtype t, void *x),   \
-      (n, c, u_host, mean_host, std_host, t, x))
+    F(X, normalize_u8, void, (int64_t, n), (int, c), (const uint8_t *, u_host), (const float *, mean_host),            \
+      (const float *, std_host), (dt_dtype, t), (void *, x))
 
+
+
+/* The two forms of the list: DT_OPS(X) calls X(name, ret, (parameters), (arguments)) per op;
+ * DT_OPS_TYPED(X) calls X(name, ret, (type, name), (type, name), ...) with each parameter apart (what a
+ * wrapper that stores an op's arguments to run it later needs: tests/unit/deferred.c). */
+#define DT_OP_CLASSIC_(X, name, ret, ...) X(name, ret, (DT_PP_MAP_(DT_PP_DECL_, DT_PP_COMMA_, __VA_ARGS__)), \
+                                            (DT_PP_MAP_(DT_PP_NAME_, DT_PP_COMMA_, __VA_ARGS__)))
+#define DT_OP_TYPED_(X, name, ret, ...) X(name, ret, __VA_ARGS__)
+#define DT_CONV_OPS(X) DT_CONV_OPS_(X, DT_OP_CLASSIC_)
+#define DT_OTHER_OPS(X) DT_OTHER_OPS_(X, DT_OP_CLASSIC_)
 #define DT_OPS(X) DT_CONV_OPS(X) DT_OTHER_OPS(X)
+#define DT_OPS_TYPED(X) DT_CONV_OPS_(X, DT_OP_TYPED_) DT_OTHER_OPS_(X, DT_OP_TYPED_)
 
 /* DT_BACKEND_OP_<name>: an op's index in the list; DT_BACKEND_OP_COUNT: how many there are */
 #define DT_BACKEND_OP_ENUM(name, ret, params, args) DT_BACKEND_OP_##name,
 enum dt_backend_op { DT_OPS(DT_BACKEND_OP_ENUM) DT_BACKEND_OP_COUNT };
 #undef DT_BACKEND_OP_ENUM
+
+/* an event of a backend's queues (dt_backend.event_*): opaque */
+typedef struct dt_event dt_event;
+enum { DT_QUEUE_COMPUTE, DT_QUEUE_COPY, DT_QUEUES };
 
 typedef struct dt_backend {
     const char *name;
@@ -262,9 +294,22 @@ typedef struct dt_backend {
     void (*mem_free)(void *p);
     void (*mem_put)(void *dst, const void *src_host, size_t bytes);
     void (*mem_get)(void *dst_host, const void *src, size_t bytes);
-    /* waits until every op queued so far has completed (ops may run asynchronously; a no-op on the
-     * CPU): before another stream or thread (a communicator) reads what they wrote */
-    void (*sync)(void);
+    /* Queues and fences. A backend runs its ops on queues, each in the order the ops were issued:
+     * DT_QUEUE_COMPUTE (every op of the list) and DT_QUEUE_COPY (for uploads). An op may still be
+     * running when its call returns (CUDA's streams; the deferred test backend's thread), so
+     * nothing orders two queues, a queue and the host, or a queue and a communicator, but events:
+     * event_record(e, q) marks the point after every op issued to q so far (recording again moves
+     * the mark); event_wait(q, e) makes the ops issued to q afterwards wait until e's mark is
+     * reached; event_sync(e) returns once it is reached (the host waits). A communicator reading
+     * what ops wrote waits on an event recorded after them; mem_get and mem_put are ordered after
+     * the compute queue's earlier ops and complete on return. event_create returns NULL when out
+     * of memory (the event is unrecorded: waiting on it waits for nothing). The CPU backend runs
+     * each op at once, so its events do nothing. */
+    dt_event *(*event_create)(void);
+    void (*event_destroy)(dt_event *e);
+    void (*event_record)(dt_event *e, int queue);
+    void (*event_wait)(int queue, dt_event *e);
+    void (*event_sync)(dt_event *e);
 
     /* Planning (the list's comment): called once at the end of planning a model, after its
      * planning ops, with the most scratch any of them returned. The backend allocates (and zeroes)

@@ -22,6 +22,7 @@ typedef struct bucket {
     int first_param;    /* its parameters are first_param, first_param - 1, ... (n_params of them) */
     int n_params;
     int pending;        /* parameters whose gradient is not final yet this backward */
+    dt_event *ready;    /* recorded on the compute queue once its gradients are final */
 } bucket;
 
 struct dt_ddp {
@@ -46,19 +47,30 @@ struct dt_ddp {
     uint16_t *wire;     /* the largest bucket in the wire's reduced type */
     float *wire32;      /* and its fp32 parameters (AMP keeps BN in fp32): they go as fp32 */
     int bn_err;         /* a SyncBN reduction failed: later ones are skipped, the step fails */
+    dt_event *written;  /* model_written's */
 };
 
-/* Before a collective reads model memory that the backend's ops wrote: those ops complete. A
- * device backend queues its ops on its own stream, and the communicator runs on another stream
- * (NCCL) or thread, which nothing orders after them but this (the CPU backend's sync does nothing).
- * Called on the thread that queued the ops: before create's and sync_buffers' broadcasts, in the
- * backward hook before buckets go to the communication thread, and after backward before the last
- * ones. After a collective nothing is needed: a communicator returns only once its operation is
- * complete (comm.h; NCCL drains its stream), so ops queued afterwards, on any stream, read the
- * result. */
+/* Ordering (backend.h, "Queues and fences"): a backend may still be running the ops it was given
+ * (a device backend on its stream, the deferred test backend on its thread), and the communicator
+ * runs on another stream (NCCL) or thread, which nothing orders after them but an event. So:
+ *   - each bucket's event is recorded on the compute queue when its last gradient's op has been
+ *     issued (the backward hook, on the thread that issues ops; after backward for the rest), and
+ *     the reduction waits on it (reduce_bucket, on the communication thread): backward goes on;
+ *   - before create's and sync_buffers' broadcasts, model_written records and waits on one event.
+ * After a collective nothing is needed: a communicator returns only once its operation is complete
+ * (comm.h; NCCL drains its stream), so ops issued afterwards, on any queue, read the result. */
 static void model_written(dt_ddp *d)
 {
-    d->model->be->sync();
+    const dt_backend *be = d->model->be;
+    be->event_record(d->written, DT_QUEUE_COMPUTE);
+    be->event_sync(d->written);
+}
+
+/* buckets [from, to) are final: their events mark the compute queue now */
+static void buckets_written(dt_ddp *d, int from, int to)
+{
+    for (int i = from; i < to; i++)
+        d->model->be->event_record(d->buckets[i].ready, DT_QUEUE_COMPUTE);
 }
 
 /* the model's SyncBN hook: sums n doubles over the replicas */
@@ -105,6 +117,7 @@ static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_
 static int reduce_bucket(dt_ddp *d, int i)
 {
     bucket *k = &d->buckets[i];
+    d->model->be->event_sync(k->ready); /* its gradients complete */
     float *g = d->model->grads + k->lo;
     size_t n = (size_t)(k->hi - k->lo);
     if (d->wire) { /* half the bytes for the reduced-type gradients (AMP O2/O3); fp32 ones as fp32 */
@@ -167,7 +180,7 @@ static void on_grads(void *ctx, int node)
     pthread_mutex_unlock(&d->mu);
     if (upto == d->ready_upto)
         return;
-    model_written(d); /* the buckets' gradients complete before the communication thread reads them */
+    buckets_written(d, d->ready_upto, upto); /* the communication thread waits on these */
     pthread_mutex_lock(&d->mu);
     d->ready_upto = upto;
     pthread_cond_broadcast(&d->cv);
@@ -246,6 +259,11 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
     int rc = comm->ops->bind_thread(comm); /* this thread's collectives (the broadcasts below) too */
     if (rc == DT_OK)
         rc = make_buckets(d);
+    if (rc == DT_OK && !(d->written = m->be->event_create()))
+        rc = DT_ERR_NOMEM;
+    for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
+        if (!(d->buckets[i].ready = m->be->event_create()))
+            rc = DT_ERR_NOMEM;
     if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing, no SyncBN */
         if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
             d->cfg.wire = DT_FLOAT32; /* the reduced-type gradients are fp32 arrays of rounded values: sent as such */
@@ -333,7 +351,7 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
         rc = d->bn_err;
     if (!comm)
         return rc;
-    model_written(d); /* the last buckets' gradients (and, without overlap, all) complete */
+    buckets_written(d, d->active ? d->ready_upto : 0, d->n_buckets); /* the rest (without overlap: all) */
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
         for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
             rc = reduce_bucket(d, i);
@@ -380,6 +398,10 @@ void dt_ddp_free(dt_ddp *d)
     free(d->wire32);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
+    for (int i = 0; d->buckets && i < d->n_buckets; i++)
+        d->model->be->event_destroy(d->buckets[i].ready);
+    if (d->written)
+        d->model->be->event_destroy(d->written);
     free(d->buckets);
     free(d->param_bucket);
     free(d);

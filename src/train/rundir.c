@@ -182,6 +182,19 @@ int dt_rundir_resume(dt_run *r)
     return DT_OK;
 }
 
+/* every op issued so far to the backend's compute queue complete (backend.h: a communicator reads
+ * its memory next) */
+static int ops_complete(const dt_backend *be)
+{
+    dt_event *e = be->event_create();
+    if (!e)
+        return DT_ERR_NOMEM;
+    be->event_record(e, DT_QUEUE_COMPUTE);
+    be->event_sync(e);
+    be->event_destroy(e);
+    return DT_OK;
+}
+
 int dt_rundir_share_resumed(dt_run *r)
 {
     dt_comm *comm = r->comm;
@@ -189,7 +202,7 @@ int dt_rundir_share_resumed(dt_run *r)
         return DT_OK;
     DT_TRY(comm->ops->broadcast(comm, r->model.counts, (size_t)r->model.n_counts, DT_INT64, 0));
     dt_comm *dev = r->device_comm ? r->device_comm : comm; /* the backend's memory: NCCL when it is a device's */
-    r->model.be->sync(); /* what the compute stream wrote (the restore's uploads) before the comm reads it */
+    DT_TRY(ops_complete(r->model.be)); /* what the restore's ops wrote, before the comm reads it */
     if (r->opt.momentum_buf)
         DT_TRY(dev->ops->broadcast(dev, r->opt.momentum_buf, (size_t)r->model.n_weights, DT_FLOAT32, 0));
     if (r->amp.master)

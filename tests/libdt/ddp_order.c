@@ -6,9 +6,10 @@
  *   - a backend that is dt_backend_cpu with a device backend's contract (host_memory 0, so DDP takes
  *     the path it takes on a GPU), each op noted with a sequence number and the model memory it
  *     changed (the model's weights, gradients and buffers are compared with a shadow copy after
- *     every op), each sync with the last op it covers.
+ *     every op), each event with the last op before its record, each wait on one with the ops it
+ *     covers.
  * A collective passes when every element of model memory it reads or writes was last changed by an
- * op that a sync has covered since (on a GPU that is what orders the communicator's stream after the
+ * op that a wait on an event has covered since (on a GPU that is what orders the communicator's stream after the
  * compute stream), and when its thread was bound. The recorders are first shown to catch both faults
  * (a broadcast of BN buffers that a forward wrote, with no sync between; a thread that calls a
  * collective without binding itself); then DDP runs with overlap (small buckets, so the
@@ -107,13 +108,50 @@ static void after_op(void)
     }
 DT_OPS(RECORD)
 
-static void rec_sync(void)
+/* events: one in-order queue, so an event reached means every op up to its record is complete */
+struct dt_event {
+    uint64_t seq; /* the ops issued before its record */
+};
+
+static dt_event *rec_event_create(void)
 {
-    CPU.sync();
+    return calloc(1, sizeof(dt_event));
+}
+
+static void rec_event_destroy(dt_event *e)
+{
+    free(e);
+}
+
+static void rec_event_record(dt_event *e, int queue)
+{
+    (void)queue;
     pthread_mutex_lock(&lk);
-    synced = op_seq; /* every op queued so far is complete */
+    e->seq = op_seq;
+    pthread_mutex_unlock(&lk);
+}
+
+static void rec_event_wait(int queue, dt_event *e)
+{
+    (void)queue;
+    (void)e;
+}
+
+static void rec_event_sync(dt_event *e)
+{
+    pthread_mutex_lock(&lk);
+    synced = e->seq > synced ? e->seq : synced; /* ops 1..seq are complete */
     n_syncs++;
     pthread_mutex_unlock(&lk);
+}
+
+/* all ops issued so far complete (what DDP does before a broadcast) */
+static void rec_drain(void)
+{
+    dt_event *e = rec_event_create();
+    rec_event_record(e, DT_QUEUE_COMPUTE);
+    rec_event_sync(e);
+    rec_event_destroy(e);
 }
 
 static void rec_put(void *dst, const void *src, size_t bytes)
@@ -132,7 +170,11 @@ static void make_recording(void)
     recording.name = "cpu-recorded";
     recording.host_memory = 0;
     recording.mem_put = rec_put;
-    recording.sync = rec_sync;
+    recording.event_create = rec_event_create;
+    recording.event_destroy = rec_event_destroy;
+    recording.event_record = rec_event_record;
+    recording.event_wait = rec_event_wait;
+    recording.event_sync = rec_event_sync;
 #define SET(name, ret, params, args) recording.name = rec_##name;
     DT_OPS(SET)
 #undef SET
@@ -389,7 +431,7 @@ int main(void)
         ok = ok && dt_model_forward(&m, x, B) == DT_OK;
         c->ops->broadcast(c, m.buffers, (size_t)m.n_buffers, DT_FLOAT32, 0); /* no sync: caught */
         int caught_sync = n_unsynced > 0;
-        recording.sync();
+        rec_drain();
         n_unsynced = 0;
         c->ops->broadcast(c, m.buffers, (size_t)m.n_buffers, DT_FLOAT32, 0); /* after a sync: passes */
         int clean_sync = n_unsynced == 0 && n_checked == 2;

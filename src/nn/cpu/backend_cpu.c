@@ -18,8 +18,10 @@
 /* memory: host memory, plain C; planning: nothing to reserve, no limit on a tensor */
 #define CPU_MEMORY                                                                                            \
     .host_memory = 1, .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16,               \
-    .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy, \
-    .mem_get = dt_cpu_mem_copy, .sync = dt_cpu_sync, .reserve_scratch = dt_cpu_reserve_scratch,              \
+    .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy,                   \
+    .mem_get = dt_cpu_mem_copy, .event_create = dt_cpu_event_create, .event_destroy = dt_cpu_event_destroy,  \
+    .event_record = dt_cpu_event_record, .event_wait = dt_cpu_event_wait, .event_sync = dt_cpu_event_sync,    \
+    .reserve_scratch = dt_cpu_reserve_scratch,                                                                \
     .max_tensor_elems = INT64_MAX
 
 /* .<name> = dt_cpu_<name> for each op of nn/backend.h's list; for oneDNN's convolutions, dt_cpu_dnnl_<name> */
@@ -65,8 +67,36 @@ void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
 }
 
-void dt_cpu_sync(void)
+struct dt_event {
+    int unused;
+};
+static dt_event the_event;
+
+dt_event *dt_cpu_event_create(void)
 {
+    return &the_event;
+}
+
+void dt_cpu_event_destroy(dt_event *e)
+{
+    (void)e;
+}
+
+void dt_cpu_event_record(dt_event *e, int queue)
+{
+    (void)e;
+    (void)queue;
+}
+
+void dt_cpu_event_wait(int queue, dt_event *e)
+{
+    (void)queue;
+    (void)e;
+}
+
+void dt_cpu_event_sync(dt_event *e)
+{
+    (void)e;
 }
 
 /* one scratch for every model of the process (one op runs at a time): it only grows */

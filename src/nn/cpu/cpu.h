@@ -106,7 +106,12 @@ DT_CONV_OPS(DT_CPU_DNNL_DECLARE)
 void *dt_cpu_mem_alloc(size_t bytes);
 void dt_cpu_mem_free(void *p);
 void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes);
-void dt_cpu_sync(void);
+/* events: the CPU runs each op at once, so there is nothing to order (one static event) */
+dt_event *dt_cpu_event_create(void);
+void dt_cpu_event_destroy(dt_event *e);
+void dt_cpu_event_record(dt_event *e, int queue);
+void dt_cpu_event_wait(int queue, dt_event *e);
+void dt_cpu_event_sync(dt_event *e);
 /* planning: keeps a scratch of at least bytes (dt_cpu_scratch); DT_OK or DT_ERR_NOMEM */
 int dt_cpu_reserve_scratch(size_t bytes);
 

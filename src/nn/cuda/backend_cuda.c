@@ -2,7 +2,7 @@
  * handles, unscale_check's flag), device scratch and memory, and the ops' type check
  * (dt_cuda_bad_type) (CUDA builds only).
  *
- * State: one device per process, chosen by dt_cuda_init; an op or accessor called before it
+ * State: one device per process (a compute stream and a copy stream), chosen by dt_cuda_init; an op or accessor called before it
  * initialises device 0 (under a mutex, so concurrent first calls initialise once). The CUDA current
  * device is per host thread, so the accessors also make the backend's device current on each thread
  * the first time that thread uses them.
@@ -36,7 +36,7 @@
 
 static struct {
     int device;
-    cudaStream_t stream;
+    cudaStream_t stream, copy; /* the compute queue's stream, the copy queue's */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     int *flag; /* device: unscale_check's overflow flag */
@@ -61,7 +61,7 @@ DT_NORETURN void dt_cuda_bad_type(const char *op, dt_dtype t)
 int dt_cuda_init(int device)
 {
     int rc = DT_OK;
-    cudaStream_t stream = NULL;
+    cudaStream_t stream = NULL, copy = NULL;
     cudnnHandle_t cudnn = NULL;
     cublasHandle_t cublas = NULL;
     int *flag = NULL;
@@ -79,6 +79,7 @@ int dt_cuda_init(int device)
     }
     DT_CHECK_CUDA_GOTO(cudaSetDevice(device), rc, out);
     DT_CHECK_CUDA_GOTO(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking), rc, fail);
     DT_CHECK_CUDNN_GOTO(cudnnCreate(&cudnn), rc, fail);
     DT_CHECK_CUDNN_GOTO(cudnnSetStream(cudnn, stream), rc, fail);
     DT_CHECK_CUBLAS_GOTO(cublasCreate(&cublas), rc, fail);
@@ -90,6 +91,7 @@ int dt_cuda_init(int device)
     DT_CHECK_CUDA_GOTO(cudaMemset(flag, 0, sizeof *flag), rc, fail);
     st.device = device;
     st.stream = stream;
+    st.copy = copy;
     st.cudnn = cudnn;
     st.cublas = cublas;
     st.flag = flag;
@@ -106,6 +108,8 @@ fail:
         cudnnDestroy(cudnn);
     if (stream)
         cudaStreamDestroy(stream);
+    if (copy)
+        cudaStreamDestroy(copy);
 out:
     pthread_mutex_unlock(&st_lock);
     return rc;
@@ -265,10 +269,56 @@ void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes)
     copy_and_wait(dst_host, src, bytes, cudaMemcpyDeviceToHost);
 }
 
-void dt_cuda_sync(void)
+/* --- events: cudaEvent_t (without timing) on the queues' streams ----------------------------------- */
+struct dt_event {
+    cudaEvent_t ev;
+    int recorded; /* an event never recorded is complete */
+};
+
+static cudaStream_t queue_stream(int queue)
+{
+    return queue == DT_QUEUE_COPY ? st.copy : st.stream;
+}
+
+dt_event *dt_cuda_event_create(void)
 {
     ready();
-    FATAL_CUDA(cudaStreamSynchronize(st.stream));
+    dt_event *e = calloc(1, sizeof *e);
+    if (e && cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming) != cudaSuccess) {
+        free(e);
+        e = NULL;
+    }
+    return e;
+}
+
+void dt_cuda_event_destroy(dt_event *e)
+{
+    if (!e)
+        return;
+    ready();
+    cudaEventDestroy(e->ev);
+    free(e);
+}
+
+void dt_cuda_event_record(dt_event *e, int queue)
+{
+    ready();
+    FATAL_CUDA(cudaEventRecord(e->ev, queue_stream(queue)));
+    e->recorded = 1;
+}
+
+void dt_cuda_event_wait(int queue, dt_event *e)
+{
+    ready();
+    if (e->recorded)
+        FATAL_CUDA(cudaStreamWaitEvent(queue_stream(queue), e->ev, 0));
+}
+
+void dt_cuda_event_sync(dt_event *e)
+{
+    ready();
+    if (e->recorded)
+        FATAL_CUDA(cudaEventSynchronize(e->ev));
 }
 
 /* --- the table ----------------------------------------------------------------------------------- */
@@ -283,7 +333,11 @@ const dt_backend dt_backend_cuda = {
     .mem_free = dt_cuda_mem_free,
     .mem_put = dt_cuda_mem_put,
     .mem_get = dt_cuda_mem_get,
-    .sync = dt_cuda_sync,
+    .event_create = dt_cuda_event_create,
+    .event_destroy = dt_cuda_event_destroy,
+    .event_record = dt_cuda_event_record,
+    .event_wait = dt_cuda_event_wait,
+    .event_sync = dt_cuda_event_sync,
     .reserve_scratch = dt_cuda_reserve_scratch,
     .max_tensor_elems = INT32_MAX,
     DT_OPS(CUDA_OP)

@@ -99,7 +99,12 @@ void *dt_cuda_mem_alloc(size_t bytes);
 void dt_cuda_mem_free(void *p);
 void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes);
 void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes);
-void dt_cuda_sync(void); /* cudaStreamSynchronize of the compute stream */
+/* events (backend.h): cudaEvent_t on the compute stream (DT_QUEUE_COMPUTE) or the copy stream */
+dt_event *dt_cuda_event_create(void);
+void dt_cuda_event_destroy(dt_event *e);
+void dt_cuda_event_record(dt_event *e, int queue);
+void dt_cuda_event_wait(int queue, dt_event *e);
+void dt_cuda_event_sync(dt_event *e);
 
 /* --- the ops: dt_cuda_<name> for each op of nn/backend.h's list ----------------------------------
  * conv_cudnn.c     the convolutions: cuDNN, NHWC tensors and KRSC (= our OHWI) filters

@@ -1,0 +1,168 @@
+/* ddp_deferred.c: DDP's fences, checked by running its training steps on a backend whose ops run
+ * later (tests/libdt/deferred.h: each op queued and run on the backend's own thread after a pause)
+ * and on the CPU backend, which runs each op at once; run by tests/libdt/ddp_deferred.sh under
+ * mpirun (2 ranks). Both run the same ops in the same order, so with every fence in place (a
+ * bucket's all-reduce waits on the event recorded after its last gradient, a broadcast on one
+ * recorded after the ops that wrote what it sends) the weights, BN statistics, momentum and losses
+ * after the steps are equal bit for bit. Then the same run with the backend's event waits ignored
+ * (the fences removed) must differ: the all-reduces read gradients not written yet. Settings: overlap
+ * with small buckets (the communication thread reduces while backward goes on), no overlap, and
+ * gradient accumulation; the input comes from host pixels through normalize_u8 each step.
+ * Prints one line per setting on rank 0; exits non-zero when any rank saw a difference where there
+ * must be none, or none where there must be one. */
+#include "config.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deferred.h"
+#include "libdt/comm.h"
+#include "libdt/launch.h"
+#include "nn/backend.h"
+#include "nn/model.h"
+#include "train/ddp.h"
+#include "train/sgd.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/rng.h"
+
+enum { HW = 16, B = 4, STEPS = 3, CLASSES = 10, DELAY_US = 50 };
+
+typedef struct result {
+    float *weights, *buffers, *momentum;
+    double loss[STEPS];
+    int ok;
+} result;
+
+static float *fetch(const dt_backend *be, const float *p, int64_t n)
+{
+    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    if (!h)
+        abort();
+    be->mem_get(h, p, (size_t)n * sizeof(float));
+    return h;
+}
+
+/* STEPS steps of resnet8 on be under DDP with cfg, accum micro-batches each; a rank's own data */
+static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int accum)
+{
+    result r = {0};
+    const int mb = B / accum;
+    const size_t values = (size_t)mb * HW * HW * 3;
+    const float mean[3] = {0.5f, 0.4f, 0.3f}, std[3] = {0.25f, 0.2f, 0.3f};
+    dt_model m;
+    dt_sgd o;
+    dt_ddp *d = NULL;
+    uint8_t *pixels = malloc(values);
+    int32_t y[B];
+    float *x = be->mem_alloc(values * sizeof(float));
+    r.ok = pixels && x && dt_model_create(&m, "resnet8", 3, CLASSES, be) == DT_OK &&
+           dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_sgd_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+    if (!r.ok)
+        return r;
+    dt_model_init_weights(&m, 10 + (uint64_t)c->rank, 0); /* different on every rank until DDP's broadcast */
+    m.training = 1;
+    r.ok = dt_ddp_create(&d, &m, c, cfg) == DT_OK;
+    dt_rng g;
+    dt_rng_seed(&g, 20, (uint64_t)c->rank);
+    for (int s = 0; r.ok && s < STEPS; s++) {
+        for (int a = 0; r.ok && a < accum; a++) {
+            for (size_t i = 0; i < values; i++) /* a new batch in the same host buffer */
+                pixels[i] = (uint8_t)dt_rng_below(&g, 256);
+            for (int i = 0; i < mb; i++)
+                y[i] = (int32_t)dt_rng_below(&g, CLASSES);
+            be->normalize_u8((int64_t)values, 3, pixels, mean, std, DT_FLOAT32, x);
+            double loss;
+            r.ok = dt_ddp_before_forward(d) == DT_OK && dt_model_forward(&m, x, mb) == DT_OK &&
+                   dt_model_loss(&m, y, mb, 0.1f, &loss) == DT_OK &&
+                   dt_ddp_backward(d, mb, a > 0, a == accum - 1) == DT_OK;
+            r.loss[s] += loss;
+        }
+        if (r.ok)
+            dt_sgd_step(&o, &m, 0.05f, 1.0f);
+    }
+    r.ok = r.ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;
+    r.weights = fetch(be, m.weights, m.n_weights);
+    r.buffers = fetch(be, m.buffers, m.n_buffers);
+    r.momentum = fetch(be, o.momentum_buf, m.n_weights);
+    dt_ddp_free(d);
+    dt_sgd_free(&o);
+    be->mem_free(x);
+    free(pixels);
+    dt_model_free(&m);
+    return r;
+}
+
+static int same(const result *a, const result *b, int64_t nw, int64_t nb)
+{
+    return a->ok && b->ok && !memcmp(a->weights, b->weights, (size_t)nw * sizeof(float)) &&
+           !memcmp(a->buffers, b->buffers, (size_t)nb * sizeof(float)) &&
+           !memcmp(a->momentum, b->momentum, (size_t)nw * sizeof(float)) && !memcmp(a->loss, b->loss, sizeof a->loss);
+}
+
+static void result_free(result *r)
+{
+    free(r->weights);
+    free(r->buffers);
+    free(r->momentum);
+}
+
+static int all_max(dt_comm *c, int v)
+{
+    c->ops->allreduce(c, &v, &v, 1, DT_INT32, DT_MAX);
+    return v;
+}
+
+int main(void)
+{
+    dt_log_init();
+    dt_launch l;
+    dt_comm *c;
+    if (dt_launch_init(&l) || dt_comm_host(&c, &l, 120))
+        return 1;
+    if (c->size < 2) {
+        fprintf(stderr, "ddp_deferred: needs at least 2 ranks (mpirun -np 2)\n");
+        return 1;
+    }
+    dt_model probe; /* the sizes of the flat arrays */
+    if (dt_model_create(&probe, "resnet8", 3, CLASSES, &dt_backend_cpu) != DT_OK)
+        return 1;
+    const int64_t nw = probe.n_weights, nb = probe.n_buffers;
+    dt_model_free(&probe);
+
+    struct {
+        const char *name;
+        dt_ddp_cfg cfg;
+        int accum, fenced; /* fenced 0: the deferred backend ignores event waits */
+    } runs[] = {
+        {"overlap, 4 KiB buckets", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1}, 1, 1},
+        {"no overlap", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1, .no_overlap = 1}, 1,
+         1},
+        {"overlap, 2 accumulation steps", {.bucket_bytes = 4096, .first_bucket_bytes = 1024}, 2, 1},
+        {"overlap, fences removed", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1}, 1, 0},
+    };
+    int bad = 0;
+    for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
+        result ref = train(&dt_backend_cpu, c, &runs[k].cfg, runs[k].accum);
+        uint64_t ran0 = dt_deferred_ops_run();
+        result def = train(dt_deferred_backend(DELAY_US, !runs[k].fenced), c, &runs[k].cfg, runs[k].accum);
+        uint64_t ran = dt_deferred_ops_run() - ran0;
+        int ok = all_max(c, !(ref.ok && def.ok)) == 0;
+        int differ = all_max(c, !same(&ref, &def, nw, nb));
+        int fine = ok && differ == !runs[k].fenced;
+        bad += !fine;
+        if (c->rank == 0)
+            printf("ddp deferred, %s: %llu ops run later; training %s; weights, statistics, momentum and losses %s "
+                   "the CPU backend's: %s\n",
+                   runs[k].name, (unsigned long long)ran, ok ? "ran" : "FAILED",
+                   differ ? "differ from" : "equal", fine ? "as they must" : "WRONG");
+        result_free(&ref);
+        result_free(&def);
+    }
+    dt_comm_free(c);
+    dt_launch_finalize(&l);
+    return bad ? 1 : 0;
+}
