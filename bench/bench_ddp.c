@@ -63,7 +63,7 @@ int main(int argc, char **argv)
         if (dt_model_forward(&m, x, (int)batch) || dt_model_loss(&m, y, (int)batch, 0, &loss) ||
             dt_ddp_backward(d, (int)batch, 0, 1))
             return 1;
-        dt_sgd_step(&o, &m, 0.01f);
+        dt_sgd_step(&o, &m, 0.01f, 1.0f, NULL);
     }
     c->ops->barrier(c);
     double ms = (dt_seconds() - t0) / steps * 1e3;

@@ -50,7 +50,7 @@ int main(int argc, char **argv)
         if (dt_model_forward(&m, x, (int)batch) || dt_model_loss(&m, y, (int)batch, 0, &loss) ||
             dt_model_backward(&m, (int)batch, 0))
             return 1;
-        dt_sgd_step(&opt, &m, 0.01f);
+        dt_sgd_step(&opt, &m, 0.01f, 1.0f, NULL);
     }
     double dt = dt_seconds() - t0;
     if (m.profile) /* DT_PROFILE=1: where the time went, warm-up steps included */

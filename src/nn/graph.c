@@ -10,8 +10,10 @@
 #include <string.h>
 
 #include "nn/model.h"
+#include "nn/model_internal.h"
 #include "util/check.h"
 #include "util/grow.h"
+#include "util/half.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -306,16 +308,65 @@ int dt_param_trainable(const dt_param *p)
     return p->kind == DT_P_WEIGHT || p->kind == DT_P_BIAS || p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS;
 }
 
-float *dt_param_data(const dt_model *m, const dt_param *p)
+void *dt_param_data(const dt_model *m, const dt_param *p)
 {
     if (p->kind == DT_P_BN_COUNT)
         return NULL;
-    return dt_param_trainable(p) ? m->weights + p->off : m->buffers + p->off;
+    return (char *)(dt_param_trainable(p) ? m->weights : m->buffers) + p->boff;
 }
 
-float *dt_param_grad(const dt_model *m, const dt_param *p)
+void *dt_param_grad(const dt_model *m, const dt_param *p)
 {
-    return dt_param_trainable(p) ? m->grads + p->off : NULL;
+    return dt_param_trainable(p) ? (char *)m->grads + p->boff : NULL;
+}
+
+void dt_get_f32(const dt_backend *be, dt_dtype t, const void *src, size_t n, float *host)
+{
+    if (t == DT_FLOAT32) {
+        be->mem_get(host, src, n * sizeof(float));
+        return;
+    }
+    /* the 16-bit values into the upper half of host, widened in place from the front: each group
+     * of values is read before the floats that overlap it are written */
+    uint16_t *h = (uint16_t *)(void *)host + n;
+    be->mem_get(h, src, n * sizeof(uint16_t));
+    if (t == DT_BFLOAT16)
+        dt_bf16_to_f32_n(n, h, host);
+    else
+        dt_f16_to_f32_n(n, h, host);
+}
+
+void dt_param_get(const dt_model *m, const dt_param *p, float *host)
+{
+    dt_get_f32(m->be, p->dtype, dt_param_data(m, p), (size_t)p->numel, host);
+}
+
+void dt_param_get_grad(const dt_model *m, const dt_param *p, float *host)
+{
+    dt_get_f32(m->be, p->dtype, dt_param_grad(m, p), (size_t)p->numel, host);
+}
+
+void dt_param_put(const dt_model *m, const dt_param *p, const float *host)
+{
+    size_t n = (size_t)p->numel;
+    if (p->dtype == DT_FLOAT32) {
+        m->be->mem_put(dt_param_data(m, p), host, n * sizeof(float));
+        return;
+    }
+    uint16_t *h = malloc((n ? n : 1) * sizeof(uint16_t));
+    if (!h) { /* the values one at a time, through a tiny buffer: slow, but they arrive */
+        for (size_t i = 0; i < n; i++) {
+            uint16_t v = p->dtype == DT_BFLOAT16 ? dt_f32_to_bf16(host[i]) : dt_f32_to_f16(host[i]);
+            m->be->mem_put((char *)dt_param_data(m, p) + i * sizeof v, &v, sizeof v);
+        }
+        return;
+    }
+    if (p->dtype == DT_BFLOAT16)
+        dt_f32_to_bf16_n(n, host, h);
+    else
+        dt_f32_to_f16_n(n, host, h);
+    m->be->mem_put(dt_param_data(m, p), h, n * sizeof(uint16_t));
+    free(h);
 }
 
 void dt_model_set_dropout(dt_model *m, float p)
@@ -363,12 +414,49 @@ void dt_param_to_torch(const dt_param *p, const float *ours, float *torch)
     permute_conv(p, ours, torch, 1);
 }
 
-/* storage for all parameters, once building has ended (no shape depends on the input size) */
+void dt_param_layout(dt_model *m)
+{
+    size_t w = 0, b = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        dt_param *p = &m->params[i];
+        size_t bytes = (size_t)p->numel * (p->dtype == DT_FLOAT32 ? 4 : 2);
+        if (p->kind == DT_P_BN_COUNT)
+            continue;
+        if (dt_param_trainable(p)) {
+            p->boff = w;
+            w += (bytes + 63) & ~(size_t)63; /* each tensor 64-byte aligned */
+        } else {
+            p->boff = b;
+            b += (bytes + 3) & ~(size_t)3;
+        }
+    }
+    m->weights_bytes = w;
+    m->buffers_bytes = b;
+}
+
+int dt_param_storage(dt_model *m, void **weights, void **grads, void **buffers)
+{
+    *weights = m->be->mem_alloc(m->weights_bytes ? m->weights_bytes : 1);
+    *grads = m->be->mem_alloc(m->weights_bytes ? m->weights_bytes : 1);
+    *buffers = m->be->mem_alloc(m->buffers_bytes ? m->buffers_bytes : 1);
+    if (*weights && *grads && *buffers)
+        return DT_OK;
+    m->be->mem_free(*weights);
+    m->be->mem_free(*grads);
+    m->be->mem_free(*buffers);
+    dt_error("model %s: cannot allocate %zu bytes of parameters on %s", m->arch,
+             2 * m->weights_bytes + m->buffers_bytes, m->be->name);
+    return DT_ERR_NOMEM;
+}
+
+/* storage for all parameters (fp32 until dt_model_set_amp), once building has ended (no shape
+ * depends on the input size) */
 static int alloc_params(dt_model *m)
 {
     int64_t nw = 0, nb = 0, nc = 0;
     for (int i = 0; i < m->n_params; i++) {
         dt_param *p = &m->params[i];
+        p->dtype = DT_FLOAT32;
         if (p->kind == DT_P_BN_COUNT)
             p->off = nc++;
         else if (dt_param_trainable(p)) {
@@ -382,14 +470,8 @@ static int alloc_params(dt_model *m)
     m->n_weights = nw;
     m->n_buffers = nb;
     m->n_counts = nc;
-    size_t bw = (size_t)(nw ? nw : 1) * sizeof(float);
-    m->weights = m->be->mem_alloc(bw);
-    m->grads = m->be->mem_alloc(bw);
-    m->buffers = m->be->mem_alloc((size_t)(nb ? nb : 1) * sizeof(float));
-    if (!m->weights || !m->grads || !m->buffers) {
-        dt_error("model %s: cannot allocate %zu bytes of parameters on %s", m->arch, 2 * bw, m->be->name);
-        return DT_ERR_NOMEM;
-    }
+    dt_param_layout(m);
+    DT_TRY(dt_param_storage(m, &m->weights, &m->grads, &m->buffers));
     DT_CHECK_ALLOC(m->counts = calloc((size_t)(nc ? nc : 1), sizeof(int64_t))); /* host: counted by host code */
     return DT_OK;
 }
@@ -426,7 +508,7 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
             }
             d[j] = (float)v; /* drawn in O,KH,KW,I order: the distribution is all that matters */
         }
-        m->be->mem_put(dt_param_data(m, p), d, (size_t)p->numel * sizeof(float));
+        dt_param_put(m, p, d);
     }
     free(d);
 }

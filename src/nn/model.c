@@ -15,6 +15,7 @@
 #include "nn/plan.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/half.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -32,7 +33,8 @@ static dt_bn_desc bn_desc(const dt_model *m, const dt_node *nd, int n, int sync)
     const dt_value *x = &m->values[nd->in0];
     return (dt_bn_desc){.rows = (int64_t)n * x->height * x->width, .c = x->channels, .eps = nd->attr.eps,
                         .momentum = nd->attr.momentum, .sync = sync ? m->bn_sync : NULL,
-                        .sync_ctx = m->bn_sync_ctx};
+                        .sync_ctx = m->bn_sync_ctx, .xt = x->dtype, .yt = m->values[nd->out].dtype,
+                        .pt = ptype(m, nd->param[DT_NODE_WEIGHT])};
 }
 
 /* shapes of every value for an input of h x w; names the layer that cannot run */
@@ -79,7 +81,7 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
 
 static size_t value_bytes(const dt_model *m, int v, int n)
 {
-    return (size_t)value_numel(&m->values[v], n) * sizeof(float);
+    return (size_t)value_numel(&m->values[v], n) * dtype_bytes(m->values[v].dtype);
 }
 
 static int grad_root(const dt_model *m, int v)
@@ -212,6 +214,7 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
                      nd->attr.stride, nd->attr.stride, nd->attr.pad, nd->attr.pad, nd->attr.dilation, nd->attr.dilation,
                      nd->attr.groups);
     d->bias = nd->attr.has_bias;
+    d->t = dt_amp_compute_type(m);
     /* backward adds into dx unless this conv is the first writer: its input's last reader in the
      * forward order, and not sharing a residual add's gradient */
     int i = (int)(nd - m->nodes);
@@ -292,7 +295,7 @@ static void plan_backend(dt_model *m, int n, size_t *ws, size_t *scratch)
             break;
         }
         case DT_OP_LINEAR:
-            TAKE_MAX(scratch, be->linear_scratch(n, x->channels * x->height * x->width, y->channels, DT_FLOAT32));
+            TAKE_MAX(scratch, be->linear_scratch(n, x->channels * x->height * x->width, y->channels, dt_amp_compute_type(m)));
             break;
         default: break;
         }
@@ -477,14 +480,14 @@ static double profile_tick(dt_model *m, int pass, int kind, double t)
     return n;
 }
 
-float *dt_model_logits(const dt_model *m)
+void *dt_model_logits(const dt_model *m)
 {
     return act_of(m, m->output);
 }
 
 void dt_model_get_logits(const dt_model *m, int n, float *host)
 {
-    m->be->mem_get(host, act_of(m, m->output), (size_t)n * (size_t)m->num_classes * sizeof(float));
+    dt_get_f32(m->be, vtype(m, m->output), act_of(m, m->output), (size_t)n * (size_t)m->num_classes, host);
 }
 
 int dt_model_forward(dt_model *m, const float *x, int n)
@@ -501,16 +504,17 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         if (m->profile)
             t = profile_tick(m, 0, i ? (int)m->nodes[i - 1].op : -1, t);
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
-        float *xin = act_of(m, nd->in0), *y = act_of(m, nd->out);
-        float *weight = param_of(m, nd->param[DT_NODE_WEIGHT]), *bias = param_of(m, nd->param[DT_NODE_BIAS]);
-        float *run_mean = param_of(m, nd->param[DT_NODE_RUNNING_MEAN]);
-        float *run_var = param_of(m, nd->param[DT_NODE_RUNNING_VAR]);
+        void *xin = act_of(m, nd->in0), *y = act_of(m, nd->out);
+        void *weight = param_of(m, nd->param[DT_NODE_WEIGHT]), *bias = param_of(m, nd->param[DT_NODE_BIAS]);
+        void *run_mean = param_of(m, nd->param[DT_NODE_RUNNING_MEAN]);
+        void *run_var = param_of(m, nd->param[DT_NODE_RUNNING_VAR]);
+        const dt_dtype xt = xv->dtype, yt = yv->dtype;
         int64_t count = value_numel(yv, n);
         switch (nd->op) {
         case DT_OP_CONV: {
             dt_conv_desc d;
             conv_desc(m, nd, n, &d);
-            const float *cx = xin, *cw = weight, *cb = bias;
+            const void *cx = xin, *cw = weight, *cb = bias;
             if (m->amp_level)
                 dt_amp_operands(m, nd, n, &cx, &cw, &cb);
             be->conv_fwd(&d, cx, cw, cb, y, dt_arena_at(&m->workspace, 0));
@@ -530,44 +534,49 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         }
         case DT_OP_RELU:
             if (!nd->attr.fused_into_bn)
-                be->relu_fwd(count, DT_FLOAT32, xin, y);
+                be->relu_fwd(count, xt, xin, y);
             break;
-        case DT_OP_ADD: be->add_fwd(count, xin, DT_FLOAT32, act_of(m, nd->in1), DT_FLOAT32, y, DT_FLOAT32); break;
+        case DT_OP_ADD: be->add_fwd(count, xin, xt, act_of(m, nd->in1), vtype(m, nd->in1), y, yt); break;
         case DT_OP_MAXPOOL: {
             dt_pool_desc d;
             dt_pool_desc_set_max(&d, n, xv->height, xv->width, xv->channels, nd->attr.kernel, nd->attr.stride,
                                  nd->attr.pad);
+            d.xt = xt;
+            d.yt = yt;
             be->maxpool_fwd(&d, xin, y, saved_of(m, nd));
             break;
         }
         case DT_OP_AVGPOOL: {
             dt_pool_desc d;
             dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, nd->attr.out_h, nd->attr.out_w);
+            d.xt = xt;
+            d.yt = yt;
             be->avgpool_fwd(&d, xin, y);
             break;
         }
-        case DT_OP_FLATTEN: be->flatten_fwd(n, xv->height, xv->width, xv->channels, DT_FLOAT32, xin, y); break;
+        case DT_OP_FLATTEN: be->flatten_fwd(n, xv->height, xv->width, xv->channels, xt, xin, y); break;
         case DT_OP_LINEAR: {
-            const float *lx = xin, *lw = weight, *lb = bias;
+            const void *lx = xin, *lw = weight, *lb = bias;
             if (m->amp_level)
                 dt_amp_operands(m, nd, n, &lx, &lw, &lb);
-            be->linear_fwd(n, xv->channels * xv->height * xv->width, yv->channels, DT_FLOAT32, lx, lw, lb, y);
+            be->linear_fwd(n, xv->channels * xv->height * xv->width, yv->channels, dt_amp_compute_type(m), lx, lw, lb,
+                           y);
             break;
         }
         case DT_OP_DROPOUT:
             if (m->training && nd->attr.drop_prob > 0) {
                 uint64_t seed = dt_hash64(m->dropout_seed, m->step * 1024 + (uint64_t)i);
-                be->dropout_fwd(count, nd->attr.drop_prob, seed, xin, DT_FLOAT32, y, DT_FLOAT32, saved_of(m, nd));
+                be->dropout_fwd(count, nd->attr.drop_prob, seed, xin, xt, y, yt, saved_of(m, nd));
             } else {
-                be->copy_grad(count, xin, DT_FLOAT32, y, DT_FLOAT32, 0);
+                be->copy_grad(count, xin, xt, y, yt, 0);
             }
             break;
         }
-        if (dt_amp_output_reduced(m, nd) && !(nd->op == DT_OP_RELU && nd->attr.fused_into_bn))
-            dt_amp_round(m, y, count);
-        if (nd->op == DT_OP_BN && m->training && m->amp_level >= 2 && !m->amp_keep_bn_fp32) {
-            dt_amp_round(m, run_mean, xv->channels); /* running statistics of an fp16 BN are fp16 */
-            dt_amp_round(m, run_var, xv->channels);
+        if (!(nd->op == DT_OP_RELU && nd->attr.fused_into_bn)) /* emulation: what the op stored, rounded */
+            dt_amp_round_value(m, nd->out, y, count);
+        if (nd->op == DT_OP_BN && m->training && m->amp_emulate && dt_param_reduced(m, &m->params[nd->param[DT_NODE_RUNNING_MEAN]])) {
+            m->be->round_half(xv->channels, run_mean, m->amp_bf16); /* running statistics of an fp16 BN are fp16 */
+            m->be->round_half(xv->channels, run_var, m->amp_bf16);
         }
     }
     if (m->profile)
@@ -585,9 +594,9 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
         }
     /* the gradient times the scaler's factor, before any rounding */
     float scale = m->loss_scale != 0 ? m->loss_scale : 1.0f;
-    *loss = m->be->xent(n, m->num_classes, DT_FLOAT32, act_of(m, m->output), labels, eps, scale, grad_of(m, m->output));
-    if (m->amp_level) /* the logits were reduced: so is their gradient */
-        dt_amp_round(m, grad_of(m, m->output), (int64_t)n * m->num_classes);
+    *loss = m->be->xent(n, m->num_classes, vtype(m, m->output), act_of(m, m->output), labels, eps, scale,
+                        grad_of(m, m->output));
+    dt_amp_round_value(m, m->output, grad_of(m, m->output), (int64_t)n * m->num_classes);
     return DT_OK;
 }
 
@@ -604,11 +613,12 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             t = profile_tick(m, 1, i < m->n_nodes - 1 ? (int)m->nodes[i + 1].op : -1, t);
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
         const int need_dx = nd->in0 != m->input;
-        float *xin = act_of(m, nd->in0), *y = act_of(m, nd->out), *dy = grad_of(m, nd->out);
-        float *dx = need_dx ? grad_of(m, nd->in0) : NULL; /* the model's input has no gradient */
-        float *weight = param_of(m, nd->param[DT_NODE_WEIGHT]);
-        float *dweight = param_grad_of(m, nd->param[DT_NODE_WEIGHT]);
-        float *dbias = param_grad_of(m, nd->param[DT_NODE_BIAS]);
+        void *xin = act_of(m, nd->in0), *y = act_of(m, nd->out), *dy = grad_of(m, nd->out);
+        void *dx = need_dx ? grad_of(m, nd->in0) : NULL; /* the model's input has no gradient */
+        void *weight = param_of(m, nd->param[DT_NODE_WEIGHT]);
+        void *dweight = param_grad_of(m, nd->param[DT_NODE_WEIGHT]);
+        void *dbias = param_grad_of(m, nd->param[DT_NODE_BIAS]);
+        const dt_dtype xt = xv->dtype, yt = yv->dtype;
         int64_t count = value_numel(yv, n);
         int ready = yv->grad_ready;
         if (nd->op == DT_OP_BN && nd->attr.fused_relu >= 0) { /* its fused ReLU's output gradient */
@@ -642,14 +652,14 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                        grad_accumulate(m, nd->in0), accumulate);
             break;
         }
-        case DT_OP_RELU: be->relu_bwd(count, DT_FLOAT32, y, dy, dx, grad_accumulate(m, nd->in0)); break;
+        case DT_OP_RELU: be->relu_bwd(count, yt, y, dy, dx, grad_accumulate(m, nd->in0)); break;
         case DT_OP_ADD: {
             int ins[2] = {nd->in0, nd->in1};
             for (int k = 0; k < 2; k++) {
                 if (m->values[ins[k]].grad_alias == nd->out)
                     m->values[ins[k]].grad_ready = 1; /* it is this gradient */
                 else
-                    be->copy_grad(count, dy, DT_FLOAT32, grad_of(m, ins[k]), DT_FLOAT32, grad_accumulate(m, ins[k]));
+                    be->copy_grad(count, dy, yt, grad_of(m, ins[k]), vtype(m, ins[k]), grad_accumulate(m, ins[k]));
             }
             break;
         }
@@ -657,17 +667,21 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             dt_pool_desc d;
             dt_pool_desc_set_max(&d, n, xv->height, xv->width, xv->channels, nd->attr.kernel, nd->attr.stride,
                                  nd->attr.pad);
+            d.xt = xt;
+            d.yt = yt;
             be->maxpool_bwd(&d, dy, saved_of(m, nd), dx, grad_accumulate(m, nd->in0));
             break;
         }
         case DT_OP_AVGPOOL: {
             dt_pool_desc d;
             dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, nd->attr.out_h, nd->attr.out_w);
+            d.xt = xt;
+            d.yt = yt;
             be->avgpool_bwd(&d, dy, dx, grad_accumulate(m, nd->in0));
             break;
         }
         case DT_OP_FLATTEN:
-            be->flatten_bwd(n, xv->height, xv->width, xv->channels, DT_FLOAT32, dy, dx, grad_accumulate(m, nd->in0));
+            be->flatten_bwd(n, xv->height, xv->width, xv->channels, xt, dy, dx, grad_accumulate(m, nd->in0));
             break;
         case DT_OP_LINEAR:
             if (m->amp_level) {
@@ -679,13 +693,12 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         case DT_OP_DROPOUT:
             if (m->training && nd->attr.drop_prob > 0)
-                be->dropout_bwd(count, nd->attr.drop_prob, saved_of(m, nd), dy, DT_FLOAT32, dx, DT_FLOAT32,
-                                grad_accumulate(m, nd->in0));
+                be->dropout_bwd(count, nd->attr.drop_prob, saved_of(m, nd), dy, yt, dx, xt, grad_accumulate(m, nd->in0));
             else
-                be->copy_grad(count, dy, DT_FLOAT32, dx, DT_FLOAT32, grad_accumulate(m, nd->in0));
+                be->copy_grad(count, dy, yt, dx, xt, grad_accumulate(m, nd->in0));
             break;
         }
-        if (m->amp_level >= 2 && nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR)
+        if (m->amp_level && nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR) /* emulation: round what it wrote */
             dt_amp_round_grads(m, nd, n);
         if (m->on_grads && nd->param[DT_NODE_WEIGHT] >= 0)
             m->on_grads(m->on_grads_ctx, i);

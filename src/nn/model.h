@@ -61,7 +61,11 @@ typedef struct dt_param {
     int shape[4];           /* PyTorch's shape */
     int ohwi;               /* 1: stored O,KH,KW,I (a conv weight) */
     int64_t numel;
-    int64_t off;            /* index into weights (trainable), buffers, or counts */
+    int64_t off;            /* index into the fp32 layout of the trainable parameters (momentum, master
+                             * weights; n_weights elements, each tensor 64-byte aligned), into buffers'
+                             * elements, or into counts */
+    size_t boff;            /* byte offset in weights and grads (trainable) or buffers, as stored */
+    dt_dtype dtype;         /* the storage type of the data and of the gradient (model.h: mixed precision) */
     int fan_in, fan_out;    /* for initialisation */
     enum dt_init init;
     int zero_init;          /* the last BN weight of a residual block (zero_init_residual) */
@@ -76,6 +80,9 @@ typedef struct dt_value {
     int grad_ready;         /* backward bookkeeping: gradient written this pass */
     int consumers;          /* nodes reading this value */
     int act_alias;          /* value whose activation memory this one reuses (an in-place ReLU), or -1 */
+    dt_dtype dtype;         /* the storage type of the activation and of its gradient */
+    int reduced;            /* 1 when the opt level stores it in the reduced type (whether or not the
+                             * model emulates that: then dtype is fp32 and the values are rounded) */
     int grad_alias;         /* value whose gradient memory this one's gradient is (an add's input), or -1 */
 } dt_value;
 
@@ -117,9 +124,11 @@ typedef struct dt_model {
     const float *input_data; /* the input of the last forward (the caller's memory) */
     int build_error;        /* set by a dt_layer_* call that failed; checked by dt_model_end */
 
-    float *weights, *grads; /* n_weights each, 64-byte aligned */
-    int64_t n_weights;
-    float *buffers;
+    void *weights, *grads;  /* each parameter at its boff, stored in its dtype */
+    size_t weights_bytes;
+    int64_t n_weights;      /* elements of the fp32 layout (dt_param.off) */
+    void *buffers;
+    size_t buffers_bytes;
     int64_t n_buffers;
     int64_t *counts;
     int64_t n_counts;
@@ -127,11 +136,16 @@ typedef struct dt_model {
     int plan_n, plan_h, plan_w;
     int plan_rule;          /* enum dt_plan_order (nn/plan.h): 0 the smallest packing, 1..3 force one
                              * (tests check that all give the same numbers) */
-    /* mixed precision (dt_model_set_amp; nn/precision.c), emulated: every value the reduced type
-     * would store is rounded to it, so the numbers are those of fp16/bf16 storage with fp32 compute */
+    /* mixed precision (dt_model_set_amp; nn/precision.c): values and parameters the opt level makes
+     * reduced are stored in fp16/bf16 and computed in fp32 (the ops widen and round: backend.h);
+     * emulated (amp_emulate), they are fp32 arrays rounded to the reduced type after every write,
+     * which holds exactly the same numbers */
     int amp_level;          /* 0 (fp32), 1 (conv/linear cast), 2, 3 (reduced model) */
     int amp_bf16;           /* the reduced type: 0 fp16, 1 bf16 */
     int amp_keep_bn_fp32;   /* BN parameters, statistics and compute in fp32 */
+    int amp_emulate;        /* 1: the reduced type is emulated in fp32 storage (rounded values), as on a
+                             * backend whose storage_types lacks it; set before dt_model_set_amp to
+                             * force it (the oracle of the real storage) */
     dt_arena amp_scratch;   /* rounded copies of conv/linear operands */
     float loss_scale;       /* dt_model_loss seeds backward with the loss times this (0 or 1: unscaled) */
     dt_arena act, grad, workspace; /* activations (and saved state), activation gradients, conv workspace */
@@ -205,9 +219,10 @@ int64_t dt_model_max_batch(dt_model *m, int h, int w, int64_t limit, char *layer
  * normalize_u8 or mem_put); logits afterwards at dt_model_logits. x is read where it is, not copied:
  * it must stay unchanged until dt_model_backward has returned. */
 int dt_model_forward(dt_model *m, const float *x, int n);
-/* The logits [n, num_classes] of the last forward, in the backend's memory; dt_model_get_logits
- * copies the first n rows to host memory. */
-float *dt_model_logits(const dt_model *m);
+/* The logits [n, num_classes] of the last forward, in the backend's memory (of the output value's
+ * type: reduced under O1-O3 stored for real); dt_model_get_logits copies the first n rows to host
+ * memory as fp32. */
+void *dt_model_logits(const dt_model *m);
 void dt_model_get_logits(const dt_model *m, int n, float *host);
 /* Mean softmax cross-entropy of the last forward (label smoothing eps), seeding backward's gradient.
  * Labels outside [0, num_classes) give DT_ERR_INPUT naming the index. */
@@ -215,13 +230,23 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
 /* Backward of the last forward: parameter gradients into grads (added when accumulate). */
 int dt_model_backward(dt_model *m, int n, int accumulate);
 
-/* Mixed precision at Apex's opt level (0..3) in fp16 or bf16; call before dt_model_plan. Under
- * O2/O3 the weights are rounded to the reduced type now (BN's too unless keep_bn_fp32). */
-void dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32);
-/* 1 when parameter p is stored in the reduced type at the model's level */
+/* Mixed precision at Apex's opt level (0..3) in fp16 or bf16; call once, before dt_model_plan.
+ * Decides every value's and parameter's type: O1 stores what conv and linear make (and an in-place
+ * ReLU of it) reduced, O2/O3 every value and gradient, and the weights (BN's too unless
+ * keep_bn_fp32); a gradient has its value's type. The parameters move to their types now (rounded).
+ * Real storage when the backend stores the reduced type (its storage_types), else emulated (and
+ * when amp_emulate is set before the call). DT_OK or DT_ERR_NOMEM after one line. */
+int dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32);
+/* 1 when parameter p is reduced at the model's level (stored so, or emulated) */
 int dt_param_reduced(const dt_model *m, const dt_param *p);
-/* Rounds every reduced-type parameter to its type (after an optimiser changed them in fp32). */
+/* Emulation only: rounds every reduced parameter to its type (after an optimiser changed them in
+ * fp32 storage); nothing to do with real storage. */
 void dt_model_round_params(dt_model *m);
+/* 1 when every trainable parameter is stored in fp32: weights and grads are then the flat fp32
+ * layout of n_weights floats (dt_param.off) */
+int dt_model_params_fp32(const dt_model *m);
+/* The reduced type (DT_FLOAT16 or DT_BFLOAT16) of a model with mixed precision, else DT_FLOAT32 */
+dt_dtype dt_model_reduced_type(const dt_model *m);
 
 /* Sets the probability of every dropout layer (torchvision's default is 0.5). */
 void dt_model_set_dropout(dt_model *m, float p);
@@ -232,10 +257,16 @@ void dt_model_profile_report(dt_model *m, FILE *f);
 
 /* Parameter lookup by state_dict name: index or -1. */
 int dt_model_find_param(const dt_model *m, const char *name);
-/* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers): the backend's
- * memory (not counts: a BN_COUNT parameter's off indexes counts, on the host). */
-float *dt_param_data(const dt_model *m, const dt_param *p);
-float *dt_param_grad(const dt_model *m, const dt_param *p);
+/* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers), of type
+ * p->dtype: the backend's memory (not counts: a BN_COUNT parameter's off indexes counts, on the
+ * host). */
+void *dt_param_data(const dt_model *m, const dt_param *p);
+void *dt_param_grad(const dt_model *m, const dt_param *p);
+/* A parameter's values (or gradient: trainable ones) as fp32 to host (p->numel floats), and values
+ * from host (rounded to its type). */
+void dt_param_get(const dt_model *m, const dt_param *p, float *host);
+void dt_param_get_grad(const dt_model *m, const dt_param *p, float *host);
+void dt_param_put(const dt_model *m, const dt_param *p, const float *host);
 int dt_param_trainable(const dt_param *p);
 /* Copy between PyTorch layout (src/dst in O,I,KH,KW order for conv weights) and our storage. */
 void dt_param_from_torch(const dt_param *p, const float *torch, float *ours);

@@ -64,7 +64,7 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
         }
         if (rc == DT_OK) {
             dt_param_from_torch(p, tmp, ours);
-            m->be->mem_put(dt_param_data(m, p), ours, (size_t)p->numel * sizeof(float));
+            dt_param_put(m, p, ours); /* rounded to its type */
         }
     }
     free(tmp);
@@ -97,7 +97,7 @@ int dt_model_save_state(const dt_model *m, hid_t loc)
             DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, p->name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, next);
             DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &m->counts[p->off]), rc, next);
         } else {
-            m->be->mem_get(ours, dt_param_data(m, p), (size_t)p->numel * sizeof(float));
+            dt_param_get(m, p, ours);
             int64_t bad = dt_floats_nonfinite(ours, p->numel);
             if (bad >= 0) { /* never a file that cannot be resumed from */
                 dt_error("tensor %s holds %g: a diverged model is not saved", p->name, ours[bad]);

@@ -148,10 +148,25 @@ int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
     return 0;
 }
 
-/* dst = src, n floats of the backend's memory: its copy_grad without accumulation is a plain copy */
-static void copy_floats(const dt_backend *be, int64_t n, const float *src, float *dst)
+/* between the model's weights (each tensor in its type) and master (fp32, the fp32 layout):
+ * to_master copies them into master, else master is rounded into them */
+static void master_copy(dt_model *m, float *master, int to_master)
 {
-    be->copy_grad(n, src, DT_FLOAT32, dst, DT_FLOAT32, 0);
+    const dt_backend *be = m->be;
+    if (dt_model_params_fp32(m)) { /* one flat copy */
+        be->copy_grad(m->n_weights, to_master ? m->weights : master, DT_FLOAT32, to_master ? master : m->weights,
+                      DT_FLOAT32, 0);
+        return;
+    }
+    for (int i = 0; i < m->n_params; i++) {
+        const dt_param *p = &m->params[i];
+        if (!dt_param_trainable(p))
+            continue;
+        if (to_master)
+            be->copy_grad(p->numel, dt_param_data(m, p), p->dtype, master + p->off, DT_FLOAT32, 0);
+        else
+            be->copy_grad(p->numel, master + p->off, DT_FLOAT32, dt_param_data(m, p), p->dtype, 0);
+    }
 }
 
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
@@ -161,8 +176,7 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
     a->props = copy;
     p = &a->props;
     dt_scaler_init(&a->scaler, p);
-    dt_model_set_amp(m, p->opt_level, p->reduced == DT_BFLOAT16,
-                     p->keep_batchnorm_fp32);
+    DT_TRY(dt_model_set_amp(m, p->opt_level, p->reduced == DT_BFLOAT16, p->keep_batchnorm_fp32));
     if (p->opt_level >= 2 && p->master_weights) { /* Apex: fp32 copies of the (already rounded) model weights */
         a->be = m->be;
         if (!(a->master = m->be->mem_alloc((size_t)m->n_weights * sizeof(float)))) {
@@ -175,10 +189,10 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
     return DT_OK;
 }
 
-void dt_amp_master_from_model(dt_amp *a, const dt_model *m)
+void dt_amp_master_from_model(dt_amp *a, dt_model *m)
 {
     if (a->master)
-        copy_floats(m->be, m->n_weights, m->weights, a->master);
+        master_copy(m, a->master, 1);
 }
 
 void dt_amp_free(dt_amp *a)
@@ -188,26 +202,35 @@ void dt_amp_free(dt_amp *a)
     a->master = NULL;
 }
 
+/* 1 when a gradient times inv_scale is inf or NaN: one check over the flat fp32 array, or tensor by
+ * tensor in their types */
+static int grads_overflow(const dt_model *m, float inv_scale)
+{
+    if (dt_model_params_fp32(m))
+        return m->be->unscale_check(m->n_weights, DT_FLOAT32, m->grads, inv_scale);
+    int bad = 0;
+    for (int i = 0; i < m->n_params && !bad; i++) {
+        const dt_param *p = &m->params[i];
+        if (dt_param_trainable(p))
+            bad = m->be->unscale_check(p->numel, p->dtype, dt_param_grad(m, p), inv_scale);
+    }
+    return bad;
+}
+
 int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
                 int loss_nonfinite, int *skipped)
 {
     /* the update reads the gradients times 1/scale: unscaled on the fly, checked here */
     const float inv_scale = (float)(1.0 / s->scale);
-    int overflow = m->be->unscale_check(m->n_weights, DT_FLOAT32, m->grads, inv_scale) || loss_nonfinite;
+    int overflow = grads_overflow(m, inv_scale) || loss_nonfinite;
     if (comm)
         DT_TRY(overflow_agree(comm, overflow, &overflow));
     *skipped = dt_scaler_update(s, overflow, step, comm ? comm->rank : 0);
     if (!*skipped) {
-        if (master) { /* the update happens on the fp32 masters; the model gets them rounded */
-            float *w = m->weights;
-            m->weights = master;
-            dt_sgd_step(opt, m, lr, inv_scale);
-            m->weights = w;
-            copy_floats(m->be, m->n_weights, master, m->weights);
-        } else {
-            dt_sgd_step(opt, m, lr, inv_scale);
-        }
-        dt_model_round_params(m);
+        dt_sgd_step(opt, m, lr, inv_scale, master); /* on the fp32 masters when there are */
+        if (master) /* the model gets them rounded */
+            master_copy(m, master, 0);
+        dt_model_round_params(m); /* emulation: what the model stores, rounded */
     }
     m->loss_scale = (float)s->scale;
     return DT_OK;

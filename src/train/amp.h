@@ -84,7 +84,7 @@ typedef struct dt_amp {
 int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p);
 /* The master weights (when there are any) become a copy of the model's weights again: after the
  * weights were replaced (--pretrained, read by rank 0 and broadcast by DDP). */
-void dt_amp_master_from_model(dt_amp *a, const dt_model *m);
+void dt_amp_master_from_model(dt_amp *a, dt_model *m);
 void dt_amp_free(dt_amp *a);
 
 /* The end of a training step under a scaler: the gradients (of the loss times the scale) are

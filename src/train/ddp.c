@@ -85,30 +85,39 @@ static int bn_sync(void *ctx, double *buf, int n)
     return rc;
 }
 
-/* Packs a bucket's gradients for the wire (to_wire) or unpacks them: the reduced-type ones into
- * d->wire as fp16/bf16, the fp32 ones (BN under keep_batchnorm_fp32) into d->wire32; *nh and *nf
- * count the elements of each. */
+/* Packs a bucket's gradients for the wire (to_wire) or unpacks them: a reduced parameter's into
+ * d->wire as fp16/bf16 when that is the wire's type, every other into d->wire32 as fp32 (BN's under
+ * keep_batchnorm_fp32; reduced ones widened when the wire is fp32); *nh and *nf count the elements of
+ * each. Stored reduced, a gradient moves as it is; emulated (fp32 storage of rounded values), it is
+ * converted, which gives the same bits. */
 static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_t *nf)
 {
-    int bf = d->cfg.wire == DT_BFLOAT16;
+    const dt_dtype half = d->cfg.wire;
     *nh = *nf = 0;
     for (int j = 0, p = k->first_param; j < k->n_params; p--) {
         const dt_param *q = &d->model->params[p];
         if (!dt_param_trainable(q))
             continue;
         j++;
-        float *g = d->model->grads + q->off;
+        void *g = dt_param_grad(d->model, q);
         size_t n = (size_t)q->numel;
-        if (dt_param_reduced(d->model, q)) {
+        if (dt_param_reduced(d->model, q) && (half == DT_FLOAT16 || half == DT_BFLOAT16)) {
             uint16_t *w = d->wire + *nh;
-            if (to_wire)
-                bf ? dt_f32_to_bf16_n(n, g, w) : dt_f32_to_f16_n(n, g, w);
+            if (q->dtype == half)
+                memcpy(to_wire ? (void *)w : g, to_wire ? g : (void *)w, n * sizeof(uint16_t));
+            else if (to_wire) /* emulated: fp32 storage */
+                half == DT_BFLOAT16 ? dt_f32_to_bf16_n(n, g, w) : dt_f32_to_f16_n(n, g, w);
             else
-                bf ? dt_bf16_to_f32_n(n, w, g) : dt_f16_to_f32_n(n, w, g);
+                half == DT_BFLOAT16 ? dt_bf16_to_f32_n(n, w, g) : dt_f16_to_f32_n(n, w, g);
             *nh += n;
         } else {
             float *w = d->wire32 + *nf;
-            memcpy(to_wire ? w : g, to_wire ? g : w, n * sizeof(float));
+            if (q->dtype == DT_FLOAT32)
+                memcpy(to_wire ? (void *)w : g, to_wire ? g : (void *)w, n * sizeof(float));
+            else if (to_wire) /* stored reduced, sent as fp32: widened, and rounded back */
+                q->dtype == DT_BFLOAT16 ? dt_bf16_to_f32_n(n, g, w) : dt_f16_to_f32_n(n, g, w);
+            else
+                q->dtype == DT_BFLOAT16 ? dt_f32_to_bf16_n(n, w, g) : dt_f32_to_f16_n(n, w, g);
             *nf += n;
         }
     }
@@ -118,9 +127,7 @@ static int reduce_bucket(dt_ddp *d, int i)
 {
     bucket *k = &d->buckets[i];
     d->model->be->event_sync(k->ready); /* its gradients complete */
-    float *g = d->model->grads + k->lo;
-    size_t n = (size_t)(k->hi - k->lo);
-    if (d->wire) { /* half the bytes for the reduced-type gradients (AMP O2/O3); fp32 ones as fp32 */
+    if (d->wire32) { /* half the bytes for the reduced-type gradients (AMP O2/O3); fp32 ones as fp32 */
         size_t nh, nf;
         wire_move(d, k, 1, &nh, &nf);
         if (nh)
@@ -128,11 +135,18 @@ static int reduce_bucket(dt_ddp *d, int i)
         if (nf)
             DT_TRY(d->comm->ops->allreduce(d->comm, d->wire32, d->wire32, nf, DT_FLOAT32, DT_AVG));
         wire_move(d, k, 0, &nh, &nf);
-    } else {
-        DT_TRY(d->comm->ops->allreduce(d->comm, g, g, n, DT_FLOAT32, DT_AVG));
+    } else { /* every gradient fp32, the bucket's range in place */
+        float *g = (float *)d->model->grads + k->lo;
+        DT_TRY(d->comm->ops->allreduce(d->comm, g, g, (size_t)(k->hi - k->lo), DT_FLOAT32, DT_AVG));
     }
     if (d->cfg.grad_scale != 1.0f)
-        d->model->be->scale((int64_t)n, DT_FLOAT32, d->cfg.grad_scale, g);
+        for (int j = 0, p = k->first_param; j < k->n_params; p--) {
+            const dt_param *q = &d->model->params[p];
+            if (!dt_param_trainable(q))
+                continue;
+            j++;
+            d->model->be->scale(q->numel, q->dtype, d->cfg.grad_scale, dt_param_grad(d->model, q));
+        }
     return DT_OK;
 }
 
@@ -228,14 +242,14 @@ static int make_buckets(dt_ddp *d)
     return DT_OK;
 }
 
-/* rank 0's x (model memory) to every rank */
-static int broadcast_model(dt_ddp *d, float *x, int64_t n)
+/* rank 0's bytes at x (model memory, of any types) to every rank */
+static int broadcast_model(dt_ddp *d, void *x, size_t bytes)
 {
     dt_comm *comm = d->comm;
-    const int64_t chunk = 1 << 28; /* MPI counts bytes in an int */
+    const size_t chunk = (size_t)1 << 30; /* MPI counts in an int */
     model_written(d); /* initialisation, loading, the last forward's BN updates: complete */
-    for (int64_t o = 0; o < n; o += chunk)
-        DT_TRY(comm->ops->broadcast(comm, x + o, (size_t)(n - o < chunk ? n - o : chunk), DT_FLOAT32, 0));
+    for (size_t o = 0; o < bytes; o += chunk)
+        DT_TRY(comm->ops->broadcast(comm, (char *)x + o, bytes - o < chunk ? bytes - o : chunk, DT_UINT8, 0));
     return DT_OK;
 }
 
@@ -264,6 +278,9 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
     for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
         if (!(d->buckets[i].ready = m->be->event_create()))
             rc = DT_ERR_NOMEM;
+    int typed = 0; /* gradients stored in reduced types: they go through the wire buffers */
+    for (int i = 0; i < m->n_params; i++)
+        typed |= dt_param_trainable(&m->params[i]) && m->params[i].dtype != DT_FLOAT32;
     if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing, no SyncBN */
         if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
             d->cfg.wire = DT_FLOAT32; /* the reduced-type gradients are fp32 arrays of rounded values: sent as such */
@@ -271,14 +288,18 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
             dt_error("--sync-bn with --device cuda on several ranks: not supported yet");
             rc = DT_ERR_INPUT;
         }
+        if (typed) {
+            dt_error("ddp: gradients stored in fp16/bf16 on the %s backend: not supported yet", m->be->name);
+            rc = DT_ERR_INPUT;
+        }
     }
     /* every replica starts from rank 0's weights and buffers */
     if (rc == DT_OK && comm->size > 1) {
-        rc = broadcast_model(d, m->weights, m->n_weights);
+        rc = broadcast_model(d, m->weights, m->weights_bytes);
         if (rc == DT_OK && m->n_buffers)
-            rc = broadcast_model(d, m->buffers, m->n_buffers);
+            rc = broadcast_model(d, m->buffers, m->buffers_bytes);
     }
-    if (rc == DT_OK && (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
+    if (rc == DT_OK && (typed || d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
         size_t most = 0;
         for (int i = 0; i < d->n_buckets; i++) {
             size_t len = (size_t)(d->buckets[i].hi - d->buckets[i].lo);
@@ -325,7 +346,7 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
 int dt_ddp_sync_buffers(dt_ddp *d)
 {
     if (d->comm->size > 1 && d->model->n_buffers)
-        return broadcast_model(d, d->model->buffers, d->model->n_buffers);
+        return broadcast_model(d, d->model->buffers, d->model->buffers_bytes);
     return DT_OK;
 }
 

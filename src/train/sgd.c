@@ -31,19 +31,20 @@ int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float da
     return DT_OK;
 }
 
-void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale)
+void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale, float *master)
 {
     const int first = o->steps == 0;
-    if (!o->no_decay_bn_bias) { /* one pass over the flat arrays (padding between tensors stays 0) */
-        m->be->sgd(m->n_weights, m->weights, DT_FLOAT32, m->grads, DT_FLOAT32, grad_scale, o->momentum_buf, lr,
-                   o->momentum, o->dampening, o->weight_decay, o->nesterov, first);
-    } else {
+    if (!o->no_decay_bn_bias && dt_model_params_fp32(m)) { /* one pass over the flat arrays (padding stays 0) */
+        m->be->sgd(m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32, grad_scale,
+                   o->momentum_buf, lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, first);
+    } else { /* tensor by tensor: each in its type, or the decay only on conv and linear weights */
         for (int i = 0; i < m->n_params; i++) {
             const dt_param *p = &m->params[i];
             if (!dt_param_trainable(p))
                 continue;
-            float wd = p->kind == DT_P_WEIGHT ? o->weight_decay : 0.0f;
-            m->be->sgd(p->numel, m->weights + p->off, DT_FLOAT32, m->grads + p->off, DT_FLOAT32, grad_scale,
+            float wd = !o->no_decay_bn_bias || p->kind == DT_P_WEIGHT ? o->weight_decay : 0.0f;
+            void *w = master ? (void *)(master + p->off) : dt_param_data(m, p);
+            m->be->sgd(p->numel, w, master ? DT_FLOAT32 : p->dtype, dt_param_grad(m, p), p->dtype, grad_scale,
                        o->momentum_buf ? o->momentum_buf + p->off : NULL, lr, o->momentum, o->dampening, wd,
                        o->nesterov, first);
         }

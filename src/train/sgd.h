@@ -22,8 +22,9 @@ typedef struct dt_sgd {
 int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float dampening, float weight_decay,
                 int nesterov, int no_decay_bn_bias);
 /* One update of every trainable parameter from its gradient times grad_scale (the loss scaler's
- * 1/scale, or 1), at learning rate lr. The gradients are not changed. */
-void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale);
+ * 1/scale, or 1), at learning rate lr: of the model's weights, or with master (fp32 copies in the
+ * fp32 layout, n_weights floats; AMP's master weights) of those. The gradients are not changed. */
+void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale, float *master);
 void dt_sgd_free(dt_sgd *o);
 
 #endif

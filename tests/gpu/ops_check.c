@@ -1509,6 +1509,22 @@ static float *fetch(const dt_backend *be, const float *src, int64_t n)
     return h;
 }
 
+/* a model's trainable parameters (buffers: its BN statistics) as fp32 at their places in the fp32
+ * layout (dt_param.off), whatever their storage types */
+static float *fetch_params(const dt_model *m, int buffers)
+{
+    int64_t n = buffers ? m->n_buffers : m->n_weights;
+    float *h = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!h)
+        exit(1);
+    for (int i = 0; i < m->n_params; i++) {
+        const dt_param *p = &m->params[i];
+        if (p->kind != DT_P_BN_COUNT && dt_param_trainable(p) == !buffers)
+            dt_param_get(m, p, h + p->off);
+    }
+    return h;
+}
+
 /* two SGD steps (momentum, weight decay, label smoothing) at opt level `level` on fixed random
  * uint8 batches, then a forward and backward of a smaller batch (planned with the full one, as an
  * epoch's last); *m_out keeps the model's parameter table for the comparison */
@@ -1530,8 +1546,8 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     if (!ok)
         return 0;
     const long unplanned0 = dt_cuda_unplanned_allocs();
-    t->weights0 = fetch(be, m->weights, m->n_weights);
-    t->buffers0 = fetch(be, m->buffers, m->n_buffers);
+    t->weights0 = fetch_params(m, 0);
+    t->buffers0 = fetch_params(m, 1);
     const size_t nu = (size_t)MB * MS * MS * 3;
     float *x = be->mem_alloc(nu * sizeof(float));
     uint8_t *u = malloc(nu);
@@ -1554,8 +1570,8 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     t->nw = m->n_weights;
     t->nb = m->n_buffers;
     t->scale = amp.scaler.scale;
-    t->weights = fetch(be, m->weights, m->n_weights);
-    t->buffers = fetch(be, m->buffers, m->n_buffers);
+    t->weights = fetch_params(m, 0);
+    t->buffers = fetch_params(m, 1);
     t->momentum = fetch(be, opt.momentum_buf, m->n_weights);
     t->master = amp.master ? fetch(be, amp.master, m->n_weights) : NULL;
     double tail_loss = 0;

@@ -45,7 +45,7 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
     for (int s = 0; s < STEPS; s++) {
         if (dt_model_forward(&m, x, n) || dt_model_loss(&m, y, n, 0, &loss) || dt_model_backward(&m, n, 0))
             return -1;
-        dt_sgd_step(&o, &m, LR, 1.0f);
+        dt_sgd_step(&o, &m, LR, 1.0f, NULL);
     }
     memcpy(out, m.weights, (size_t)nw * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
@@ -81,7 +81,7 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
                 dt_ddp_backward(d, mb, a > 0, a == accum - 1))
                 return -1;
         }
-        dt_sgd_step(&o, &m, LR, 1.0f);
+        dt_sgd_step(&o, &m, LR, 1.0f, NULL);
     }
     memcpy(out, m.weights, (size_t)m.n_weights * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
@@ -201,7 +201,7 @@ int main(int argc, char **argv)
         memcpy(mo0, o.momentum_buf, wb);
         ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1);
         if (c->rank == W - 1)
-            m.grads[m.n_weights / 3] = INFINITY; /* after the all-reduce: only this rank sees it */
+            ((float *)m.grads)[m.n_weights / 3] = INFINITY; /* after the all-reduce: only this rank sees it */
         ok = ok && !dt_amp_step(&sc, c, &o, &m, NULL, LR, 2, 0, &sk2);
         int same = ok && !sk1 && sk2 && !memcmp(w0, m.weights, wb) && !memcmp(mo0, o.momentum_buf, wb) &&
                    sc.scale == 32768.0,
@@ -236,8 +236,10 @@ int main(int argc, char **argv)
                      dt_ddp_create(&d, &m, c, &dc) == DT_OK;
             ok = ok && !dt_model_forward(&m, x + (size_t)c->rank * b * img, b) &&
                  !dt_model_loss(&m, y + c->rank * b, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1);
-            gw[wire] = malloc((size_t)m.n_weights * sizeof(float));
-            memcpy(gw[wire], m.grads, (size_t)m.n_weights * sizeof(float));
+            gw[wire] = calloc((size_t)m.n_weights, sizeof(float));
+            for (int p = 0; p < m.n_params; p++) /* each gradient as fp32 at its place in the fp32 layout */
+                if (dt_param_trainable(&m.params[p]))
+                    dt_param_get_grad(&m, &m.params[p], gw[wire] + m.params[p].off);
             if (!wire) /* the fp32 average, rounded where the gradient is of the reduced type (not BN's) */
                 for (int p = 0; p < m.n_params; p++)
                     if (dt_param_trainable(&m.params[p]) && dt_param_reduced(&m, &m.params[p]))

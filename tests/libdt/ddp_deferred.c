@@ -82,7 +82,7 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
             r.loss[s] += loss;
         }
         if (r.ok)
-            dt_sgd_step(&o, &m, 0.05f, 1.0f);
+            dt_sgd_step(&o, &m, 0.05f, 1.0f, NULL);
     }
     r.ok = r.ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;
     r.weights = fetch(be, m.weights, m.n_weights);

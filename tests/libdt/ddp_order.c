@@ -485,7 +485,7 @@ int main(void)
                      dt_model_loss(&m, y, mb, 0, &loss) == DT_OK &&
                      dt_ddp_backward(d, mb, a > 0, a == runs[k].accum - 1) == DT_OK;
             if (ok)
-                dt_sgd_step(&o, &m, 0.05f, 1.0f);
+                dt_sgd_step(&o, &m, 0.05f, 1.0f, NULL);
         }
         /* a forward writes the buffers, then sync_buffers sends rank 0's */
         ok = ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;

@@ -25,6 +25,14 @@ struct job {
     void *owned; /* freed after the job ran (normalize_u8's copies of its host arrays) */
 };
 
+/* record and replay (deferred.h): the ops kept while recording */
+static struct {
+    int active;   /* this process uses the replay backend: ops run at once */
+    int on;       /* recording now */
+    job *head, *tail;
+    size_t kept;
+} rec;
+
 static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -45,6 +53,8 @@ static void pause_us(unsigned us)
     nanosleep(&t, NULL);
 }
 
+static void job_free(job *j);
+
 static void *worker(void *arg)
 {
     const int k = (int)(intptr_t)arg;
@@ -63,8 +73,7 @@ static void *worker(void *arg)
         q.done[k]++;
         q.ran++;
         pthread_cond_broadcast(&q.cv);
-        free(j->owned);
-        free(j);
+        job_free(j);
     }
     return NULL;
 }
@@ -98,6 +107,38 @@ static void drain(int k)
     uint64_t upto = q.issued[k];
     pthread_mutex_unlock(&q.mu);
     wait_done(k, upto);
+}
+
+/* the replay backend's: j joins the recording */
+static void keep(job *j)
+{
+    j->next = NULL;
+    if (rec.tail)
+        rec.tail->next = j;
+    else
+        rec.head = j;
+    rec.tail = j;
+    rec.kept++;
+}
+
+static void job_free(job *j)
+{
+    free(j->owned);
+    free(j);
+}
+
+/* an op with no result: queued (deferred), or run at once and kept while recording (replay) */
+static void submit(job *j)
+{
+    if (!rec.active) {
+        enqueue(DT_QUEUE_COMPUTE, j);
+        return;
+    }
+    j->run(j);
+    if (rec.on)
+        keep(j);
+    else
+        job_free(j);
 }
 
 static void *job_new(size_t bytes, void (*run)(job *))
@@ -143,12 +184,19 @@ static void keep_value(job *j, void *slot)
     _Generic(j->a.name, const dt_conv_desc *: keep_conv, const dt_bn_desc *: keep_bn,                         \
              const dt_pool_desc *: keep_pool, default: keep_value)(&j->hdr, (void *)&j->a.name);
 #define STORED_(type, name) j->a.name
-#define QUEUED_void(name, ...)                                                                                \
+#define JOB_(name, ...)                                                                                       \
     struct job_##name *j = job_new(sizeof *j, run_##name);                                                    \
     DT_PP_MAP_(STORE_, DT_PP_NOTHING_, __VA_ARGS__)                                                           \
-    DT_PP_MAP_(KEEP_, DT_PP_NOTHING_, __VA_ARGS__)                                                            \
-    enqueue(DT_QUEUE_COMPUTE, &j->hdr);
+    DT_PP_MAP_(KEEP_, DT_PP_NOTHING_, __VA_ARGS__)
+#define QUEUED_void(name, ...)                                                                                \
+    JOB_(name, __VA_ARGS__)                                                                                   \
+    submit(&j->hdr);
+/* an op with a result: at once (after the queue); recorded too, its result then unused on replay */
 #define AT_ONCE_(name, ...)                                                                                   \
+    if (rec.active && rec.on) {                                                                               \
+        JOB_(name, __VA_ARGS__)                                                                               \
+        keep(&j->hdr);                                                                                        \
+    }                                                                                                         \
     drain(DT_QUEUE_COMPUTE);                                                                                  \
     return CPU.name(DT_PP_MAP_(DT_PP_NAME_, DT_PP_COMMA_, __VA_ARGS__));
 #define QUEUED_int AT_ONCE_
@@ -193,7 +241,7 @@ static void def_normalize_u8_copied(int64_t n, int c, const uint8_t *u_host, con
     j->a.std_host = std;
     j->a.t = t;
     j->a.x = x;
-    enqueue(DT_QUEUE_COMPUTE, &j->hdr);
+    submit(&j->hdr);
 }
 
 /* --- memory: ordered after the compute queue, complete on return ------------------------------- */
@@ -272,7 +320,28 @@ static void def_event_wait(int queue, dt_event *e)
 }
 
 /* --- the table -------------------------------------------------------------------------------------- */
-static dt_backend deferred;
+static dt_backend deferred, replaying;
+
+/* t: dt_backend_cpu with every member that runs an op, moves memory or orders them replaced */
+static void make_table(dt_backend *t, const char *name, int host_memory)
+{
+    *t = CPU;
+    t->name = name;
+    t->host_memory = host_memory;
+#define SET(name, ret, params, args) t->name = def_##name;
+    DT_OPS(SET)
+#undef SET
+    t->normalize_u8 = def_normalize_u8_copied;
+    t->mem_put = def_mem_put;
+    t->mem_get = def_mem_get;
+    t->mem_free = def_mem_free;
+    t->reserve_scratch = def_reserve_scratch;
+    t->event_create = def_event_create;
+    t->event_destroy = def_event_destroy;
+    t->event_record = def_event_record;
+    t->event_wait = def_event_wait;
+    t->event_sync = def_event_sync;
+}
 
 const dt_backend *dt_deferred_backend(unsigned delay_us, int ignore_events)
 {
@@ -283,22 +352,7 @@ const dt_backend *dt_deferred_backend(unsigned delay_us, int ignore_events)
     q.started = 1;
     pthread_mutex_unlock(&q.mu);
     if (start) {
-        deferred = CPU;
-        deferred.name = "cpu-deferred";
-        deferred.host_memory = 0;
-#define SET(name, ret, params, args) deferred.name = def_##name;
-        DT_OPS(SET)
-#undef SET
-        deferred.normalize_u8 = def_normalize_u8_copied;
-        deferred.mem_put = def_mem_put;
-        deferred.mem_get = def_mem_get;
-        deferred.mem_free = def_mem_free;
-        deferred.reserve_scratch = def_reserve_scratch;
-        deferred.event_create = def_event_create;
-        deferred.event_destroy = def_event_destroy;
-        deferred.event_record = def_event_record;
-        deferred.event_wait = def_event_wait;
-        deferred.event_sync = def_event_sync;
+        make_table(&deferred, "cpu-deferred", 0);
         for (int k = 0; k < DT_QUEUES; k++)
             if (pthread_create(&q.thread[k], NULL, worker, (void *)(intptr_t)k) != 0)
                 abort();
@@ -312,4 +366,34 @@ uint64_t dt_deferred_ops_run(void)
     uint64_t n = q.ran;
     pthread_mutex_unlock(&q.mu);
     return n;
+}
+
+const dt_backend *dt_replay_backend(void)
+{
+    if (!rec.active) {
+        make_table(&replaying, "cpu-replay", 1);
+        rec.active = 1;
+    }
+    return &replaying;
+}
+
+void dt_replay_record(int on)
+{
+    if (on) { /* a new recording */
+        while (rec.head) {
+            job *j = rec.head;
+            rec.head = j->next;
+            job_free(j);
+        }
+        rec.tail = NULL;
+        rec.kept = 0;
+    }
+    rec.on = on;
+}
+
+size_t dt_replay_run(void)
+{
+    for (job *j = rec.head; j; j = j->next)
+        j->run(j);
+    return rec.kept;
 }

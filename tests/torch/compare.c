@@ -421,7 +421,7 @@ int main(int argc, char **argv)
     TAP_OK(flips >= 0, "step 1: %d of the near-zero ReLU inputs flipped%s", flips,
            flips > 0 ? "; upstream parameters held to 0.2" : "");
     compare_all(&m, "grads", 1e-3);
-    dt_sgd_step(&opt, &m, (float)lr, 1.0f);
+    dt_sgd_step(&opt, &m, (float)lr, 1.0f, NULL);
     compare_all(&m, "after1", 1e-3);
 
     TAP_OK(start_step2(&m, &opt, wd) == DT_OK, "step 2 starts from PyTorch's weights, buffers and momentum after step 1");
@@ -437,7 +437,7 @@ int main(int argc, char **argv)
     (void)flips1;
     TAP_OK(ok && fabs(loss - ref_loss2) / fabs(ref_loss2) < tol2, "step 2: loss %.7f (PyTorch %.7f%s), tolerance %.1e",
            loss, ref_loss2, has_fp64 ? " in float64" : "", tol2);
-    dt_sgd_step(&opt, &m, (float)lr, 1.0f);
+    dt_sgd_step(&opt, &m, (float)lr, 1.0f, NULL);
     compare_all(&m, "after2", 1e-3);
 
     free(x);

@@ -138,7 +138,8 @@ int main(int argc, char **argv)
             tidx[i] = (uint32_t)(b * 50 + i);
         make_batch(timg, tidx, 50, x);
         dt_model_forward(&m, x, 50);
-        const float *z = dt_model_logits(&m);
+        float z[50 * 10];
+        dt_model_get_logits(&m, 50, z); /* fp32, whatever the logits are stored in */
         for (int i = 0; i < 50; i++) {
             int best = 0;
             for (int k = 1; k < 10; k++)

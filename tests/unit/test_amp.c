@@ -22,6 +22,12 @@
 
 static const dt_amp_overrides none = {.keep_batchnorm_fp32 = -1, .master_weights = -1};
 
+/* 1 when n values of type t at x are of the reduced type: stored so, or fp32 holding such values */
+static int holds_reduced(const void *x, dt_dtype t, int64_t n, int bf16)
+{
+    return t == (bf16 ? DT_BFLOAT16 : DT_FLOAT16) || (t == DT_FLOAT32 && dt_is_half(x, n, bf16));
+}
+
 int main(void)
 {
     dt_log_init();
@@ -173,7 +179,7 @@ int main(void)
     int64_t steps0 = opt.steps;
     ok = ok && dt_model_forward(&m, x, 4) == DT_OK && dt_model_loss(&m, y, 4, 0, &loss) == DT_OK &&
          dt_model_backward(&m, 4, 0) == DT_OK;
-    m.grads[m.n_weights / 2] = INFINITY;
+    ((float *)m.grads)[m.n_weights / 2] = INFINITY; /* O0: fp32 gradients */
     tap_log_begin();
     ok = ok && dt_amp_step(&s, NULL, &opt, &m, NULL, 0.1f, 2, 0, &skipped2) == DT_OK;
     free(tap_log_take());
@@ -210,13 +216,15 @@ int main(void)
              dt_model_forward(&mm, x, 4) == DT_OK && dt_model_loss(&mm, y, 4, 0, &loss) == DT_OK;
         const dt_node *c1 = &mm.nodes[0]; /* conv1 */
         int bf = lv[k].bf16;
-        float *conv_out = dt_arena_at(&mm.act, mm.values[c1->out].act_off);
-        int64_t nout = 4LL * 12 * 12 * mm.values[c1->out].channels;
-        int conv_red = dt_is_half(conv_out, nout, bf), logits_red = dt_is_half(dt_model_logits(&mm), 40, bf);
+        const dt_value *cv = &mm.values[c1->out], *lg = &mm.values[mm.output];
+        int64_t nout = 4LL * 12 * 12 * cv->channels;
+        int conv_red = holds_reduced(dt_arena_at(&mm.act, cv->act_off), cv->dtype, nout, bf);
+        int logits_red = holds_reduced(dt_model_logits(&mm), lg->dtype, 40, bf);
         ok = ok && dt_model_backward(&mm, 4, 0) == DT_OK;
         const dt_param *pc = &mm.params[pconv], *pb = &mm.params[pbn];
-        int w_red = dt_is_half(dt_param_data(&mm, pc), pc->numel, bf), bn_red = dt_is_half(bnw, pb->numel, bf);
-        int g_red = dt_is_half(dt_param_grad(&mm, pc), pc->numel, bf);
+        int w_red = holds_reduced(dt_param_data(&mm, pc), pc->dtype, pc->numel, bf);
+        int bn_red = holds_reduced(dt_param_data(&mm, pb), pb->dtype, pb->numel, bf);
+        int g_red = holds_reduced(dt_param_grad(&mm, pc), pc->dtype, pc->numel, bf);
         int want_conv = lv[k].level >= 1, want_w = lv[k].level >= 2, want_bn = lv[k].level == 3 && lv[k].keep != 1;
         TAP_OK(ok && conv_red == want_conv && logits_red == want_conv && w_red == want_w && bn_red == want_bn &&
                    g_red == want_conv && (a.master != NULL) == (lv[k].level == 2),
@@ -246,13 +254,14 @@ int main(void)
         dt_sgd_init(&so, &mm, 0.01f, 0, 0, 0, 0, 0);
         int sk;
         for (int it = 0; it < 10; it++) {
-            memset(mm.grads, 0, (size_t)mm.n_weights * sizeof(float));
-            float *gr = dt_param_grad(&mm, pc);
-            for (int j = 0; j < pc->numel; j++) /* lr * g = 0.3 of the spacing, times the loss scale */
-                gr[j] = (float)(0.3 * 0.0009765625 / 0.01 * a.scaler.scale);
+            memset(mm.grads, 0, mm.weights_bytes);
+            /* lr * g = 0.3 of the spacing, times the loss scale (the gradient stored fp16 at O2 and O3) */
+            uint16_t *gr = dt_param_grad(&mm, pc);
+            for (int j = 0; j < pc->numel; j++)
+                gr[j] = dt_f32_to_f16((float)(0.3 * 0.0009765625 / 0.01 * a.scaler.scale));
             dt_amp_step(&a.scaler, NULL, &so, &mm, a.master, 0.01f, it, 0, &sk);
         }
-        wgt[level - 2] = dt_param_data(&mm, pc)[0];
+        wgt[level - 2] = dt_f16_to_f32(((const uint16_t *)dt_param_data(&mm, pc))[0]);
         dt_sgd_free(&so);
         dt_amp_free(&a);
         dt_model_free(&mm);

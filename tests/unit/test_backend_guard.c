@@ -130,15 +130,16 @@ static void make_guarded(void)
 
 typedef struct trained {
     float *weights, *buffers, *momentum, *master; /* host copies */
-    int64_t nw, nb;
+    size_t wb, bb, mb; /* bytes of weights, buffers (as stored) and of momentum and master weights (fp32) */
     double loss[3], scale;
     int ckpt_ok;         /* the checkpoint round trip gave the same state */
 } trained;
 
-static void get_copy(const dt_backend *be, float **dst, const float *src, int64_t n)
+static void get_copy(const dt_backend *be, void *dst, const void *src, size_t bytes)
 {
-    *dst = malloc((size_t)(n ? n : 1) * sizeof(float));
-    be->mem_get(*dst, src, (size_t)n * sizeof(float));
+    void *h = malloc(bytes ? bytes : 1);
+    be->mem_get(h, src, bytes);
+    memcpy(dst, &h, sizeof h);
 }
 
 /* 3 steps of resnet8 at opt level `level` on fixed random uint8 batches; the state afterwards, and
@@ -174,15 +175,16 @@ static int train(const dt_backend *be, int level, const char *ckpt, trained *t)
         dt_model_get_logits(&m, N, z); /* host copy: readable */
         ok = ok && z[0] == z[0];
     }
-    t->nw = m.n_weights;
-    t->nb = m.n_buffers;
+    t->wb = m.weights_bytes;
+    t->bb = m.buffers_bytes;
+    t->mb = (size_t)m.n_weights * sizeof(float);
     t->scale = amp.scaler.scale;
-    get_copy(be, &t->weights, m.weights, m.n_weights);
-    get_copy(be, &t->buffers, m.buffers, m.n_buffers);
-    get_copy(be, &t->momentum, opt.momentum_buf, m.n_weights);
+    get_copy(be, &t->weights, m.weights, t->wb);
+    get_copy(be, &t->buffers, m.buffers, t->bb);
+    get_copy(be, &t->momentum, opt.momentum_buf, t->mb);
     t->master = NULL;
     if (amp.master)
-        get_copy(be, &t->master, amp.master, m.n_weights);
+        get_copy(be, &t->master, amp.master, t->mb);
     t->ckpt_ok = 0;
     if (ok && ckpt) { /* save, then load into a fresh model and optimiser, and compare */
         dt_progress pr = {.epoch = 1, .step = 2, .global_step = 3, .best_top1 = 12.5};
@@ -195,14 +197,14 @@ static int train(const dt_backend *be, int level, const char *ckpt, trained *t)
              dt_sgd_init(&o2, &m2, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
              dt_checkpoint_load(ckpt, &m2, &o2, &a2, &p2) == DT_OK;
         float *w2, *mo2;
-        get_copy(be, &w2, m2.weights, m2.n_weights);
-        get_copy(be, &mo2, o2.momentum_buf, m2.n_weights);
-        ok2 = ok2 && !memcmp(w2, t->weights, (size_t)t->nw * 4) && !memcmp(mo2, t->momentum, (size_t)t->nw * 4) &&
+        get_copy(be, &w2, m2.weights, m2.weights_bytes);
+        get_copy(be, &mo2, o2.momentum_buf, t->mb);
+        ok2 = ok2 && m2.weights_bytes == t->wb && !memcmp(w2, t->weights, t->wb) && !memcmp(mo2, t->momentum, t->mb) &&
               p2.global_step == 3 && a2.scaler.scale == amp.scaler.scale;
         if (ok2 && a2.master) {
             float *ma2;
-            get_copy(be, &ma2, a2.master, m2.n_weights);
-            ok2 = !memcmp(ma2, t->master, (size_t)t->nw * 4);
+            get_copy(be, &ma2, a2.master, t->mb);
+            ok2 = !memcmp(ma2, t->master, t->mb);
             free(ma2);
         }
         t->ckpt_ok = ok2;
@@ -221,9 +223,9 @@ static int train(const dt_backend *be, int level, const char *ckpt, trained *t)
 
 static int same(const trained *a, const trained *b)
 {
-    return a->nw == b->nw && a->nb == b->nb && !memcmp(a->weights, b->weights, (size_t)a->nw * 4) &&
-           !memcmp(a->buffers, b->buffers, (size_t)a->nb * 4) && !memcmp(a->momentum, b->momentum, (size_t)a->nw * 4) &&
-           (!a->master) == (!b->master) && (!a->master || !memcmp(a->master, b->master, (size_t)a->nw * 4)) &&
+    return a->wb == b->wb && a->bb == b->bb && a->mb == b->mb && !memcmp(a->weights, b->weights, a->wb) &&
+           !memcmp(a->buffers, b->buffers, a->bb) && !memcmp(a->momentum, b->momentum, a->mb) &&
+           (!a->master) == (!b->master) && (!a->master || !memcmp(a->master, b->master, a->mb)) &&
            !memcmp(a->loss, b->loss, sizeof a->loss) && a->scale == b->scale;
 }
 

@@ -164,7 +164,8 @@ int main(void)
     TAP_OK(g[0] == 1.0f, "BN weight 1 without zero_init_residual");
     float first = fw[0];
     dt_model_init_weights(&m, 42, 1);
-    TAP_OK(fw[0] == first && g[0] == 0.0f && dt_param_data(&m, &m.params[dt_model_find_param(&m, "bn1.weight")])[0] == 1.0f,
+    TAP_OK(fw[0] == first && g[0] == 0.0f &&
+               ((const float *)dt_param_data(&m, &m.params[dt_model_find_param(&m, "bn1.weight")]))[0] == 1.0f,
            "same seed, same weights; zero_init_residual zeroes only the blocks' last BN");
     dt_model_init_weights(&m, 43, 0);
     TAP_OK(fw[0] != first, "another seed, other weights");
@@ -181,7 +182,7 @@ int main(void)
     TAP_OK(dt_model_backward(&m, 4, 0) == DT_OK, "backward runs");
     int finite = 1;
     for (int64_t i = 0; i < m.n_weights; i++)
-        finite = finite && isfinite(m.grads[i]);
+        finite = finite && isfinite(((const float *)m.grads)[i]);
     TAP_OK(finite, "every gradient finite");
     TAP_OK(m.counts[m.params[dt_model_find_param(&m, "bn1.num_batches_tracked")].off] == 1, "BN counted one batch");
     int32_t bad[4] = {0, 10, 1, 1};

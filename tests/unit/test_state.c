@@ -74,7 +74,7 @@ int main(void)
     dt_model_init_weights(&a, 1, 0);
     a.counts[0] = 17;
     for (int64_t i = 0; i < a.n_buffers; i++)
-        a.buffers[i] = (float)i * 0.25f;
+        ((float *)a.buffers)[i] = (float)i * 0.25f;
     write_state(&a, NULL);
     TAP_OK(load_state(&b) == DT_OK, "save then load");
     TAP_OK(memcmp(a.weights, b.weights, (size_t)a.n_weights * sizeof(float)) == 0 &&
