@@ -574,9 +574,9 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         }
         if (!(nd->op == DT_OP_RELU && nd->attr.fused_into_bn)) /* emulation: what the op stored, rounded */
             dt_amp_round_value(m, nd->out, y, count);
-        if (nd->op == DT_OP_BN && m->training && m->amp_emulate && dt_param_reduced(m, &m->params[nd->param[DT_NODE_RUNNING_MEAN]])) {
-            m->be->round_half(xv->channels, run_mean, m->amp_bf16); /* running statistics of an fp16 BN are fp16 */
-            m->be->round_half(xv->channels, run_var, m->amp_bf16);
+        if (nd->op == DT_OP_BN && m->training) { /* emulation: the running statistics of a reduced BN, rounded */
+            dt_amp_round_param(m, nd->param[DT_NODE_RUNNING_MEAN], run_mean);
+            dt_amp_round_param(m, nd->param[DT_NODE_RUNNING_VAR], run_var);
         }
     }
     if (m->profile)

@@ -88,6 +88,8 @@ void dt_amp_value_types(dt_model *m);
 /* emulation: rounds n values of a reduced value or parameter stored as fp32, in place; real storage
  * (or nothing reduced): nothing to do */
 void dt_amp_round_value(const dt_model *m, int v, void *x, int64_t n);
+/* emulation: parameter idx's data or gradient x (idx < 0: nothing) rounded when it is reduced */
+void dt_amp_round_param(const dt_model *m, int idx, void *x);
 /* the type a conv or linear node computes in: the reduced type under O1-O3 stored for real, else fp32 */
 dt_dtype dt_amp_compute_type(const dt_model *m);
 /* bytes of m->amp_scratch for a batch of n */

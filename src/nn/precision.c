@@ -62,8 +62,7 @@ void dt_amp_round_value(const dt_model *m, int v, void *x, int64_t n)
     emulate_round(m, m->values[v].reduced, x, n);
 }
 
-/* emulation: parameter idx's data or gradient x rounded when it is reduced */
-static void round_param(const dt_model *m, int idx, void *x)
+void dt_amp_round_param(const dt_model *m, int idx, void *x)
 {
     if (idx >= 0)
         emulate_round(m, dt_param_reduced(m, &m->params[idx]), x, m->params[idx].numel);
@@ -73,7 +72,7 @@ void dt_model_round_params(dt_model *m)
 {
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].kind != DT_P_BN_COUNT)
-            round_param(m, i, dt_param_data(m, &m->params[i]));
+            dt_amp_round_param(m, i, dt_param_data(m, &m->params[i]));
 }
 
 void dt_amp_value_types(dt_model *m)
@@ -293,5 +292,5 @@ void dt_amp_round_grads(dt_model *m, const dt_node *nd, int n)
         if (ins[k] >= 0 && ins[k] != m->input && m->values[ins[k]].grad_ready)
             dt_amp_round_value(m, ins[k], grad_of(m, ins[k]), value_numel(&m->values[ins[k]], n));
     for (int j = 0; j < 2; j++)
-        round_param(m, nd->param[j], param_grad_of(m, nd->param[j]));
+        dt_amp_round_param(m, nd->param[j], param_grad_of(m, nd->param[j]));
 }
