@@ -60,10 +60,11 @@ int main(int argc, char **argv)
             c->ops->barrier(c);
             t0 = dt_seconds();
         }
+        dt_model_step_begin(&m, 0.01f, s, 0);
         if (dt_model_forward(&m, x, (int)batch) || dt_model_loss(&m, y, (int)batch, 0, &loss) ||
             dt_ddp_backward(d, (int)batch, 0, 1))
             return 1;
-        dt_sgd_step(&o, &m, 0.01f, 1.0f, NULL);
+        dt_sgd_step(&o, &m, NULL);
     }
     c->ops->barrier(c);
     double ms = (dt_seconds() - t0) / steps * 1e3;

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "libdt/dt.h" /* dt_dtype: one enum of element types for the ops and the communicators */
+#include "nn/scalars.h" /* dt_scalars: the step's numbers in backend memory */
 
 #ifdef __cplusplus
 extern "C" {
@@ -79,7 +80,10 @@ int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int o
 /* Batch norm over rows = n*h*w of c channels. sync (SyncBN, may be NULL): sums n doubles in place
  * over the replicas, returning 0 or an error; training then normalises with the statistics of
  * all replicas' rows, and backward sums its two per-channel reductions the same way (dgamma and
- * dbeta stay local, as PyTorch's SyncBatchNorm leaves them to DDP's averaging). */
+ * dbeta stay local, as PyTorch's SyncBatchNorm leaves them to DDP's averaging). buf is the
+ * backend's memory (device memory on a GPU: the backend's own scratch, written by the op before
+ * the call), so the hook hands it to a communicator that reduces that memory (MPI for the CPU's,
+ * NCCL for a device's) and returns once the sums are there; the host never holds the statistics. */
 typedef struct dt_bn_desc {
     int64_t rows;
     int c;
@@ -226,20 +230,24 @@ typedef struct dt_bn_desc {
     /* Planning (above): bytes of the backend's scratch xent needs for n rows of k logits */                           \
     F(X, xent_scratch, size_t, (int, n), (int, k))                                                                     \
     /* Mean softmax cross-entropy over n rows of k logits of type t with label smoothing eps                           \
-     * (PyTorch's definition: target (1-eps) on the label plus eps/k everywhere). Writes dlogits (type                 \
-     * t) = d(loss)/d(logits) times scale (the loss scaler's factor: the fp32 gradient is multiplied,                  \
-     * then stored) when dlogits is not NULL. Returns the mean loss. labels is host memory; each must                  \
-     * be in [0, k). */                                                                                                \
-    F(X, xent, double, (int, n), (int, k), (dt_dtype, t), (const void *, logits), (const int32_t *, labels),           \
-      (float, eps), (float, scale), (void *, dlogits))                                                                 \
+     * (PyTorch's definition: target (1-eps) on the label plus eps/k everywhere), labels int32 in                      \
+     * [0, k) (checked by the caller). Into s: loss = the mean, loss_sum += it; hits1/hits5 += the                     \
+     * rows whose label is the top-1/in the top-5 (ties counted for the label; a row holding NaN or                    \
+     * inf is a miss and counts in nonfinite_rows); rows += n; a loss that is not finite sets                          \
+     * agree[DT_AGREE_OVERFLOW]. Writes dlogits (type t) = d(loss)/d(logits) times s->scale_f (the                     \
+     * loss scaler's factor: the fp32 gradient is multiplied, then stored) unless dlogits is NULL. */                  \
+    F(X, xent, void, (int, n), (int, k), (dt_dtype, t), (const void *, logits), (const int32_t *, labels),             \
+      (float, eps), (void *, dlogits), (dt_scalars *, s))                                                              \
                                                                                                                        \
-    /* torch.optim.SGD on n elements, the gradient first multiplied by grad_scale (the loss scaler's                   \
-     * 1/scale; exactly 1 leaves it as it is): g' = g*grad_scale; d = g' + wd*p; buf = first ? d :                     \
-     * momentum*buf + (1-dampening)*d; d = nesterov ? d + momentum*buf : buf (when momentum != 0);                     \
-     * p -= lr*d. p of type pt, g of gt; buf (fp32) may be NULL when momentum is 0. */                                 \
-    F(X, sgd, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt),                      \
-      (float, grad_scale), (float *, buf), (float, lr), (float, momentum), (float, dampening), (float, wd),            \
-      (int, nesterov), (int, first))                                                                                   \
+    /* torch.optim.SGD on n elements, reading lr, the loss scaler's 1/scale and whether to skip from                   \
+     * s: nothing when dt_scalars_skip(s); else g' = g*s->inv_scale (exactly 1 leaves g as it is);                     \
+     * d = g' + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d, first being s->sgd_steps == 0;                 \
+     * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= s->lr*d. p of type pt, g of gt;                \
+     * buf (fp32) may be NULL when momentum is 0. */                                                                   \
+    F(X, sgd, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, buf),      \
+      (float, momentum), (float, dampening), (float, wd), (int, nesterov), (const dt_scalars *, s))                    \
+    /* a step's end, after its sgd ops: dt_scalars_step_end(s) (scalars.h) */                                          \
+    F(X, step_end, void, (dt_scalars *, s))                                                                            \
                                                                                                                        \
     F(X, fill, void, (int64_t, n), (dt_dtype, t), (float, value), (void *, x))                                         \
     /* x *= a */                                                                                                       \
@@ -247,14 +255,16 @@ typedef struct dt_bn_desc {
     /* fp32 x rounded in place to fp16 (bf16 when bf16), round to nearest even: what reduced storage                   \
      * holds (the emulation of reduced storage on a backend that has none; the oracle for one that has) */             \
     F(X, round_half, void, (int64_t, n), (float *, x), (int, bf16))                                                    \
-    /* 1 when any g[i] * inv_scale is inf or NaN (the loss scaler's overflow); g is not changed */                     \
-    F(X, unscale_check, int, (int64_t, n), (dt_dtype, t), (const void *, g), (float, inv_scale))                       \
+    /* sets s->agree[DT_AGREE_OVERFLOW] when any g[i] * s->inv_scale is inf or NaN (the loss                           \
+     * scaler's overflow; left as it is otherwise); g is not changed */                                                \
+    F(X, unscale_check, void, (int64_t, n), (dt_dtype, t), (const void *, g), (dt_scalars *, s))                       \
     /* Planning (above): bytes of the backend's scratch normalize_u8 needs for n values (a model                       \
      * plans it for its input, n = batch x height x width x channels, at every planned batch) */                       \
     F(X, normalize_scratch, size_t, (int64_t, n))                                                                      \
-    /* a batch of n host uint8 values, channels last with c channels, into the model's input x of type                 \
-     * t: x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std host arrays of c) */                            \
-    F(X, normalize_u8, void, (int64_t, n), (int, c), (const uint8_t *, u_host), (const float *, mean_host),            \
+    /* a batch of n uint8 values (backend memory: uploaded), channels last with c channels, into the                   \
+     * model's input x of type t: x[i] = (u[i] / 255 - mean[i % c]) / std[i % c] (mean and std: host                   \
+     * arrays of c, read when the op is issued) */                                                                     \
+    F(X, normalize_u8, void, (int64_t, n), (int, c), (const uint8_t *, u), (const float *, mean_host),                 \
       (const float *, std_host), (dt_dtype, t), (void *, x))
 
 
@@ -294,6 +304,17 @@ typedef struct dt_backend {
     void (*mem_free)(void *p);
     void (*mem_put)(void *dst, const void *src_host, size_t bytes);
     void (*mem_get)(void *dst_host, const void *src, size_t bytes);
+    /* Host buffers for asynchronous copies (pinned memory on CUDA; plain memory on the CPU):
+     * host_alloc returns NULL when out of memory; host_free(NULL) does nothing. upload copies bytes
+     * from such a host buffer into backend memory, download the other way, both issued to a queue
+     * like an op (they may still run when the call returns: the host reuses or reads the host
+     * buffer after event_sync on an event recorded after the copy). They are how a step moves its
+     * input, its in scalars and its out scalars (scalars.h) without stopping; mem_put and mem_get
+     * are for everything else (setup, checkpoints, what the host prints). */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    void (*upload)(void *dst, const void *src_host, size_t bytes, int queue);
+    void (*download)(void *dst_host, const void *src, size_t bytes, int queue);
     /* Queues and fences. A backend runs its ops on queues, each in the order the ops were issued:
      * DT_QUEUE_COMPUTE (every op of the list) and DT_QUEUE_COPY (for uploads). An op may still be
      * running when its call returns (CUDA's streams; the deferred test backend's thread), so

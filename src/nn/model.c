@@ -384,6 +384,63 @@ static int check_tensor_limit(dt_model *m, int n, int h, int w)
     return DT_ERR_INPUT;
 }
 
+/* The block, its event and the host buffer (two blocks: no room for labels yet), made once (by the
+ * first plan, or by whoever sets the scaler before it): a static loss scale of 1 and no step taken */
+static int ensure_scalars(dt_model *m)
+{
+    const dt_backend *be = m->be;
+    if (m->scalars)
+        return DT_OK;
+    if (!(m->scalars = be->mem_alloc(sizeof *m->scalars)) || !(m->io_event = be->event_create()) ||
+        !(m->host_io = be->host_alloc(2 * sizeof(dt_scalars)))) {
+        dt_error("model %s: out of memory for the step's scalars", m->arch);
+        return DT_ERR_NOMEM;
+    }
+    dt_scalars init = {.scale = 1, .scale_f = 1, .inv_scale = 1, .growth = 2, .backoff = 0.5, .max_scale = 0x1p24,
+                       .growth_interval = 2000, .max_nonfinite = INT64_MAX};
+    be->mem_put(m->scalars, &init, sizeof init);
+    return DT_OK;
+}
+
+int dt_model_get_scalars(dt_model *m, dt_scalars *host)
+{
+    DT_TRY(ensure_scalars(m));
+    m->be->mem_get(host, m->scalars, sizeof *host);
+    return DT_OK;
+}
+
+int dt_model_put_scalars(dt_model *m, const dt_scalars *host)
+{
+    DT_TRY(ensure_scalars(m));
+    m->be->mem_put(m->scalars, host, sizeof *host);
+    return DT_OK;
+}
+
+void dt_model_clear_metrics(dt_model *m)
+{
+    static const char zero[sizeof(dt_scalars) - offsetof(dt_scalars, loss)];
+    m->be->mem_put((char *)m->scalars + offsetof(dt_scalars, loss), zero, sizeof zero);
+}
+
+/* The block (ensure_scalars), and a plan's labels and host buffer (with room for n labels) */
+static int plan_scalars(dt_model *m, int n)
+{
+    const dt_backend *be = m->be;
+    DT_TRY(ensure_scalars(m));
+    if (n > m->plan_n || !m->labels) {
+        be->event_sync(m->io_event);
+        be->mem_free(m->labels);
+        be->host_free(m->host_io);
+        m->labels = be->mem_alloc((size_t)n * sizeof(int32_t));
+        m->host_io = be->host_alloc(2 * sizeof(dt_scalars) + (size_t)n * sizeof(int32_t));
+        if (!m->labels || !m->host_io) {
+            dt_error("model %s: out of memory for the labels of a batch of %d", m->arch, n);
+            return DT_ERR_NOMEM;
+        }
+    }
+    return DT_OK;
+}
+
 int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also)
 {
     if (n < 1 || h < 1 || w < 1 || n_also < 0 || (n_also > 0 && !also)) {
@@ -452,6 +509,8 @@ int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n
         rc = be_arena(m, &m->amp_scratch, "mixed precision", dt_amp_scratch_bytes(m, n));
     if (rc == DT_OK)
         rc = m->be->reserve_scratch(scratch);
+    if (rc == DT_OK)
+        rc = plan_scalars(m, n);
     DT_TRY(rc);
     m->plan_n = n;
     m->plan_h = h;
@@ -584,7 +643,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
     return DT_OK;
 }
 
-int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss)
+int dt_model_check_labels(const dt_model *m, const int32_t *labels, int n)
 {
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= m->num_classes) {
@@ -592,13 +651,93 @@ int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *
                      m->num_classes - 1);
             return DT_ERR_INPUT;
         }
-    /* the gradient times the scaler's factor, before any rounding */
-    float scale = m->loss_scale != 0 ? m->loss_scale : 1.0f;
-    *loss = m->be->xent(n, m->num_classes, vtype(m, m->output), act_of(m, m->output), labels, eps, scale,
-                        grad_of(m, m->output));
+    return DT_OK;
+}
+
+int dt_model_loss_async(dt_model *m, int n, float eps)
+{
+    if (n < 1 || n > m->plan_n) {
+        dt_error("model %s: loss of %d images, planned for at most %d", m->arch, n, m->plan_n);
+        return DT_ERR_STATE;
+    }
+    /* the gradient times the scaler's factor (the block's scale_f), before any rounding */
+    m->be->xent(n, m->num_classes, vtype(m, m->output), act_of(m, m->output), m->labels, eps,
+                grad_of(m, m->output), m->scalars);
     dt_amp_round_value(m, m->output, grad_of(m, m->output), (int64_t)n * m->num_classes);
     return DT_OK;
 }
+
+int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss)
+{
+    DT_TRY(dt_model_check_labels(m, labels, n));
+    if (n < 1 || n > m->plan_n)
+        return dt_model_loss_async(m, n, eps); /* says why */
+    m->be->mem_put(m->labels, labels, (size_t)n * sizeof *labels);
+    DT_TRY(dt_model_loss_async(m, n, eps));
+    m->be->mem_get(loss, (const char *)m->scalars + offsetof(dt_scalars, loss), sizeof *loss);
+    return DT_OK;
+}
+
+/* the host buffer's parts: [0] the in part to upload, [1] the out part downloaded, then labels */
+static int32_t *host_labels(dt_model *m)
+{
+    return (int32_t *)(m->host_io + 2);
+}
+
+void dt_model_step_write(dt_model *m, float lr, int64_t step, int32_t signal)
+{
+    m->be->event_sync(m->io_event); /* the host buffer's last copy is done */
+    dt_scalars *in = &m->host_io[0];
+    in->agree[DT_AGREE_OVERFLOW] = 0;
+    in->agree[DT_AGREE_SIGNAL] = signal;
+    in->lr = lr;
+    in->in_reserved = 0;
+    in->step = step;
+}
+
+/* an upload from the host buffer, the compute queue waiting for it */
+static void upload_io(dt_model *m, void *dst, const void *src, size_t bytes)
+{
+    const dt_backend *be = m->be;
+    be->upload(dst, src, bytes, DT_QUEUE_COPY);
+    be->event_record(m->io_event, DT_QUEUE_COPY);
+    be->event_wait(DT_QUEUE_COMPUTE, m->io_event);
+}
+
+void dt_model_step_begin(dt_model *m, float lr, int64_t step, int32_t signal)
+{
+    dt_model_step_write(m, lr, step, signal);
+    upload_io(m, m->scalars, &m->host_io[0], DT_SCALARS_IN_BYTES);
+}
+
+int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n)
+{
+    if (n < 1 || n > m->plan_n) {
+        dt_error("model %s: %d labels, planned for at most %d", m->arch, n, m->plan_n);
+        return DT_ERR_STATE;
+    }
+    DT_TRY(dt_model_check_labels(m, labels_host, n));
+    m->be->event_sync(m->io_event);
+    memcpy(host_labels(m), labels_host, (size_t)n * sizeof *labels_host);
+    return DT_OK;
+}
+
+int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n)
+{
+    DT_TRY(dt_model_write_labels(m, labels_host, n));
+    upload_io(m, m->labels, host_labels(m), (size_t)n * sizeof *labels_host);
+    return DT_OK;
+}
+
+const dt_scalars *dt_model_step_out(dt_model *m)
+{
+    const dt_backend *be = m->be;
+    be->download(&m->host_io[1], m->scalars, DT_SCALARS_OUT_BYTES, DT_QUEUE_COMPUTE);
+    be->event_record(m->io_event, DT_QUEUE_COMPUTE);
+    be->event_sync(m->io_event);
+    return &m->host_io[1];
+}
+
 
 int dt_model_backward(dt_model *m, int n, int accumulate)
 {
@@ -742,6 +881,13 @@ void dt_model_free(dt_model *m)
         be_arena_free(m, &m->grad);
         be_arena_free(m, &m->workspace);
         be_arena_free(m, &m->amp_scratch);
+        if (m->io_event) {
+            m->be->event_sync(m->io_event);
+            m->be->event_destroy(m->io_event);
+        }
+        m->be->mem_free(m->scalars);
+        m->be->mem_free(m->labels);
+        m->be->host_free(m->host_io);
     }
     free(m->counts);
     memset(m, 0, sizeof *m);

@@ -147,7 +147,14 @@ typedef struct dt_model {
                              * backend whose storage_types lacks it; set before dt_model_set_amp to
                              * force it (the oracle of the real storage) */
     dt_arena amp_scratch;   /* rounded copies of conv/linear operands */
-    float loss_scale;       /* dt_model_loss seeds backward with the loss times this (0 or 1: unscaled) */
+    /* the step's numbers in backend memory (nn/scalars.h; made by the first plan): xent seeds backward
+     * with the loss times its scale_f and writes the loss and hits there; the labels of the batch
+     * (backend int32[plan_n]); a host buffer of two dt_scalars for the step's uploads and downloads
+     * (backend.h, host_alloc) and the event that orders them */
+    dt_scalars *scalars;
+    int32_t *labels;
+    dt_scalars *host_io;
+    dt_event *io_event;
     dt_arena act, grad, workspace; /* activations (and saved state), activation gradients, conv workspace */
     int training;           /* 1: BN uses batch statistics, dropout is active */
     uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
@@ -224,9 +231,36 @@ int dt_model_forward(dt_model *m, const float *x, int n);
  * memory as fp32. */
 void *dt_model_logits(const dt_model *m);
 void dt_model_get_logits(const dt_model *m, int n, float *host);
-/* Mean softmax cross-entropy of the last forward (label smoothing eps), seeding backward's gradient.
- * Labels outside [0, num_classes) give DT_ERR_INPUT naming the index. */
+/* Mean softmax cross-entropy of the last forward (label smoothing eps), seeding backward's gradient
+ * (times the loss scale in m->scalars), with the host labels copied in first (mem_put) and the loss
+ * read back (mem_get): the convenience for tests and tools. Labels outside [0, num_classes) give
+ * DT_ERR_INPUT naming the index. */
 int dt_model_loss(dt_model *m, const int32_t *labels, int n, float eps, double *loss);
+/* DT_ERR_INPUT after one line naming the first of n host labels outside [0, num_classes) */
+int dt_model_check_labels(const dt_model *m, const int32_t *labels, int n);
+
+/* --- a step without host round trips (nn/scalars.h) ---
+ * dt_model_step_begin(m, lr, step, signal) uploads the step's in scalars from the model's host
+ * buffer (the copy queue; the compute queue waits for it); the caller uploads the batch's labels
+ * into m->labels itself (or dt_model_upload_labels); dt_model_loss_async then runs the loss on
+ * them, leaving the loss and hits in m->scalars; after the optimiser, dt_model_step_out downloads
+ * the out part and returns the host copy (the one point where the host waits for the step). */
+void dt_model_step_begin(dt_model *m, float lr, int64_t step, int32_t signal);
+/* n host labels (checked) into m->labels through the model's host buffer's room: upload on the copy
+ * queue, the compute queue waiting for it */
+int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n);
+/* the host-buffer halves of the two (no upload issued): what a replayed step (a captured graph,
+ * whose recorded uploads read the host buffer again) needs before it is replayed */
+void dt_model_step_write(dt_model *m, float lr, int64_t step, int32_t signal);
+int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n);
+int dt_model_loss_async(dt_model *m, int n, float eps);
+const dt_scalars *dt_model_step_out(dt_model *m);
+/* the whole block to the host and back (mem_get, mem_put: setup, checkpoints, progress lines),
+ * made first when the model has none yet; DT_OK or DT_ERR_NOMEM after one line */
+int dt_model_get_scalars(dt_model *m, dt_scalars *host);
+int dt_model_put_scalars(dt_model *m, const dt_scalars *host);
+/* the metrics part (loss, hits) back to zero (mem_put) */
+void dt_model_clear_metrics(dt_model *m);
 /* Backward of the last forward: parameter gradients into grads (added when accumulate). */
 int dt_model_backward(dt_model *m, int n, int accumulate);
 

@@ -114,38 +114,63 @@ void dt_scaler_init(dt_scaler *s, const dt_amp_props *p)
     s->growth = 2.0;
     s->backoff = 0.5;
     s->max_scale = 16777216.0; /* 2^24 */
+    s->max_nonfinite = INT64_MAX;
 }
 
-/* the overflow flag agreed over the ranks (a max over one int): every rank skips together */
-static int overflow_agree(dt_comm *comm, int local_overflow, int *overflow)
+/* the scaler's state into a block of scalars (the ops' scale and 1/scale with it), and back */
+static void scaler_to_scalars(const dt_scaler *s, dt_scalars *b)
 {
-    int32_t v = local_overflow != 0;
-    DT_TRY(comm->ops->allreduce(comm, &v, &v, 1, DT_INT32, DT_MAX));
-    *overflow = v;
-    return DT_OK;
+    b->dynamic = s->dynamic;
+    b->scale = s->scale;
+    b->clean_steps = s->clean_steps;
+    b->growth_interval = s->growth_interval;
+    b->growth = s->growth;
+    b->backoff = s->backoff;
+    b->max_scale = s->max_scale;
+    b->min_scale = s->min_scale;
+    b->overflows = s->overflows;
+    b->in_a_row = s->in_a_row;
+    b->max_nonfinite = s->max_nonfinite;
+    b->scale_f = (float)s->scale;
+    b->inv_scale = (float)(1.0 / s->scale);
+}
+
+static void scaler_from_scalars(dt_scaler *s, const dt_scalars *b)
+{
+    s->scale = b->scale;
+    s->clean_steps = b->clean_steps;
+    s->overflows = b->overflows;
+    s->in_a_row = b->in_a_row;
+}
+
+static void say_overflow(const dt_scaler *s, int64_t step)
+{
+    dt_warn("step %lld: Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to %.1f",
+            (long long)step, s->scale);
+}
+
+int dt_amp_put_state(const dt_scaler *s, int64_t sgd_steps, dt_model *m)
+{
+    dt_scalars b;
+    DT_TRY(dt_model_get_scalars(m, &b));
+    if (s)
+        scaler_to_scalars(s, &b);
+    b.sgd_steps = sgd_steps;
+    b.diverged = 0;
+    b.agree[DT_AGREE_OVERFLOW] = 0;
+    return dt_model_put_scalars(m, &b);
 }
 
 int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank)
 {
-    if (!s->dynamic)
-        return overflow; /* a static scale still skips a step with inf/NaN gradients */
-    if (overflow) {
-        double next = s->scale * s->backoff;
-        if (s->min_scale > 0 && next < s->min_scale)
-            next = s->min_scale;
-        s->scale = next;
-        s->clean_steps = 0;
-        s->overflows++;
-        if (rank == 0)
-            dt_warn("step %lld: Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to %.1f",
-                    (long long)step, s->scale);
-        return 1;
-    }
-    if (++s->clean_steps >= s->growth_interval) {
-        s->scale = s->scale * s->growth > s->max_scale ? s->max_scale : s->scale * s->growth;
-        s->clean_steps = 0;
-    }
-    return 0;
+    dt_scalars b = {0};
+    scaler_to_scalars(s, &b);
+    b.agree[DT_AGREE_OVERFLOW] = overflow != 0;
+    dt_scalars_step_end(&b);
+    scaler_from_scalars(s, &b);
+    if (overflow && s->dynamic && rank == 0)
+        say_overflow(s, step);
+    return overflow != 0;
 }
 
 /* between the model's weights (each tensor in its type) and master (fp32, the fp32 layout):
@@ -185,8 +210,7 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p)
         }
         dt_amp_master_from_model(a, m);
     }
-    m->loss_scale = (float)a->scaler.scale;
-    return DT_OK;
+    return dt_amp_put_state(&a->scaler, 0, m);
 }
 
 void dt_amp_master_from_model(dt_amp *a, dt_model *m)
@@ -202,37 +226,45 @@ void dt_amp_free(dt_amp *a)
     a->master = NULL;
 }
 
-/* 1 when a gradient times inv_scale is inf or NaN: one check over the flat fp32 array, or tensor by
- * tensor in their types */
-static int grads_overflow(const dt_model *m, float inv_scale)
+/* the overflow flag in the model's scalars when a gradient times 1/scale is inf or NaN: one check
+ * over the flat fp32 array, or tensor by tensor in their types */
+static void check_grads(dt_model *m)
 {
-    if (dt_model_params_fp32(m))
-        return m->be->unscale_check(m->n_weights, DT_FLOAT32, m->grads, inv_scale);
-    int bad = 0;
-    for (int i = 0; i < m->n_params && !bad; i++) {
+    if (dt_model_params_fp32(m)) {
+        m->be->unscale_check(m->n_weights, DT_FLOAT32, m->grads, m->scalars);
+        return;
+    }
+    for (int i = 0; i < m->n_params; i++) {
         const dt_param *p = &m->params[i];
         if (dt_param_trainable(p))
-            bad = m->be->unscale_check(p->numel, p->dtype, dt_param_grad(m, p), inv_scale);
+            m->be->unscale_check(p->numel, p->dtype, dt_param_grad(m, p), m->scalars);
     }
-    return bad;
 }
 
-int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
-                int loss_nonfinite, int *skipped)
+static int comm_rank(const dt_comm *comm)
 {
-    /* the update reads the gradients times 1/scale: unscaled on the fly, checked here */
-    const float inv_scale = (float)(1.0 / s->scale);
-    int overflow = grads_overflow(m, inv_scale) || loss_nonfinite;
-    if (comm)
-        DT_TRY(overflow_agree(comm, overflow, &overflow));
-    *skipped = dt_scaler_update(s, overflow, step, comm ? comm->rank : 0);
-    if (!*skipped) {
-        dt_sgd_step(opt, m, lr, inv_scale, master); /* on the fp32 masters when there are */
-        if (master) /* the model gets them rounded */
-            master_copy(m, master, 0);
-        dt_model_round_params(m); /* emulation: what the model stores, rounded */
+    return comm ? comm->rank : 0;
+}
+
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, const dt_scalars **out)
+{
+    const dt_backend *be = m->be;
+    check_grads(m);
+    if (comm && comm->size > 1) { /* the step's one collective: overflow and stop signal, max over the ranks */
+        be->event_record(m->io_event, DT_QUEUE_COMPUTE); /* the communicator reads what the ops wrote */
+        be->event_sync(m->io_event);
+        DT_TRY(comm->ops->allreduce(comm, m->scalars->agree, m->scalars->agree, DT_AGREE_N, DT_INT32, DT_MAX));
     }
-    m->loss_scale = (float)s->scale;
+    dt_sgd_step(opt, m, master); /* skipped by the ops on an overflow; on the fp32 masters when there are */
+    if (master) /* the model gets them rounded (a skipped step copies back what is there) */
+        master_copy(m, master, 0);
+    dt_model_round_params(m); /* emulation: what the model stores, rounded */
+    const dt_scalars *o = dt_model_step_out(m);
+    scaler_from_scalars(s, o);
+    opt->steps = o->sgd_steps;
+    if (o->skipped && s->dynamic && !o->diverged && comm_rank(comm) == 0)
+        say_overflow(s, o->step);
+    *out = o;
     return DT_OK;
 }
 

@@ -66,12 +66,19 @@ typedef struct dt_scaler {
     double growth, backoff;      /* 2, 0.5 */
     double max_scale, min_scale; /* 2^24; the floor (0: none) */
     int64_t overflows;           /* steps skipped so far */
+    int64_t in_a_row;            /* steps skipped in a row, up to the last one */
+    int64_t max_nonfinite;       /* a static scale: so many skipped steps in a row mean divergence */
 } dt_scaler;
 
+/* The host's copy of the scaler whose state lives in a model's scalars (nn/scalars.h), where the
+ * update runs (dt_scalars_step_end); dt_amp_step keeps the copy current after every step. */
 void dt_scaler_init(dt_scaler *s, const dt_amp_props *p);
-/* After a step's gradients were checked: returns 1 when the step must be skipped (overflow). The
- * scale moves as described above; rank 0 (rank == 0) logs an overflow with the step. */
+/* The update of one step on the host copy (dt_scalars_step_end: one definition): returns 1 when the
+ * step is skipped (overflow). Rank 0 (rank == 0) logs an overflow of the dynamic scale with the step. */
 int dt_scaler_update(dt_scaler *s, int overflow, int64_t step, int rank);
+/* The scaler's state and the optimiser's step count (sgd_steps) into the model's scalars (mem_put:
+ * setup and resume; s NULL leaves the scaler's part); divergence cleared. DT_OK or DT_ERR_NOMEM. */
+int dt_amp_put_state(const dt_scaler *s, int64_t sgd_steps, dt_model *m);
 /* Mixed precision on a model: its storage types (dt_model_set_amp), fp32 master weights under O2
  * (a copy of the rounded weights), the scaler, and the loss scale the model seeds backward with. */
 typedef struct dt_amp {
@@ -87,15 +94,18 @@ int dt_amp_attach(dt_amp *a, dt_model *m, const dt_amp_props *p);
 void dt_amp_master_from_model(dt_amp *a, dt_model *m);
 void dt_amp_free(dt_amp *a);
 
-/* The end of a training step under a scaler: the gradients (of the loss times the scale) are
- * unscaled and checked, the ranks agree on overflow, and then either the optimiser steps (on the
- * master weights when there are any, then rounded into the model) or, on overflow, nothing is
- * touched (weights, momentum, step count). *skipped says which. comm may be NULL (one process);
- * master NULL when the model's weights are the ones to update. The model's loss scale follows the
- * scaler. loss_nonfinite: this rank's loss was NaN or infinite, which skips the step on every rank
- * like an overflow (its gradients are then not finite either, unless the loss alone overflowed). */
-int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, float lr, int64_t step,
-                int loss_nonfinite, int *skipped);
+/* The end of a training step under a scaler, issued to the backend without reading anything back
+ * until its last line: the gradients (of the loss times the scale) are checked (unscale_check sets
+ * the overflow flag in the model's scalars, where xent set it for a loss that is not finite); the
+ * ranks agree on it (comm may be NULL: one process) in the step's one collective, which also
+ * carries the stop signal each rank uploaded with dt_model_step_begin; then the optimiser steps
+ * (on the master weights when there are any, then rounded into the model) unless the step is
+ * skipped, which touches nothing (weights, momentum, step count); the scaler updates on the
+ * backend. Then the step's out part is downloaded (the one wait): *out points at the host copy
+ * (skipped, diverged, the agreed signal, the scaler's state), s and opt->steps follow it, and rank
+ * 0 logs an overflow of the dynamic scale. comm must be able to reduce the backend's memory (a
+ * device's communicator for a device backend). */
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, const dt_scalars **out);
 /* Checkpoint state: attributes of group g. Load names the file in its one-line errors. */
 int dt_scaler_save(const dt_scaler *s, hid_t g);
 int dt_scaler_load(dt_scaler *s, hid_t g, const char *source);

@@ -263,9 +263,8 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
             goto out;
         H5Gclose(g);
         g = -1;
-        m->loss_scale = (float)amp->scaler.scale;
     }
-    rc = DT_OK;
+    rc = dt_amp_put_state(amp ? &amp->scaler : NULL, opt->steps, m); /* where the step's ops read them */
 out:
     if (g >= 0)
         H5Gclose(g);

@@ -281,13 +281,9 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
     int typed = 0; /* gradients stored in reduced types: they go through the wire buffers */
     for (int i = 0; i < m->n_params; i++)
         typed |= dt_param_trainable(&m->params[i]) && m->params[i].dtype != DT_FLOAT32;
-    if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing, no SyncBN */
+    if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing */
         if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
             d->cfg.wire = DT_FLOAT32; /* the reduced-type gradients are fp32 arrays of rounded values: sent as such */
-        if (d->cfg.sync_bn) {
-            dt_error("--sync-bn with --device cuda on several ranks: not supported yet");
-            rc = DT_ERR_INPUT;
-        }
         if (typed) {
             dt_error("ddp: gradients stored in fp16/bf16 on the %s backend: not supported yet", m->be->name);
             rc = DT_ERR_INPUT;

@@ -3,10 +3,12 @@
  * Each epoch: its steps (step.c), a progress line every print_freq steps, then validation, the
  * checkpoint to resume at the next epoch (model_best.h5 on a new best top-1) and the epoch's metrics.
  * A run stops at its last epoch, or after the step where one of these happened, on every rank at
- * once: --max-steps reached, --desired-acc reached at validation, a signal on any rank (the ranks
- * agree after every step and every validation batch), or divergence (NaN or inf steps in a row, which
- * every rank sees the same). Stopped inside an epoch, the checkpoint is written there, so that
- * --resume continues at the very next step; a diverged run writes none (the last one is intact).
+ * once: --max-steps reached, --desired-acc reached at validation, a signal on any rank (agreed in
+ * every step's collective and after every validation batch), or divergence (NaN or inf steps in a
+ * row, which every rank sees the same). Stopped inside an epoch, the checkpoint is written there, so
+ * that --resume continues at the very next step; stopped by a signal before or during an epoch's
+ * validation, it keeps the epoch to be validated on resume; a diverged run writes none (the last one
+ * is intact).
  * --checkpoint-every N also writes one every N steps. */
 #include "config.h"
 
@@ -46,24 +48,29 @@ static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums,
     *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, first);
     clock.mark = dt_seconds();
     clock.mark_images = sums->images;
+    DT_TRY(dt_run_sums_to_backend(r, sums));
     for (int64_t s = first; s < per_epoch && !L->stop; s++) {
-        double loss;
+        double loss = NAN;
         *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, s);
-        DT_TRY(dt_run_step(r, L->global_step, *lr, sums, &loss));
+        DT_TRY(dt_run_step(r, L->global_step, *lr, sums));
         L->stop |= r->diverged;
         L->global_step++;
         L->steps_run++;
+        if (cfg->max_steps && L->steps_run >= cfg->max_steps)
+            L->stop = L->max_steps_reached = 1;
+        if (r->stopped_by) /* agreed by the step's collective */
+            L->stop = 1;
+        int every = cfg->checkpoint_every && L->global_step % cfg->checkpoint_every == 0;
+        int save = s + 1 < per_epoch && (L->stop || every) && !r->diverged;
+        /* the loss and hits are read back only for a progress line, a checkpoint and the epoch's end */
+        if (dt_metrics_due(r, s + 1) || save || s + 1 == per_epoch || r->diverged)
+            DT_TRY(dt_run_sums_from_backend(r, sums, &loss));
         dt_metrics_progress(r, &clock, epoch, s + 1, L->global_step, sums, loss, *lr);
         if (r->diverged) /* every rank knows: the state holds NaN or inf, and is not saved */
             break;
-        if (cfg->max_steps && L->steps_run >= cfg->max_steps)
-            L->stop = L->max_steps_reached = 1;
-        if (dt_run_agree_signal(r))
-            L->stop = 1;
         sums->seconds = dt_seconds() - clock.epoch_start;
         r->progress = (dt_progress){epoch, s + 1, L->global_step, L->best_top1, *sums};
-        int every = cfg->checkpoint_every && L->global_step % cfg->checkpoint_every == 0;
-        if (s + 1 < per_epoch && (L->stop || every)) /* stopped inside the epoch: resume exactly here */
+        if (save) /* stopped inside the epoch: resume exactly here */
             DT_TRY(dt_rundir_save(r));
     }
     return DT_OK;
@@ -80,7 +87,15 @@ static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *s
     int validated = r->have_val_set && !r->stopped_by;
     if (validated)
         DT_TRY(dt_run_validate(r, epoch, 1, &v));
-    validated = validated && !r->stopped_by; /* a signal during validation drops it */
+    validated = validated && !r->stopped_by;
+    if (r->have_val_set && !validated) {
+        /* a signal before or during validation: time is short. The checkpoint keeps the epoch trained
+         * and not yet validated (its last step, its sums): --resume validates it and logs its line as
+         * an uninterrupted run would have, so a stopped run's metrics equal an uninterrupted one's. */
+        r->progress = (dt_progress){epoch, r->steps_per_epoch, L->global_step, L->best_top1, *sums};
+        L->stop = 1;
+        return dt_rundir_save(r);
+    }
     val_seconds = dt_seconds() - val_seconds;
     int improved = validated && isfinite(v.loss) && v.top1 > L->best_top1; /* a diverged model is never the best */
     if (improved)

@@ -129,12 +129,18 @@ static void metrics_line(dt_run *r, json_t *j)
     r->metrics_lost |= bad;
 }
 
+int dt_metrics_due(const dt_run *r, int64_t step_in_epoch)
+{
+    int print_freq = r->cfg->print_freq;
+    return r->launch.rank == 0 && print_freq > 0 &&
+           (step_in_epoch % print_freq == 0 || step_in_epoch == r->steps_per_epoch);
+}
+
 void dt_metrics_progress(dt_run *r, dt_progress_clock *clock, int epoch, int64_t step_in_epoch, int64_t step,
                          const dt_epoch_sums *sums, double loss, double lr)
 {
-    int print_freq = r->cfg->print_freq;
     int64_t per_epoch = r->steps_per_epoch;
-    if (r->launch.rank != 0 || print_freq <= 0 || (step_in_epoch % print_freq != 0 && step_in_epoch != per_epoch))
+    if (!dt_metrics_due(r, step_in_epoch))
         return;
     double t = dt_seconds(), world = r->launch.size;
     double epoch_rate = (double)sums->images * world / (t - clock->epoch_start);

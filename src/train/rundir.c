@@ -146,7 +146,7 @@ static int check_progress(dt_run *r)
     char buf[160];
     if (p->epoch < 0 || p->epoch > (1 << 30))
         snprintf(buf, sizeof buf, "epoch %lld", (long long)p->epoch), why = buf;
-    else if (p->step < 0 || (p->step >= r->steps_per_epoch && !cfg->evaluate))
+    else if (p->step < 0 || (p->step > r->steps_per_epoch && !cfg->evaluate)) /* ==: trained, validation pending */
         snprintf(buf, sizeof buf, "step %lld of an epoch of %lld steps (batch %d on %d rank%s, --accum-steps %d)",
                  (long long)p->step, (long long)r->steps_per_epoch, cfg->batch, r->launch.size,
                  r->launch.size > 1 ? "s" : "", cfg->accum_steps), why = buf;
@@ -226,8 +226,7 @@ int dt_rundir_share_resumed(dt_run *r)
     s->growth_interval = iv[8];
     s->scale = dv[1];
     s->min_scale = dv[2];
-    r->model.loss_scale = (float)dv[1];
-    return DT_OK;
+    return dt_amp_put_state(s, r->opt.steps, &r->model);
 }
 
 int dt_rundir_prepare(dt_run *r)

@@ -31,12 +31,11 @@ int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float da
     return DT_OK;
 }
 
-void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale, float *master)
+void dt_sgd_step(dt_sgd *o, dt_model *m, float *master)
 {
-    const int first = o->steps == 0;
     if (!o->no_decay_bn_bias && dt_model_params_fp32(m)) { /* one pass over the flat arrays (padding stays 0) */
-        m->be->sgd(m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32, grad_scale,
-                   o->momentum_buf, lr, o->momentum, o->dampening, o->weight_decay, o->nesterov, first);
+        m->be->sgd(m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32,
+                   o->momentum_buf, o->momentum, o->dampening, o->weight_decay, o->nesterov, m->scalars);
     } else { /* tensor by tensor: each in its type, or the decay only on conv and linear weights */
         for (int i = 0; i < m->n_params; i++) {
             const dt_param *p = &m->params[i];
@@ -44,12 +43,12 @@ void dt_sgd_step(dt_sgd *o, dt_model *m, float lr, float grad_scale, float *mast
                 continue;
             float wd = !o->no_decay_bn_bias || p->kind == DT_P_WEIGHT ? o->weight_decay : 0.0f;
             void *w = master ? (void *)(master + p->off) : dt_param_data(m, p);
-            m->be->sgd(p->numel, w, master ? DT_FLOAT32 : p->dtype, dt_param_grad(m, p), p->dtype, grad_scale,
-                       o->momentum_buf ? o->momentum_buf + p->off : NULL, lr, o->momentum, o->dampening, wd,
-                       o->nesterov, first);
+            m->be->sgd(p->numel, w, master ? DT_FLOAT32 : p->dtype, dt_param_grad(m, p), p->dtype,
+                       o->momentum_buf ? o->momentum_buf + p->off : NULL, o->momentum, o->dampening, wd, o->nesterov,
+                       m->scalars);
         }
     }
-    o->steps++;
+    m->be->step_end(m->scalars);
 }
 
 void dt_sgd_free(dt_sgd *o)

@@ -33,13 +33,24 @@ void dt_run_catch_signals(void)
     sigaction(SIGPIPE, &sa, NULL);
 }
 
+int32_t dt_run_local_signal(void)
+{
+    return stop_signal;
+}
+
+int dt_run_note_signal(dt_run *r, int32_t sig)
+{
+    if (sig && !r->stopped_by && r->launch.rank == 0)
+        dt_warn("signal %d: stopping after this step, writing the checkpoint", sig);
+    if (sig)
+        r->stopped_by = sig;
+    return sig != 0;
+}
+
 int dt_run_agree_signal(dt_run *r)
 {
     int32_t sig = stop_signal;
     if (r->comm->size > 1 && r->comm->ops->allreduce(r->comm, &sig, &sig, 1, DT_INT32, DT_MAX) != DT_OK)
         return 0;
-    if (sig && !r->stopped_by && r->launch.rank == 0)
-        dt_warn("signal %d: stopping after this step, writing the checkpoint", sig);
-    r->stopped_by = sig;
-    return sig != 0;
+    return dt_run_note_signal(r, sig);
 }

@@ -2,15 +2,17 @@
  *
  * A step is PyTorch's training loop body with Apex's AMP and DDP, accum_steps times over:
  *
- *     for x, y in loader:                        next_batch: uint8 batch, normalised into the model's input
+ *     for x, y in loader:                        next_batch: uint8 batch and labels uploaded, normalised
  *         out = model(x)                         dt_model_forward
- *         loss = criterion(out, y)               dt_model_loss (cross-entropy, label smoothing)
+ *         loss = criterion(out, y)               dt_model_loss_async (cross-entropy, label smoothing)
  *         scaler.scale(loss).backward()          dt_ddp_backward: gradients all-reduced in buckets
  *     scaler.step(optimizer); scaler.update()    dt_amp_step: unscale, skip on NaN/inf, SGD
  *
- * plus the training metrics (the mean loss, top-1/top-5 from the logits) and the divergence check. A
- * validation pass is the forward half over the validation loader, every image counted once over the
- * ranks. */
+ * with the step's numbers on the backend (nn/scalars.h): its lr uploaded at its start, the loss and
+ * top-1/top-5 hits summed there by the loss (the host reads the epoch's sums only when it prints or
+ * saves), and one download at its end (the agreed overflow and stop signal, the scaler,
+ * divergence). A validation pass is the forward half over the validation loader, every image
+ * counted once over the ranks. */
 #include "config.h"
 
 #include <math.h>
@@ -28,13 +30,18 @@ int dt_run_alloc_batch(dt_run *r)
     if (r->input)
         return DT_OK;
     const dt_train_cfg *cfg = r->cfg;
+    const dt_backend *be = r->model.be;
     size_t image = (size_t)r->image_size * r->image_size * r->channels, n = (size_t)cfg->batch;
-    r->input = r->model.be->mem_alloc(n * image * sizeof(float));
+    r->input = be->mem_alloc(n * image * sizeof(float));
+    r->pixels = be->mem_alloc(n * image);
+    r->staging = be->host_alloc(n * image);
+    r->upload_event = be->event_create();
     r->logits = malloc(n * (size_t)r->classes * sizeof(float));
     r->labels = malloc(n * sizeof(int32_t));
     if (cfg->synthetic)
         r->synthetic = malloc(n * image);
-    if (!r->input || !r->logits || !r->labels || (cfg->synthetic && !r->synthetic)) {
+    if (!r->input || !r->pixels || !r->staging || !r->upload_event || !r->logits || !r->labels ||
+        (cfg->synthetic && !r->synthetic)) {
         dt_error("out of memory for a batch of %zu images", n);
         return DT_ERR_NOMEM;
     }
@@ -49,18 +56,28 @@ int dt_run_alloc_batch(dt_run *r)
     return DT_OK;
 }
 
-/* values uint8 pixels (host, channels last) into the model's input */
-static void normalise(const dt_run *r, const uint8_t *pixels, int64_t values, float *input)
+/* values uint8 pixels (host, channels last) into the model's input: copied into the staging buffer
+ * (once the last upload from it is done), uploaded on the copy queue, normalised on the compute
+ * queue after it */
+static void upload_and_normalise(dt_run *r, const uint8_t *pixels, int64_t values)
 {
-    r->model.be->normalize_u8(values, r->channels, pixels, r->mean, r->std, DT_FLOAT32, input);
+    const dt_backend *be = r->model.be;
+    be->event_sync(r->upload_event);
+    memcpy(r->staging, pixels, (size_t)values);
+    be->upload(r->pixels, r->staging, (size_t)values, DT_QUEUE_COPY);
+    be->event_record(r->upload_event, DT_QUEUE_COPY);
+    be->event_wait(DT_QUEUE_COMPUTE, r->upload_event);
+    be->normalize_u8(values, r->channels, r->pixels, r->mean, r->std, DT_FLOAT32, r->input);
 }
 
-/* The next training batch into r->input and r->labels, *n images: 1, 0 when this rank's loader has
- * no more this epoch, or an error. With --synthetic, the same random batch every time. */
+/* The next training batch into the model's input and labels, *n images: 1, 0 when this rank's loader
+ * has no more this epoch, or an error (a label out of range). With --synthetic, the same random
+ * batch every time. */
 static int next_batch(dt_run *r, dt_epoch_sums *sums, int *n)
 {
     double t = dt_seconds();
     const uint8_t *pixels = r->synthetic;
+    const int32_t *labels = r->labels;
     *n = r->cfg->batch;
     if (!r->cfg->synthetic) {
         const dt_batch *b;
@@ -68,80 +85,77 @@ static int next_batch(dt_run *r, dt_epoch_sums *sums, int *n)
         if (got <= 0)
             return got;
         pixels = b->x;
+        labels = b->y;
         *n = b->n;
-        memcpy(r->labels, b->y, (size_t)b->n * sizeof(int32_t));
     }
-    normalise(r, pixels, (int64_t)*n * r->image_size * r->image_size * r->channels, r->input);
+    DT_TRY(dt_model_upload_labels(&r->model, labels, *n));
+    upload_and_normalise(r, pixels, (int64_t)*n * r->image_size * r->image_size * r->channels);
     sums->data_seconds += dt_seconds() - t;
     return 1;
 }
 
-/* Top-1 and top-5 hits of n rows of k logits (host), only the rows marked in counted (NULL: all). A
- * row holding a NaN or an infinity is a miss: every comparison with a NaN is false and inf is not
- * above inf, so such a row would otherwise count as a hit (a diverged model scored 87%, one with inf
- * weights 100%). Returns the rows that were not finite. */
-static int64_t count_hits(const float *logits, const int32_t *labels, const uint8_t *counted, int n, int k,
-                          int64_t *hits1, int64_t *hits5, int64_t *seen)
-{
-    int64_t bad = 0;
-    for (int i = 0; i < n; i++) {
-        if (counted && !counted[i])
-            continue;
-        const float *row = logits + (size_t)i * k;
-        int above = 0, finite = 1;
-        for (int j = 0; j < k; j++) {
-            above += row[j] > row[labels[i]];
-            finite &= isfinite(row[j]) != 0;
-        }
-        *hits1 += finite && above == 0;
-        *hits5 += finite && above < 5;
-        bad += !finite;
-        (*seen)++;
-    }
-    return bad;
-}
-
-/* After a skipped step (its loss or gradients held a NaN or an inf on some rank; every rank knows
- * the same): has the run diverged? At a static loss scale, after --max-nonfinite such steps in a
- * row; under the dynamic scaler, which halves the scale at each of them, when one arrives with the
- * scale already at its floor (its min_scale, or 2^-24): no smaller scale can help then. Rank 0
- * names each skipped step of a static scale (the dynamic scaler names its own). */
-static int diverged(const dt_run *r, int64_t step, double loss, double scale_before)
+/* The step's end as the ranks agreed it (out: the step's out scalars): the stop signal, and for a
+ * skipped step (its loss or gradients held a NaN or an inf on some rank) whether the run has
+ * diverged: at a static loss scale, after --max-nonfinite such steps in a row; under the dynamic
+ * scaler, which halves the scale at each of them, when one arrives with the scale already at its
+ * floor (its min_scale, or 2^-24): no smaller scale can help then (both decided on the backend,
+ * nn/scalars.h). Rank 0 names each skipped step of a static scale (the dynamic scaler names its
+ * own). */
+static void step_outcome(dt_run *r, const dt_scalars *out)
 {
     const dt_scaler *s = &r->amp.scaler;
-    int64_t in_a_row = r->nonfinite_steps;
-    double floor = s->min_scale > 0 ? s->min_scale : 0x1p-24;
-    int stop = s->dynamic ? scale_before <= floor : in_a_row >= r->cfg->max_nonfinite;
+    dt_run_note_signal(r, out->agree[DT_AGREE_SIGNAL]);
+    r->nonfinite_steps = out->in_a_row;
+    if (!out->skipped)
+        return;
+    if (out->diverged)
+        r->diverged = 1;
     if (r->launch.rank != 0)
-        return stop;
-    if (!s->dynamic && !stop)
-        dt_warn("step %lld: NaN or inf in the loss or the gradients (loss %g on rank 0): step skipped, %lld in a row "
-                "(--max-nonfinite %ld stops the run)", (long long)step, loss, (long long)in_a_row,
+        return;
+    if (!s->dynamic && !out->diverged)
+        dt_warn("step %lld: NaN or inf in the loss or the gradients: step skipped, %lld in a row "
+                "(--max-nonfinite %ld stops the run)", (long long)out->step, (long long)out->in_a_row,
                 r->cfg->max_nonfinite);
-    if (stop)
-        dt_error("step %lld: the run has diverged: %lld steps in a row with NaN or inf in the loss or the gradients "
-                 "(loss %g on rank 0)%s; stopping without writing a checkpoint (the last one written is intact); a "
-                 "smaller --lr or a warm-up usually helps", (long long)step, (long long)in_a_row, loss,
+    if (out->diverged)
+        dt_error("step %lld: the run has diverged: %lld steps in a row with NaN or inf in the loss or the gradients"
+                 "%s; stopping without writing a checkpoint (the last one written is intact); a smaller --lr or a "
+                 "warm-up usually helps", (long long)out->step, (long long)out->in_a_row,
                  s->dynamic ? ", the last at the loss scale's floor" : "");
-    return stop;
 }
 
-/* the training metrics of one batch: its mean loss, and top-1/top-5 from its logits (host copy) */
-static void add_metrics(dt_run *r, int n, double loss, dt_epoch_sums *sums)
+int dt_run_sums_to_backend(dt_run *r, const dt_epoch_sums *sums)
 {
-    dt_model_get_logits(&r->model, n, r->logits);
-    count_hits(r->logits, r->labels, NULL, n, r->classes, &sums->hits1, &sums->hits5, &sums->seen);
-    sums->loss += loss;
-    sums->images += n;
-    sums->steps++;
+    dt_scalars b;
+    DT_TRY(dt_model_get_scalars(&r->model, &b));
+    b.loss = NAN;
+    b.loss_sum = sums->loss;
+    b.hits1 = sums->hits1;
+    b.hits5 = sums->hits5;
+    b.rows = sums->seen;
+    b.nonfinite_rows = 0;
+    return dt_model_put_scalars(&r->model, &b);
 }
 
-int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums, double *loss)
+int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)
+{
+    dt_scalars b;
+    DT_TRY(dt_model_get_scalars(&r->model, &b));
+    sums->loss = b.loss_sum;
+    sums->hits1 = b.hits1;
+    sums->hits5 = b.hits5;
+    sums->seen = b.rows;
+    if (loss)
+        *loss = b.loss;
+    return DT_OK;
+}
+
+int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
 {
     const dt_train_cfg *cfg = r->cfg;
     float label_smoothing = (float)cfg->label_smoothing;
-    int n, loss_nonfinite = 0;
-    *loss = 0;
+    int n;
+    /* the step's lr, number and this rank's stop signal into the model's scalars (an upload) */
+    dt_model_step_begin(&r->model, (float)lr, step, dt_run_local_signal());
     for (int micro = 0; micro < cfg->accum_steps; micro++) { /* gradient accumulation: sync after the last */
         int got = next_batch(r, sums, &n);                  /* x, y = next(loader) */
         if (got < 0)
@@ -149,30 +163,29 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums, double 
         if (got == 0) /* the epoch's data ran out: the step ends with the batches it had */
             break;
         DT_TRY(dt_ddp_before_forward(r->ddp));
-        DT_TRY(dt_model_forward(&r->model, r->input, n));   /* out = model(x) */
-        DT_TRY(dt_model_loss(&r->model, r->labels, n, label_smoothing, loss)); /* loss = criterion(out, y) */
-        loss_nonfinite |= !isfinite(*loss);
-        add_metrics(r, n, *loss, sums);
+        DT_TRY(dt_model_forward(&r->model, r->input, n)); /* out = model(x) */
+        DT_TRY(dt_model_loss_async(&r->model, n, label_smoothing)); /* loss = criterion(out, y): on the backend */
+        sums->images += n;
+        sums->steps++;
         int sync = micro == cfg->accum_steps - 1;
         DT_TRY(dt_ddp_backward(r->ddp, n, micro > 0, sync)); /* scaler.scale(loss).backward(), all-reduce */
     }
-    /* scaler.step(optimizer); scaler.update(): skipped on every rank when any saw NaN or inf */
-    int skipped;
-    double scale_before = r->amp.scaler.scale;
+    /* scaler.step(optimizer); scaler.update(): skipped on every rank when any saw NaN or inf; the one
+     * collective of the step (overflow and stop signal) and the one wait */
+    const dt_scalars *out;
     r->comm->step = step;
-    DT_TRY(dt_amp_step(&r->amp.scaler, r->comm, &r->opt, &r->model, r->amp.master, (float)lr, step, loss_nonfinite,
-                       &skipped));
-    r->nonfinite_steps = skipped ? r->nonfinite_steps + 1 : 0;
-    if (skipped && diverged(r, step, *loss, scale_before))
-        r->diverged = 1;
+    DT_TRY(dt_amp_step(&r->amp.scaler, r->device_comm ? r->device_comm : r->comm, &r->opt, &r->model,
+                       r->amp.master, &out));
+    step_outcome(r, out);
     return DT_OK;
 }
 
-/* The criterion of one row of logits (host): the CPU backend's cross-entropy, the one definition
- * (n = 1, so its mean is the row's loss; logits on the host whichever backend trains) */
-static double row_loss(const dt_run *r, const float *row, int32_t label)
+/* One row of host logits through the CPU backend's loss into acc (the loss, the hits, the rows that
+ * were not finite): the one definition of the criterion and of top-1/top-5, whichever backend
+ * trains. */
+static void score_row(const dt_run *r, const float *row, int32_t label, dt_scalars *acc)
 {
-    return dt_backend_cpu.xent(1, r->classes, DT_FLOAT32, row, &label, (float)r->cfg->label_smoothing, 1.0f, NULL);
+    dt_backend_cpu.xent(1, r->classes, DT_FLOAT32, row, &label, (float)r->cfg->label_smoothing, NULL, acc);
 }
 
 int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
@@ -188,26 +201,31 @@ int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
     const dt_batch *b;
     int rc;
     double t0 = dt_seconds();
+    dt_scalars acc = {.scale_f = 1};
     while ((rc = dt_loader_next(r->val_loader, &b)) == 1) {
-        normalise(r, b->x, (int64_t)b->n * b->h * b->w * b->c, r->input);
+        upload_and_normalise(r, b->x, (int64_t)b->n * b->h * b->w * b->c);
         DT_TRY(dt_model_forward(&r->model, r->input, b->n));
         dt_model_get_logits(&r->model, b->n, r->logits);
-        count[3] += count_hits(r->logits, b->y, b->counted, b->n, r->classes, &count[0], &count[1], &count[2]);
         for (int i = 0; i < b->n; i++)
             if (!b->counted || b->counted[i])
-                sum[0] += row_loss(r, r->logits + (size_t)i * r->classes, b->y[i]);
+                score_row(r, r->logits + (size_t)i * r->classes, b->y[i], &acc);
         batches++;
         if (interruptible && dt_run_agree_signal(r))
             break;
     }
+    count[0] = acc.hits1;
+    count[1] = acc.hits5;
+    count[2] = acc.rows;
+    count[3] = acc.nonfinite_rows;
+    sum[0] = acc.loss_sum;
     sum[1] = (dt_seconds() - t0) / (double)(batches ? batches : 1);
     r->model.training = 1;
     if (rc < 0)
         return rc;
     if (rc == 1) { /* a signal: time is short, the pass is dropped (the checkpoint is written next) */
         if (r->launch.rank == 0)
-            dt_info("epoch %d: validation stopped by signal %d after %lld batches; not validated", epoch,
-                    r->stopped_by, (long long)batches);
+            dt_info("epoch %d: validation stopped by signal %d after %lld batches; the checkpoint keeps the epoch "
+                    "for validation on --resume", epoch, r->stopped_by, (long long)batches);
         return DT_OK;
     }
     DT_TRY(r->comm->ops->allreduce(r->comm, count, count, 4, DT_INT64, DT_SUM));

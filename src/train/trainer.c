@@ -160,6 +160,7 @@ static int build_model(dt_run *r)
     DT_TRY(dt_amp_attach(&r->amp, &r->model, &props));
     if (cfg->scale_window)
         r->amp.scaler.growth_interval = cfg->scale_window;
+    r->amp.scaler.max_nonfinite = cfg->max_nonfinite;
     int sizes[5], n_sizes = dt_run_batch_sizes(r, sizes);
     return dt_model_plan_sizes(&r->model, cfg->batch, r->image_size, r->image_size, sizes, n_sizes);
 }
@@ -240,7 +241,8 @@ static int start_ddp(dt_run *r)
         DT_TRY(dt_rundir_share_resumed(r));
     if (cfg->pretrained) /* O2's master copy of the weights rank 0 loaded */
         dt_amp_master_from_model(&r->amp, &r->model);
-    return DT_OK;
+    /* the scaler (as set, or resumed) and the optimiser's step count where the step's ops read them */
+    return dt_amp_put_state(&r->amp.scaler, r->opt.steps, &r->model);
 }
 
 /* --evaluate: validation of the checkpoint's (or --pretrained) weights; rank 0 prints the result */
@@ -315,6 +317,14 @@ static void release(dt_run *r)
     dt_loader_free(r->val_loader);
     if (r->input)
         r->model.be->mem_free(r->input);
+    if (r->upload_event) {
+        r->model.be->event_sync(r->upload_event);
+        r->model.be->event_destroy(r->upload_event);
+    }
+    if (r->pixels)
+        r->model.be->mem_free(r->pixels);
+    if (r->staging)
+        r->model.be->host_free(r->staging);
     if (r->have_model) {
         dt_sgd_free(&r->opt);
         dt_amp_free(&r->amp);

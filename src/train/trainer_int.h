@@ -63,6 +63,9 @@ typedef struct dt_run {
     float *logits;              /* its logits (host) */
     int32_t *labels;            /* its labels (host) */
     uint8_t *synthetic;         /* --synthetic: the one random batch every step trains on (host), else NULL */
+    uint8_t *pixels;            /* one batch's uint8 pixels (the backend's memory), normalised into input */
+    uint8_t *staging;           /* the host buffer they are uploaded from (the backend's host_alloc) */
+    dt_event *upload_event;     /* after the last upload from staging */
 
     char dir[4096];             /* results/<run id> (rank 0 writes) */
     int lock_fd;                /* rank 0: the run directory's lock (rundir.c), or -1 */
@@ -110,9 +113,18 @@ int dt_run_batch_sizes(const dt_run *r, int out[5]);
  * DT_OK, or DT_ERR_NOMEM after one line. A second call does nothing. */
 int dt_run_alloc_batch(dt_run *r);
 /* One optimiser step at global step `step` with learning rate lr (every rank). Adds the step's
- * batches to *sums; *loss is the last batch's mean loss. A step skipped for NaN or inf counts in
- * r->nonfinite_steps, and sets r->diverged when the run cannot recover (said once, by rank 0). */
-int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums, double *loss);
+ * images, batches and data time to *sums; the loss and hits add up in the model's scalars, read
+ * with dt_run_sums_from_backend. A step skipped for NaN or inf counts in r->nonfinite_steps, and sets
+ * r->diverged when the run cannot recover (said once, by rank 0); a stop signal the ranks agreed on
+ * in the step's collective sets r->stopped_by. */
+int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums);
+/* The epoch's loss and hits so far (*sums: zero, or a resumed epoch's) into the model's scalars,
+ * where the steps add to them in order (so that a resumed epoch sums exactly as an uninterrupted
+ * one); dt_run_sums_from_backend copies them back into *sums, *loss (may be NULL) the last batch's mean
+ * loss. Reads and writes of the backend's memory: at an epoch's start, progress lines, checkpoints
+ * and an epoch's end only. */
+int dt_run_sums_to_backend(dt_run *r, const dt_epoch_sums *sums);
+int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss);
 /* Validation of the model as rank 0 holds it (every rank). With interruptible, the ranks agree after
  * every batch on a stop signal and one ends the pass at once: *v is then -1s (not validated). */
 int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v);
@@ -124,6 +136,10 @@ void dt_run_catch_signals(void);
 /* Any rank signalled (every rank, after every step, so that all stop after the same one)? Sets
  * r->stopped_by; rank 0 says it once. */
 int dt_run_agree_signal(dt_run *r);
+/* this process's stop signal, or 0 (what a step uploads for its collective to agree on) */
+int32_t dt_run_local_signal(void);
+/* sig, agreed by the ranks, asks to stop: sets r->stopped_by (rank 0 says it once); returns sig != 0 */
+int dt_run_note_signal(dt_run *r, int32_t sig);
 
 /* epoch.c */
 /* Training from r->progress to the last epoch, or until a stop (every rank): see epoch.c. */
@@ -171,6 +187,9 @@ typedef struct dt_progress_clock {
  * nothing). */
 void dt_metrics_progress(dt_run *r, dt_progress_clock *clock, int epoch, int64_t step_in_epoch, int64_t step,
                          const dt_epoch_sums *sums, double loss, double lr);
+/* 1 when step step_in_epoch (1-based) of an epoch gets a progress line on this rank (rank 0, every
+ * print_freq steps and the epoch's last) */
+int dt_metrics_due(const dt_run *r, int64_t step_in_epoch);
 /* An epoch's scalars into TensorBoard and metrics.jsonl (v NULL when it was not validated;
  * val_images_per_s its throughput). */
 void dt_metrics_epoch(dt_run *r, int epoch, const dt_epoch_sums *sums, double lr, const dt_validation *v,

@@ -5,7 +5,7 @@
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
  * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten,
- * dropout, xent, round_half, unscale_check, normalize_u8 or model (a test runs when its group's name
+ * dropout, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's name
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
  * variant and dtype, and exits 1 when any row fails (0 when all pass, 2 on a bad command line).
@@ -43,7 +43,8 @@
  * Tolerances (the "tol" column):
  *   0, bits    copies, flatten, relu, add, scale, fill, max pool's values and window positions and
  *              its gradient where windows do not overlap, dropout's mask, round_half,
- *              unscale_check (its flag, and g left unchanged): each result is one IEEE operation or
+ *              unscale_check (its flag, and g left unchanged), step_end (the whole scalars block,
+ *              after every step), xent's hits and counts: each result is one IEEE operation or
  *              none, so any correct implementation gives the same bits ("bits": compared as bit
  *              patterns, so +0/-0 and NaN payloads count; "0": compared as values).
  *   1e-5       element-wise arithmetic of a few operations (SGD, dropout's scaling, normalize_u8,
@@ -433,7 +434,9 @@ static int cmp_u8(const char *op, int dt, const char *shape, const uint8_t *got,
 static int cmp_scalar(const char *op, int dt, const char *shape, double got, double want, enum mode m)
 {
     double d = fabs(got - want), r = d / fmax(fabs(want), 1e-30);
-    int pass = LIST || (m == M_EXACT ? got == want : r <= tol_of(m, F32));
+    /* a non-finite reference (xent on NaN or inf logits) is matched as a value: NaN with NaN */
+    int same_nonfinite = !isfinite(want) && ((isnan(got) && isnan(want)) || got == want);
+    int pass = LIST || same_nonfinite || (m == M_EXACT ? got == want : r <= tol_of(m, F32));
     char dts[8];
     snprintf(dts, sizeof dts, "%s", dt < 0 ? "-" : DTYPE_NAME[dt]);
     row(op, dts, shape, d, r, m, tol_of(m, F32), pass);
@@ -488,6 +491,11 @@ static void dry_copy(void *dst, const void *src, size_t bytes)
     if (bytes)
         memcpy(dst, src, bytes);
 }
+static void dry_copy_queued(void *dst, const void *src, size_t bytes, int queue)
+{
+    (void)queue;
+    dry_copy(dst, src, bytes);
+}
 struct dt_event {
     int unused;
 };
@@ -541,6 +549,10 @@ static const dt_backend DRY = {
     .mem_free = free,
     .mem_put = dry_copy,
     .mem_get = dry_copy,
+    .host_alloc = dry_alloc,
+    .host_free = free,
+    .upload = dry_copy_queued,
+    .download = dry_copy_queued,
     .event_create = dry_event_create,
     .event_destroy = dry_event_one,
     .event_record = dry_event_record,
@@ -574,8 +586,8 @@ static int table_complete(void)
         int present;
     } m[] = {
 #define M(x) {#x, DEV->x != NULL}
-        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(event_create), M(event_destroy), M(event_record),
-        M(event_wait), M(event_sync), M(reserve_scratch),
+        M(mem_alloc), M(mem_free), M(mem_put), M(mem_get), M(host_alloc), M(host_free), M(upload), M(download),
+        M(event_create), M(event_destroy), M(event_record), M(event_wait), M(event_sync), M(reserve_scratch),
         {"max_tensor_elems", DEV->max_tensor_elems > 0},
         {"storage_types with float32", (DEV->storage_types & 1u << DT_FLOAT32) != 0},
 #undef M
@@ -818,6 +830,64 @@ static void bn_keep_off_zero(const dt_bn_desc *d, float *x, const float *gamma, 
     free(rv);
 }
 
+/* SyncBN's hook as two replicas holding the same batch would see it: every sum doubled, in place, in
+ * the memory of the backend whose op calls it (ctx): the device's own buffer on a GPU, handed over as
+ * a communicator that reduces device memory gets it (nn/backend.h, dt_bn_desc) */
+static const dt_backend *sync_side[2]; /* the backend each descriptor's hook works through */
+static int sync_twice(void *ctx, double *buf, int n)
+{
+    const dt_backend *b = *(const dt_backend **)ctx;
+    double *h = malloc((size_t)n * sizeof(double));
+    if (!h)
+        exit(1);
+    b->mem_get(h, buf, (size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++)
+        h[i] *= 2;
+    b->mem_put(buf, h, (size_t)n * sizeof(double));
+    free(h);
+    return 0;
+}
+
+/* BN's training forward and backward with SyncBN on d's shape: both sides against each other */
+static void test_bn_sync(const dt_bn_desc *d0, int dt, const char *shape)
+{
+    const int c = d0->c;
+    const int64_t n = d0->rows * c;
+    dt_bn_desc dr = *d0, dd = *d0;
+    dr.sync = dd.sync = sync_twice;
+    sync_side[0] = REF;
+    sync_side[1] = DEV;
+    dr.sync_ctx = &sync_side[0];
+    dd.sync_ctx = &sync_side[1];
+    plan_scratch(DEV->bn_scratch(&dd));
+    float *off = h_uniform(c, -4, 4), *x = h_randn(n, 0, 1, F32);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * 1.5f + off[i % c];
+    h_round(x, n, dt);
+    float *gamma = h_randn(c, 1, 0.3, F32), *beta = h_randn(c, 0, 0.5, F32);
+    float *rm0 = h_randn(c, 0, 0.1, F32), *rv0 = h_uniform(c, 0.5, 1.5);
+    float *Dx = d_from(x, n), *Dg = d_from(gamma, c), *Db = d_from(beta, c);
+    float *y = h_new(n), *saved = h_new((int64_t)DT_BN_SAVED(c)), *rm = h_copy(rm0, c), *rv = h_copy(rv0, c);
+    float *Dy = d_poisoned(n), *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c)), *Drm = d_from(rm0, c),
+          *Drv = d_from(rv0, c);
+    REF->bn_fwd_train(&dr, x, gamma, beta, y, saved, rm, rv, 0);
+    DEV->bn_fwd_train(&dd, Dx, Dg, Db, Dy, Dsaved, Drm, Drv, 0);
+    ref_out(y, n, dt);
+    check("bn_fwd_train syncbn y", dt, shape, Dy, y, n, M_RED);
+    cmp_f32("bn_fwd_train syncbn saved", dt, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved,
+            (int64_t)DT_BN_SAVED(c), M_RED);
+    cmp_f32("bn_fwd_train syncbn running_var", dt, shape, d_result(Drv, c, F32), rv, c, M_RED);
+    float *dy = h_randn(n, 0, 1, dt), *Ddy = d_from(dy, n);
+    float *dx = h_new(n), *dg = h_new(c), *db = h_new(c), *Ddx = d_poisoned(n), *Ddg = d_poisoned(c),
+          *Ddb = d_poisoned(c);
+    REF->bn_bwd(&dr, x, dy, 0, gamma, saved, dx, dg, db, 0, 0);
+    DEV->bn_bwd(&dd, Dx, Ddy, 0, Dg, Dsaved, Ddx, Ddg, Ddb, 0, 0);
+    ref_out(dx, n, dt);
+    check("bn_bwd syncbn dx", dt, shape, Ddx, dx, n, M_RED);
+    cmp_f32("bn_bwd syncbn dgamma", dt, shape, d_result(Ddg, c, F32), dg, c, M_RED);
+    release();
+}
+
 static void test_bn(const bn_case *bc, int dt)
 {
     char name[96], shape[64];
@@ -909,6 +979,7 @@ static void test_bn(const bn_case *bc, int dt)
         }
         release();
     }
+    test_bn_sync(&d, dt, shape);
     planned_row("bn_scratch reserved, ops allocate nothing", dt, shape);
 }
 
@@ -922,6 +993,128 @@ static void test_bns(void)
     }
     for (size_t i = 0; i < sizeof BN_CASES / sizeof BN_CASES[0]; i++)
         ALL_DTYPES test_bn(&BN_CASES[i], dt);
+}
+
+/* --- the scalars block (nn/scalars.h) ------------------------------------------------------------- */
+
+/* A dt_scalars for the ops that read or write it: the reference's on the host, the device's a copy
+ * of it in device memory (mem_put), read back with mem_get. s_clean: zeroed, with the numbers an op
+ * reads set as a step has them (lr, scale 1, the dynamic scaler's defaults). */
+static dt_scalars s_clean(void)
+{
+    dt_scalars s;
+    memset(&s, 0, sizeof s); /* the layout has no padding (checked by scalars_differ) */
+    s.lr = 0.1f;
+    s.step = 7;
+    s.scale = 1.0;
+    s.scale_f = 1.0f;
+    s.inv_scale = 1.0f;
+    s.dynamic = 1;
+    s.growth = 2.0;
+    s.backoff = 0.5;
+    s.max_scale = 0x1p24;
+    s.growth_interval = 2000;
+    s.max_nonfinite = 10;
+    return s;
+}
+
+static dt_scalars *d_scalars(const dt_scalars *h)
+{
+    dt_scalars *d = d_bytes(sizeof *h);
+    DEV->mem_put(d, h, sizeof *h);
+    return d;
+}
+
+static dt_scalars d_scalars_get(const dt_scalars *d)
+{
+    dt_scalars h;
+    DEV->mem_get(&h, d, sizeof h);
+    return h;
+}
+
+/* one field of the device's block written from the host (the test setting what a step's start would) */
+static void d_scalars_set(dt_scalars *d, size_t off, const void *v, size_t bytes)
+{
+    DEV->mem_put((char *)d + off, v, bytes);
+}
+
+#define SF(f) {#f, offsetof(dt_scalars, f), sizeof(((dt_scalars *)0)->f), 0}
+#define SF_LOSS(f) {#f, offsetof(dt_scalars, f), sizeof(((dt_scalars *)0)->f), 1}
+static const struct {
+    const char *name;
+    size_t off, size;
+    int loss; /* a double sum of a loss: relative tolerance TOL_LOSS when asked for */
+} SFIELDS[] = {
+    SF(agree), SF(lr), SF(in_reserved), SF(step), SF(skipped), SF(diverged), SF(scale), SF(clean_steps),
+    SF(overflows), SF(sgd_steps), SF(in_a_row), SF(scale_f), SF(inv_scale), SF(dynamic), SF(reserved),
+    SF(growth), SF(backoff), SF(max_scale), SF(min_scale), SF(growth_interval), SF(max_nonfinite),
+    SF_LOSS(loss), SF_LOSS(loss_sum), SF(hits1), SF(hits5), SF(rows), SF(nonfinite_rows),
+};
+#undef SF
+#undef SF_LOSS
+
+/* the fields of got that differ from want (bit patterns; loss and loss_sum within TOL_LOSS relative
+ * when loose, non-finite values then matching as values do), named into names; -1 when the field
+ * table above no longer covers the struct */
+static int scalars_differ(const dt_scalars *got, const dt_scalars *want, int loose, char *names, size_t len)
+{
+    size_t covered_bytes = 0;
+    int bad = 0;
+    names[0] = 0;
+    for (size_t i = 0; i < sizeof SFIELDS / sizeof SFIELDS[0]; i++) {
+        const char *a = (const char *)got + SFIELDS[i].off, *b = (const char *)want + SFIELDS[i].off;
+        covered_bytes += SFIELDS[i].size;
+        int ok;
+        if (loose && SFIELDS[i].loss) {
+            double x, y;
+            memcpy(&x, a, sizeof x);
+            memcpy(&y, b, sizeof y);
+            ok = isfinite(x) && isfinite(y) ? fabs(x - y) <= TOL_LOSS * fmax(fabs(y), 1e-30)
+                                            : (isnan(x) && isnan(y)) || x == y;
+        } else {
+            ok = !memcmp(a, b, SFIELDS[i].size);
+        }
+        if (!ok) {
+            size_t at = strlen(names);
+            snprintf(names + at, len - at, "%s%s", bad ? " " : "", SFIELDS[i].name);
+            bad++;
+        }
+    }
+    return covered_bytes == sizeof(dt_scalars) ? bad : -1;
+}
+
+static void print_scalars(const char *who, const dt_scalars *s)
+{
+    printf("      %s: agree {%d %d} lr %.9g skipped %d diverged %d scale %.17g clean %lld overflows %lld sgd_steps %lld "
+           "in_a_row %lld scale_f %.9g inv_scale %.9g loss %.17g loss_sum %.17g hits1 %lld hits5 %lld rows %lld "
+           "nonfinite %lld\n",
+           who, s->agree[0], s->agree[1], (double)s->lr, s->skipped, s->diverged, s->scale, (long long)s->clean_steps,
+           (long long)s->overflows, (long long)s->sgd_steps, (long long)s->in_a_row, (double)s->scale_f,
+           (double)s->inv_scale, s->loss, s->loss_sum, (long long)s->hits1, (long long)s->hits5, (long long)s->rows,
+           (long long)s->nonfinite_rows);
+}
+
+/* one row: the device's block (read back) against the reference's, every field */
+static int cmp_scalars(const char *op, int dt, const char *shape, const dt_scalars *Ds, const dt_scalars *want,
+                       int loose)
+{
+    const char *dts = dt < 0 ? "-" : DTYPE_NAME[dt];
+    if (LIST) {
+        row(op, dts, shape, 0, 0, M_EXACT, 0, 1);
+        return 1;
+    }
+    dt_scalars got = d_scalars_get(Ds);
+    char names[512];
+    int bad = scalars_differ(&got, want, loose, names, sizeof names);
+    row(op, dts, shape, bad, bad, loose ? M_LOSS : M_BITS, loose ? TOL_LOSS : 0, bad == 0);
+    if (bad < 0)
+        printf("      ops_check's field table does not cover dt_scalars (scalars.h changed): update SFIELDS\n");
+    else if (bad) {
+        printf("      fields that differ: %s\n", names);
+        print_scalars("got ", &got);
+        print_scalars("want", want);
+    }
+    return bad == 0;
 }
 
 /* --- element-wise ----------------------------------------------------------------------------------- */
@@ -1015,40 +1208,65 @@ static void test_eltwise(int dt)
             const char *name;
             float mom, damp, wd;
             int nesterov, first;
+            int skip; /* 0: runs; 1: an overflow agreed; 2: diverged (both: nothing changes) */
         } v[] = {
-            {"sgd momentum first", 0.9f, 0, 1e-4f, 0, 1},
-            {"sgd momentum", 0.9f, 0, 1e-4f, 0, 0},
-            {"sgd nesterov", 0.9f, 0, 1e-4f, 1, 0},
-            {"sgd dampening 0.1 wd 5e-4", 0.9f, 0.1f, 5e-4f, 0, 0},
-            {"sgd no momentum (buf NULL)", 0, 0, 1e-4f, 0, 0},
-            {"sgd no momentum no wd", 0, 0, 0, 0, 0},
+            {"sgd momentum first", 0.9f, 0, 1e-4f, 0, 1, 0},
+            {"sgd momentum", 0.9f, 0, 1e-4f, 0, 0, 0},
+            {"sgd nesterov", 0.9f, 0, 1e-4f, 1, 0, 0},
+            {"sgd dampening 0.1 wd 5e-4", 0.9f, 0.1f, 5e-4f, 0, 0, 0},
+            {"sgd no momentum (buf NULL)", 0, 0, 1e-4f, 0, 0, 0},
+            {"sgd no momentum no wd", 0, 0, 0, 0, 0, 0},
+            {"sgd skipped (overflow)", 0.9f, 0, 1e-4f, 0, 0, 1},
+            {"sgd skipped (diverged)", 0.9f, 0, 1e-4f, 1, 1, 2},
         };
         for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
             float *p = h_randn(NE, 0, 0.05, dt), *g = h_randn(NE, 0, 0.01, dt), *buf = h_randn(NE, 0, 0.01, dt);
             int has_buf = v[k].mom != 0;
             /* as written, then as the loss scaler runs it: the gradient scaled by 1024 (exact) and
-             * grad_scale 1/1024, on the same inputs (copied first: no further random draws) */
+             * 1/scale = 1/1024, on the same inputs (copied first: no further random draws) */
             float *in[2][3] = {{p, g, buf}, {h_copy(p, NE), h_copy(g, NE), h_copy(buf, NE)}};
             for (int scaled = 0; scaled < 2; scaled++) {
                 float *p1 = in[scaled][0], *g1 = in[scaled][1], *buf1 = in[scaled][2];
-                const float grad_scale = scaled ? 1.0f / 1024 : 1.0f;
                 if (scaled)
                     for (int64_t i = 0; i < NE; i++)
                         g1[i] *= 1024.0f;
+                /* lr, 1/scale, first (sgd_steps == 0) and the skip come from the scalars block */
+                dt_scalars hs = s_clean();
+                hs.lr = 0.1f;
+                hs.inv_scale = scaled ? 1.0f / 1024 : 1.0f;
+                hs.sgd_steps = v[k].first ? 0 : 3;
+                hs.agree[DT_AGREE_OVERFLOW] = v[k].skip == 1;
+                hs.diverged = v[k].skip == 2;
+                const dt_scalars hs0 = hs;
+                dt_scalars *Ds = d_scalars(&hs);
+                float *p0 = v[k].skip ? h_copy(p1, NE) : NULL, *buf0 = v[k].skip ? h_copy(buf1, NE) : NULL;
                 float *Dp = d_from(p1, NE), *Dg = d_from(g1, NE), *Dbuf = d_from(buf1, NE);
-                REF->sgd(NE, p1, S32, g1, S32, grad_scale, has_buf ? buf1 : NULL, 0.1f, v[k].mom, v[k].damp, v[k].wd,
-                         v[k].nesterov, v[k].first);
-                DEV->sgd(NE, Dp, S32, Dg, S32, grad_scale, has_buf ? Dbuf : NULL, 0.1f, v[k].mom, v[k].damp, v[k].wd,
-                         v[k].nesterov, v[k].first);
+                REF->sgd(NE, p1, S32, g1, S32, has_buf ? buf1 : NULL, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov,
+                         &hs);
+                DEV->sgd(NE, Dp, S32, Dg, S32, has_buf ? Dbuf : NULL, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov,
+                         Ds);
                 ref_out(p1, NE, dt);
                 char op[96];
-                snprintf(op, sizeof op, "%s%s p", v[k].name, scaled ? " grad_scale 1/1024" : "");
-                check(op, dt, shape, Dp, p1, NE, M_ELT);
+                snprintf(op, sizeof op, "%s%s p", v[k].name, scaled ? " 1/scale 1/1024" : "");
+                check(op, dt, shape, Dp, p1, NE, v[k].skip ? M_BITS : M_ELT);
                 if (has_buf) {
                     ref_out(buf1, NE, dt);
-                    snprintf(op, sizeof op, "%s%s buf", v[k].name, scaled ? " grad_scale 1/1024" : "");
-                    check(op, dt, shape, Dbuf, buf1, NE, M_ELT);
+                    snprintf(op, sizeof op, "%s%s buf", v[k].name, scaled ? " 1/scale 1/1024" : "");
+                    check(op, dt, shape, Dbuf, buf1, NE, v[k].skip ? M_BITS : M_ELT);
                 }
+                if (v[k].skip) { /* the reference itself left them as they were */
+                    ref_out(p0, NE, dt);
+                    ref_out(buf0, NE, dt);
+                    snprintf(op, sizeof op, "%s%s p unchanged (reference)", v[k].name,
+                             scaled ? " 1/scale 1/1024" : "");
+                    cmp_f32(op, dt, shape, p1, p0, NE, M_BITS);
+                    snprintf(op, sizeof op, "%s%s buf unchanged (reference)", v[k].name,
+                             scaled ? " 1/scale 1/1024" : "");
+                    cmp_f32(op, dt, shape, buf1, buf0, NE, M_BITS);
+                }
+                /* sgd only reads the block */
+                snprintf(op, sizeof op, "%s%s scalars unchanged", v[k].name, scaled ? " 1/scale 1/1024" : "");
+                cmp_scalars(op, dt, shape, Ds, &hs0, 0);
             }
             release();
         }
@@ -1288,32 +1506,127 @@ static void test_dropout(int64_t n, float p, uint64_t seed, int dt)
     release();
 }
 
+/* labels and logits arranged so that every kind of row counts: i % 4 == 1, the label is the row's
+ * (first) largest logit (top-1); 2, the label's logit ties the largest (top-1: a tie counts for the
+ * label); 3, exactly one logit above the label's (top-5, not top-1); 0, as drawn (mostly misses) */
+static void xent_arrange(int n, int k, float *z, int32_t *labels)
+{
+    for (int i = 0; i < n; i++) {
+        float *r = z + (int64_t)i * k;
+        int a = 0;
+        for (int j = 1; j < k; j++)
+            if (r[j] > r[a])
+                a = j;
+        if (i % 4 == 1) {
+            labels[i] = a;
+        } else if (i % 4 == 2) {
+            r[labels[i]] = r[a];
+        } else if (i % 4 == 3 && k > 1) {
+            if (labels[i] == a)
+                labels[i] = (a + 1) % k;
+            r[labels[i]] = r[a];
+            r[a] += 1.0f;
+        }
+    }
+}
+
+static int32_t *d_labels(const int32_t *labels, int n)
+{
+    int32_t *d = d_bytes((size_t)n * sizeof(int32_t));
+    DEV->mem_put(d, labels, (size_t)n * sizeof(int32_t));
+    return d;
+}
+
+/* xent writes into the scalars block: the mean loss, and adds to loss_sum, the hits, rows and
+ * non-finite rows (the block starts with some, so the additions show) */
+static dt_scalars s_metrics(void)
+{
+    dt_scalars s = s_clean();
+    s.loss = 123.0;
+    s.loss_sum = 2.5;
+    s.hits1 = 3;
+    s.hits5 = 4;
+    s.rows = 11;
+    s.nonfinite_rows = 1;
+    s.agree[DT_AGREE_SIGNAL] = 1;
+    return s;
+}
+
 static void test_xent(int n, int k, float eps, int dt)
 {
-    char name[64], shape[64];
+    char shape[64];
     snprintf(shape, sizeof shape, "n%d k%d eps %g", n, k, (double)eps);
     const int64_t nz = (int64_t)n * k;
-    float *z = h_randn(nz, 0, 3, dt), *Dz = d_from(z, nz), *g = h_new(nz), *Dg = d_poisoned(nz);
+    float *z = h_randn(nz, 0, 3, dt), *g = h_new(nz), *Dg = d_poisoned(nz);
     int32_t *labels = hold(malloc((size_t)n * sizeof(int32_t)), 0);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)dt_rng_below(&RNG, (uint64_t)k);
+    xent_arrange(n, k, z, labels);
+    h_round(z, nz, dt);
+    float *Dz = d_from(z, nz);
+    int32_t *Dl = d_labels(labels, n); /* labels are device memory */
+    dt_scalars hs = s_metrics();
+    dt_scalars *Ds = d_scalars(&hs);
     plan_scratch(DEV->xent_scratch(n, k));
-    double lr = REF->xent(n, k, S32, z, labels, eps, 1.0f, g);
-    double ld = DEV->xent(n, k, S32, Dz, labels, eps, 1.0f, Dg);
-    cmp_scalar("xent loss", dt, shape, ld, lr, M_LOSS);
+    REF->xent(n, k, S32, z, labels, eps, g, &hs);
+    DEV->xent(n, k, S32, Dz, Dl, eps, Dg, Ds);
+    cmp_scalar("xent loss", dt, shape, d_scalars_get(Ds).loss, hs.loss, M_LOSS);
+    cmp_scalars("xent scalars (sums, hits, rows, flag)", dt, shape, Ds, &hs, 1);
     ref_out(g, nz, dt);
-    snprintf(name, sizeof name, "xent dlogits");
-    check(name, dt, shape, Dg, g, nz, M_RED);
-    double ln = DEV->xent(n, k, S32, Dz, labels, eps, 1.0f, NULL);
-    cmp_scalar("xent loss (dlogits NULL)", dt, shape, ln, lr, M_LOSS);
-    /* the loss scaler's factor: dlogits times scale, the loss as it was */
+    check("xent dlogits", dt, shape, Dg, g, nz, M_RED);
+    /* again on the same blocks, without dlogits: the loss as before, the sums added to again */
+    REF->xent(n, k, S32, z, labels, eps, NULL, &hs);
+    DEV->xent(n, k, S32, Dz, Dl, eps, NULL, Ds);
+    cmp_scalar("xent loss (dlogits NULL)", dt, shape, d_scalars_get(Ds).loss, hs.loss, M_LOSS);
+    cmp_scalars("xent scalars (dlogits NULL, added)", dt, shape, Ds, &hs, 1);
+    /* the loss scaler's factor from the block: dlogits times scale_f, the loss as it was */
+    const float sf = 65536.0f;
+    hs.scale_f = sf;
+    d_scalars_set(Ds, offsetof(dt_scalars, scale_f), &sf, sizeof sf);
     float *gs = h_new(nz), *Dgs = d_poisoned(nz);
-    double lrs = REF->xent(n, k, S32, z, labels, eps, 65536.0f, gs);
-    double lds = DEV->xent(n, k, S32, Dz, labels, eps, 65536.0f, Dgs);
-    cmp_scalar("xent loss (scale 65536)", dt, shape, lds, lrs, M_LOSS);
+    REF->xent(n, k, S32, z, labels, eps, gs, &hs);
+    DEV->xent(n, k, S32, Dz, Dl, eps, Dgs, Ds);
+    cmp_scalar("xent loss (scale 65536)", dt, shape, d_scalars_get(Ds).loss, hs.loss, M_LOSS);
     ref_out(gs, nz, dt);
     check("xent dlogits scale 65536", dt, shape, Dgs, gs, nz, M_RED);
     planned_row("xent_scratch reserved, ops allocate nothing", dt, shape);
+    release();
+}
+
+/* rows holding NaN, +inf and -inf: each a miss counted in nonfinite_rows, the mean loss NaN, which
+ * sets the overflow flag; the other rows' gradients as usual */
+static void test_xent_nonfinite(int dt)
+{
+    const int n = 9, k = 13;
+    const int64_t nz = (int64_t)n * k;
+    const char *shape = "n9 k13: NaN, inf, -inf rows";
+    float *z = h_randn(nz, 0, 3, dt), *g = h_new(nz), *Dg = d_poisoned(nz);
+    int32_t *labels = hold(malloc((size_t)n * sizeof(int32_t)), 0);
+    for (int i = 0; i < n; i++)
+        labels[i] = (int32_t)dt_rng_below(&RNG, (uint64_t)k);
+    xent_arrange(n, k, z, labels);
+    z[2 * k + 5] = NAN;
+    z[5 * k + 0] = INFINITY;
+    z[6 * k + 3] = -INFINITY;
+    float *Dz = d_from(z, nz);
+    int32_t *Dl = d_labels(labels, n);
+    dt_scalars hs = s_metrics();
+    const int64_t nonfinite0 = hs.nonfinite_rows;
+    dt_scalars *Ds = d_scalars(&hs);
+    plan_scratch(DEV->xent_scratch(n, k));
+    REF->xent(n, k, S32, z, labels, 0.1f, g, &hs);
+    DEV->xent(n, k, S32, Dz, Dl, 0.1f, Dg, Ds);
+    cmp_scalars("xent non-finite rows: scalars", dt, shape, Ds, &hs, 1);
+    const dt_scalars got = d_scalars_get(Ds);
+    const int pass = LIST || (got.agree[DT_AGREE_OVERFLOW] == 1 && hs.agree[DT_AGREE_OVERFLOW] == 1 &&
+                              got.nonfinite_rows == nonfinite0 + 3 && hs.nonfinite_rows == nonfinite0 + 3 &&
+                              isnan(got.loss) && isnan(hs.loss));
+    row("xent non-finite rows: flag, count, NaN loss", DTYPE_NAME[dt], shape, 0, 0, M_EXACT, 0, pass);
+    if (!pass) {
+        print_scalars("got ", &got);
+        print_scalars("want", &hs);
+    }
+    check("xent non-finite rows: dlogits", dt, shape, Dg, g, nz, M_RED);
     release();
 }
 
@@ -1326,8 +1639,10 @@ static void test_misc(void)
             test_flatten(2, 3, 5, 7, F32);
         if (want_test("dropout"))
             test_dropout(NE, 0.5f, 0x9e3779b97f4a7c15ull, F32);
-        if (want_test("xent"))
+        if (want_test("xent")) {
             test_xent(5, 17, 0.1f, F32);
+            test_xent_nonfinite(F32);
+        }
         return;
     }
     ALL_DTYPES
@@ -1350,6 +1665,8 @@ static void test_misc(void)
             test_xent(37, 1000, 0.0f, dt);
             test_xent(37, 1000, 0.1f, dt);
             test_xent(256, 10, 0.1f, dt);
+            if (dt == F32)
+                test_xent_nonfinite(dt);
         }
     }
 }
@@ -1417,12 +1734,13 @@ static void test_unscale_check(int dt)
         const char *name;
         int what; /* 0 clean, 1 inf near the end, 2 NaN first, 3 overflow by the multiply */
         float inv;
+        int set; /* the overflow flag already set (by xent or another tensor's check) */
     } v[] = {
-        {"unscale_check clean", 0, 1.0f / 65536},
-        {"unscale_check inf near the end", 1, 1.0f / 65536},
-        {"unscale_check clean again", 0, 1.0f / 1024}, /* the flag is per call, not sticky */
-        {"unscale_check NaN first", 2, 1.0f / 65536},
-        {"unscale_check overflow", 3, 4.0f},
+        {"unscale_check clean", 0, 1.0f / 65536, 0},
+        {"unscale_check inf near the end", 1, 1.0f / 65536, 0},
+        {"unscale_check clean leaves a set flag", 0, 1.0f / 1024, 1}, /* it only sets the flag */
+        {"unscale_check NaN first", 2, 1.0f / 65536, 0},
+        {"unscale_check overflow", 3, 4.0f, 0},
     };
     char shape[32];
     snprintf(shape, sizeof shape, "n=%lld", (long long)n);
@@ -1435,22 +1753,110 @@ static void test_unscale_check(int dt)
         else if (v[k].what == 3)
             g[n / 2] = 3e38f;
         float *Dg = d_from(g, n), *g0 = h_copy(g, n);
-        int fr = REF->unscale_check(n, S32, g, v[k].inv);
-        int fd = DEV->unscale_check(n, S32, Dg, v[k].inv);
-        int expect = v[k].what != 0;
-        char op[64];
+        /* 1/scale from the block, the flag into it */
+        dt_scalars hs = s_clean();
+        hs.inv_scale = v[k].inv;
+        hs.agree[DT_AGREE_OVERFLOW] = v[k].set;
+        hs.agree[DT_AGREE_SIGNAL] = 1;
+        dt_scalars *Ds = d_scalars(&hs);
+        REF->unscale_check(n, S32, g, &hs);
+        DEV->unscale_check(n, S32, Dg, Ds);
+        const int fr = hs.agree[DT_AGREE_OVERFLOW], fd = d_scalars_get(Ds).agree[DT_AGREE_OVERFLOW];
+        const int expect = v[k].what != 0 || v[k].set;
+        char op[80];
         snprintf(op, sizeof op, "%s flag", v[k].name);
         row(op, DTYPE_NAME[dt], shape, fabs((double)fd - expect), fabs((double)fd - expect), M_EXACT, 0,
-            (fd != 0) == expect && (fr != 0) == expect);
-        if (!LIST && (fd != 0) != expect)
-            printf("      returned %d, want %d\n", fd, expect);
-        if (!LIST && (fr != 0) != expect)
-            printf("      the reference returned %d, want %d\n", fr, expect);
+            LIST || (fd == expect && fr == expect));
+        if (!LIST && fd != expect)
+            printf("      the device's flag is %d, want %d\n", fd, expect);
+        if (!LIST && fr != expect)
+            printf("      the reference's flag is %d, want %d\n", fr, expect);
+        /* nothing else in the block changes */
+        snprintf(op, sizeof op, "%s scalars", v[k].name);
+        cmp_scalars(op, dt, shape, Ds, &hs, 0);
         /* the op only reads g: it comes back bit for bit (on both sides) */
         snprintf(op, sizeof op, "%s g unchanged", v[k].name);
         cmp_f32(op, dt, shape, d_result(Dg, n, F32), g0, n, M_BITS);
         snprintf(op, sizeof op, "%s g unchanged (reference)", v[k].name);
         cmp_f32(op, dt, shape, g, g0, n, M_BITS);
+        release();
+    }
+}
+
+/* The end of a step (scalars.h's dt_scalars_step_end on both sides): a run of steps per case, each
+ * with or without an agreed overflow (written into the device's block as a step's start would), the
+ * whole block compared bit for bit after every step; then the reference's final scale and
+ * divergence against what the case works out to by hand. */
+static void test_step_end(void)
+{
+    if (!want_test("step_end"))
+        return;
+    static const struct {
+        const char *name;
+        int dynamic;
+        double scale, min_scale, max_scale;
+        int64_t growth_interval, max_nonfinite;
+        const char *steps; /* one step per character: '1' an overflow agreed, '0' clean */
+        double scale_after;
+        int diverged_after;
+    } v[] = {
+        {"step_end dynamic, clean steps grow", 1, 65536, 0, 0x1p24, 3, 10, "0000000", 262144, 0},
+        {"step_end dynamic, overflows back off", 1, 65536, 0, 0x1p24, 2, 10, "0110100", 16384, 0},
+        {"step_end dynamic, max_scale caps", 1, 0x1p23, 0, 1e7, 1, 10, "0000", 1e7, 0},
+        {"step_end dynamic, min_scale floors, diverges", 1, 4, 1.5, 0x1p24, 2000, 10, "1110", 1.5, 1},
+        {"step_end dynamic, overflow at 2^-24 diverges", 1, 0x1p-23, 0, 0x1p24, 2000, 10, "1100", 0x1p-25, 1},
+        {"step_end static, max_nonfinite in a row", 0, 128, 0, 0x1p24, 2000, 3, "1101110", 128, 1},
+        {"step_end static, clean", 0, 1, 0, 0x1p24, 2000, 3, "000", 1, 0},
+    };
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        dt_scalars hs = s_metrics(); /* metrics and the stop signal: step_end leaves them */
+        hs.dynamic = v[k].dynamic;
+        hs.scale = v[k].scale;
+        hs.min_scale = v[k].min_scale;
+        hs.max_scale = v[k].max_scale;
+        hs.growth_interval = v[k].growth_interval;
+        hs.max_nonfinite = v[k].max_nonfinite;
+        hs.scale_f = (float)v[k].scale;
+        hs.inv_scale = (float)(1.0 / v[k].scale);
+        hs.sgd_steps = 5;
+        dt_scalars *Ds = d_scalars(&hs);
+        const int nsteps = (int)strlen(v[k].steps);
+        int first_bad = -1;
+        char names[512] = "";
+        dt_scalars got_bad = hs, want_bad = hs;
+        for (int i = 0; i < nsteps; i++) {
+            const int32_t f = v[k].steps[i] == '1';
+            hs.agree[DT_AGREE_OVERFLOW] = f;
+            d_scalars_set(Ds, offsetof(dt_scalars, agree) + DT_AGREE_OVERFLOW * sizeof(int32_t), &f, sizeof f);
+            REF->step_end(&hs);
+            DEV->step_end(Ds);
+            if (LIST || first_bad >= 0)
+                continue;
+            dt_scalars got = d_scalars_get(Ds);
+            if (scalars_differ(&got, &hs, 0, names, sizeof names) != 0) {
+                first_bad = i;
+                got_bad = got;
+                want_bad = hs;
+            }
+        }
+        char shape[64];
+        snprintf(shape, sizeof shape, "%d steps: %s", nsteps, v[k].steps);
+        row(v[k].name, "-", shape, first_bad >= 0, first_bad >= 0, M_BITS, 0, first_bad < 0);
+        if (first_bad >= 0) {
+            printf("      after step %d: fields that differ: %s\n", first_bad + 1,
+                   names[0] ? names : "(ops_check's field table does not cover dt_scalars: update SFIELDS)");
+            print_scalars("got ", &got_bad);
+            print_scalars("want", &want_bad);
+        }
+        char op[96];
+        snprintf(op, sizeof op, "%s (reference by hand)", v[k].name);
+        const int as_expected = hs.scale == v[k].scale_after && hs.diverged == v[k].diverged_after &&
+                                hs.agree[DT_AGREE_OVERFLOW] == 0;
+        row(op, "-", shape, fabs(hs.scale - v[k].scale_after), 0, M_EXACT, 0, LIST || as_expected);
+        if (!LIST && !as_expected)
+            printf("      the reference ends with scale %.17g diverged %d overflow %d, want scale %.17g diverged %d "
+                   "overflow 0\n",
+                   hs.scale, hs.diverged, hs.agree[DT_AGREE_OVERFLOW], v[k].scale_after, v[k].diverged_after);
         release();
     }
 }
@@ -1467,10 +1873,18 @@ static void test_normalize_u8(int dt)
         uint8_t *u = hold(malloc((size_t)n), 0);
         for (int64_t i = 0; i < n; i++)
             u[i] = (uint8_t)dt_rng_below(&RNG, 256);
+        uint8_t *Du = d_bytes((size_t)n); /* the batch in device memory, as a step uploads it */
+        DEV->mem_put(Du, u, (size_t)n);
         float *x = h_new(n), *Dx = d_poisoned(n);
+        float dmean[4], dsd[4];
+        memcpy(dmean, mean, sizeof dmean);
+        memcpy(dsd, sd, sizeof dsd);
         plan_scratch(DEV->normalize_scratch(n));
         REF->normalize_u8(n, c, u, mean, sd, S32, x);
-        DEV->normalize_u8(n, c, u, mean, sd, S32, Dx);
+        DEV->normalize_u8(n, c, Du, dmean, dsd, S32, Dx);
+        /* mean and std are read when the op is issued: changing them afterwards changes nothing */
+        for (int j = 0; j < 4; j++)
+            dmean[j] = dsd[j] = NAN;
         ref_out(x, n, dt);
         char shape[32];
         snprintf(shape, sizeof shape, "n=%lld c=%d", (long long)n, c);
@@ -1550,22 +1964,33 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     t->buffers0 = fetch_params(m, 1);
     const size_t nu = (size_t)MB * MS * MS * 3;
     float *x = be->mem_alloc(nu * sizeof(float));
-    uint8_t *u = malloc(nu);
+    uint8_t *u = be->host_alloc(nu), *ud = be->mem_alloc(nu); /* the host buffer, the uploaded copy */
     int32_t *y = malloc((size_t)MB * sizeof(int32_t));
-    if (!x || !u || !y)
+    dt_event *up = be->event_create();
+    if (!x || !u || !ud || !y || !up)
         exit(1);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
     dt_rng g;
     dt_rng_seed(&g, MSEED, 1);
-    for (int s = 0; ok && s < 2; s++) {
+    for (int s = 0; ok && s < 2; s++) { /* a step as dtrain runs it (train/step.c) */
+        dt_model_step_begin(m, MLR, s, 0);
+        be->event_sync(up);
         for (size_t i = 0; i < nu; i++)
             u[i] = (uint8_t)dt_rng_below(&g, 256);
         for (int i = 0; i < MB; i++)
             y[i] = (int32_t)dt_rng_below(&g, MCLASSES);
-        be->normalize_u8((int64_t)nu, 3, u, mean, sd, S32, x);
-        ok = dt_model_forward(m, x, MB) == DT_OK && dt_model_loss(m, y, MB, 0.1f, &t->loss[s]) == DT_OK &&
-             dt_model_backward(m, MB, 0) == DT_OK &&
-             dt_amp_step(&amp.scaler, NULL, &opt, m, amp.master, MLR, s, 0, &t->skipped[s]) == DT_OK;
+        be->upload(ud, u, nu, DT_QUEUE_COPY);
+        be->event_record(up, DT_QUEUE_COPY);
+        be->event_wait(DT_QUEUE_COMPUTE, up);
+        be->normalize_u8((int64_t)nu, 3, ud, mean, sd, S32, x);
+        const dt_scalars *out = NULL;
+        ok = dt_model_upload_labels(m, y, MB) == DT_OK && dt_model_forward(m, x, MB) == DT_OK &&
+             dt_model_loss_async(m, MB, 0.1f) == DT_OK && dt_model_backward(m, MB, 0) == DT_OK &&
+             dt_amp_step(&amp.scaler, NULL, &opt, m, amp.master, &out) == DT_OK;
+        dt_scalars sc;
+        ok = ok && dt_model_get_scalars(m, &sc) == DT_OK; /* the step's loss (a check may read it) */
+        t->loss[s] = sc.loss;
+        t->skipped[s] = out ? out->skipped : -1;
     }
     t->nw = m->n_weights;
     t->nb = m->n_buffers;
@@ -1579,8 +2004,11 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
                  dt_model_loss(m, y, tail, 0.1f, &tail_loss) == DT_OK && dt_model_backward(m, tail, 0) == DT_OK;
     drain(be);
     t->unplanned = dt_cuda_unplanned_allocs() - unplanned0;
+    be->event_sync(up);
+    be->event_destroy(up);
     be->mem_free(x);
-    free(u);
+    be->mem_free(ud);
+    be->host_free(u);
     free(y);
     dt_sgd_free(&opt);
     dt_amp_free(&amp);
@@ -1738,7 +2166,7 @@ static void usage(FILE *f)
                "Checks every op of the CUDA backend against the CPU backend (fp32, fp16, bf16), then two\n"
                "training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem, conv, bn,\n"
                "relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten, dropout, xent,\n"
-               "round_half, unscale_check, normalize_u8, model.\n"
+               "round_half, unscale_check, normalize_u8, step_end, model.\n"
                "--quick: every op once, fp32, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"
                "Exit 0: all rows pass (--list: always); 1: a row failed; 77: no GPU.\n");
@@ -1829,6 +2257,7 @@ int main(int argc, char **argv)
     test_round_half();
     ALL_DTYPES test_unscale_check(dt);
     ALL_DTYPES test_normalize_u8(dt);
+    test_step_end();
     test_coverage();
     if (model)
         test_model();

@@ -43,9 +43,10 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
     m.training = training;
     double loss;
     for (int s = 0; s < STEPS; s++) {
+        dt_model_step_begin(&m, LR, s, 0);
         if (dt_model_forward(&m, x, n) || dt_model_loss(&m, y, n, 0, &loss) || dt_model_backward(&m, n, 0))
             return -1;
-        dt_sgd_step(&o, &m, LR, 1.0f, NULL);
+        dt_sgd_step(&o, &m, NULL);
     }
     memcpy(out, m.weights, (size_t)nw * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
@@ -74,6 +75,7 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
     double loss;
     const size_t img = (size_t)HW * HW * 3;
     for (int s = 0; s < STEPS; s++) {
+        dt_model_step_begin(&m, LR, s, 0);
         for (int a = 0; a < accum; a++) {
             const float *xa = x + (size_t)(c->rank * b + a * mb) * img;
             const int32_t *ya = y + c->rank * b + a * mb;
@@ -81,7 +83,7 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
                 dt_ddp_backward(d, mb, a > 0, a == accum - 1))
                 return -1;
         }
-        dt_sgd_step(&o, &m, LR, 1.0f, NULL);
+        dt_sgd_step(&o, &m, NULL);
     }
     memcpy(out, m.weights, (size_t)m.n_weights * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
@@ -193,16 +195,22 @@ int main(int argc, char **argv)
         const float *xr = x + (size_t)c->rank * b * img;
         const int32_t *yr = y + c->rank * b;
         int sk1 = -1, sk2 = -1;
+        const dt_scalars *out;
+        ok = ok && !dt_amp_put_state(&sc, 0, &m);
+        dt_model_step_begin(&m, LR, 1, 0);
         ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1) &&
-             !dt_amp_step(&sc, c, &o, &m, NULL, LR, 1, 0, &sk1);
+             !dt_amp_step(&sc, c, &o, &m, NULL, &out);
+        sk1 = ok ? out->skipped : -1;
         size_t wb = (size_t)m.n_weights * sizeof(float);
         float *w0 = malloc(wb), *mo0 = malloc(wb);
         memcpy(w0, m.weights, wb);
         memcpy(mo0, o.momentum_buf, wb);
+        dt_model_step_begin(&m, LR, 2, 0);
         ok = ok && !dt_model_forward(&m, xr, b) && !dt_model_loss(&m, yr, b, 0, &loss) && !dt_ddp_backward(d, b, 0, 1);
         if (c->rank == W - 1)
             ((float *)m.grads)[m.n_weights / 3] = INFINITY; /* after the all-reduce: only this rank sees it */
-        ok = ok && !dt_amp_step(&sc, c, &o, &m, NULL, LR, 2, 0, &sk2);
+        ok = ok && !dt_amp_step(&sc, c, &o, &m, NULL, &out);
+        sk2 = ok ? out->skipped : -1;
         int same = ok && !sk1 && sk2 && !memcmp(w0, m.weights, wb) && !memcmp(mo0, o.momentum_buf, wb) &&
                    sc.scale == 32768.0,
             all = same;

@@ -7,7 +7,8 @@
  * after the steps are equal bit for bit. Then the same run with the backend's event waits ignored
  * (the fences removed) must differ: the all-reduces read gradients not written yet. Settings: overlap
  * with small buckets (the communication thread reduces while backward goes on), no overlap, and
- * gradient accumulation; the input comes from host pixels through normalize_u8 each step.
+ * gradient accumulation; the input comes from host pixels uploaded from a host buffer on the copy
+ * queue and normalised after the upload's event each step, the lr with dt_model_step_begin.
  * Prints one line per setting on rank 0; exits non-zero when any rank saw a difference where there
  * must be none, or none where there must be one. */
 #include "config.h"
@@ -56,10 +57,11 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     dt_model m;
     dt_sgd o;
     dt_ddp *d = NULL;
-    uint8_t *pixels = malloc(values);
+    uint8_t *pixels = be->host_alloc(values), *u = be->mem_alloc(values); /* host buffer, backend copy */
+    dt_event *up = be->event_create();
     int32_t y[B];
     float *x = be->mem_alloc(values * sizeof(float));
-    r.ok = pixels && x && dt_model_create(&m, "resnet8", 3, CLASSES, be) == DT_OK &&
+    r.ok = pixels && u && up && x && dt_model_create(&m, "resnet8", 3, CLASSES, be) == DT_OK &&
            dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_sgd_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     if (!r.ok)
         return r;
@@ -69,12 +71,17 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     dt_rng g;
     dt_rng_seed(&g, 20, (uint64_t)c->rank);
     for (int s = 0; r.ok && s < STEPS; s++) {
+        dt_model_step_begin(&m, 0.05f, s, 0);
         for (int a = 0; r.ok && a < accum; a++) {
-            for (size_t i = 0; i < values; i++) /* a new batch in the same host buffer */
+            be->event_sync(up); /* the host buffer's last upload is done: a new batch in it */
+            for (size_t i = 0; i < values; i++)
                 pixels[i] = (uint8_t)dt_rng_below(&g, 256);
             for (int i = 0; i < mb; i++)
                 y[i] = (int32_t)dt_rng_below(&g, CLASSES);
-            be->normalize_u8((int64_t)values, 3, pixels, mean, std, DT_FLOAT32, x);
+            be->upload(u, pixels, values, DT_QUEUE_COPY);
+            be->event_record(up, DT_QUEUE_COPY);
+            be->event_wait(DT_QUEUE_COMPUTE, up);
+            be->normalize_u8((int64_t)values, 3, u, mean, std, DT_FLOAT32, x);
             double loss;
             r.ok = dt_ddp_before_forward(d) == DT_OK && dt_model_forward(&m, x, mb) == DT_OK &&
                    dt_model_loss(&m, y, mb, 0.1f, &loss) == DT_OK &&
@@ -82,7 +89,7 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
             r.loss[s] += loss;
         }
         if (r.ok)
-            dt_sgd_step(&o, &m, 0.05f, 1.0f, NULL);
+            dt_sgd_step(&o, &m, NULL);
     }
     r.ok = r.ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;
     r.weights = fetch(be, m.weights, m.n_weights);
@@ -90,8 +97,11 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     r.momentum = fetch(be, o.momentum_buf, m.n_weights);
     dt_ddp_free(d);
     dt_sgd_free(&o);
+    be->event_sync(up);
+    be->event_destroy(up);
     be->mem_free(x);
-    free(pixels);
+    be->mem_free(u);
+    be->host_free(pixels);
     dt_model_free(&m);
     return r;
 }

@@ -480,12 +480,13 @@ int main(void)
         ok = ok && dt_ddp_create(&d, &m, c, &runs[k].cfg) == DT_OK;
         double loss;
         for (int s = 0; ok && s < STEPS; s++) {
+            dt_model_step_begin(&m, 0.05f, s, 0);
             for (int a = 0; ok && a < runs[k].accum; a++)
                 ok = dt_ddp_before_forward(d) == DT_OK && dt_model_forward(&m, x, mb) == DT_OK &&
                      dt_model_loss(&m, y, mb, 0, &loss) == DT_OK &&
                      dt_ddp_backward(d, mb, a > 0, a == runs[k].accum - 1) == DT_OK;
             if (ok)
-                dt_sgd_step(&o, &m, 0.05f, 1.0f, NULL);
+                dt_sgd_step(&o, &m, NULL);
         }
         /* a forward writes the buffers, then sync_buffers sends rank 0's */
         ok = ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;

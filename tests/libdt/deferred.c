@@ -127,11 +127,11 @@ static void job_free(job *j)
     free(j);
 }
 
-/* an op with no result: queued (deferred), or run at once and kept while recording (replay) */
-static void submit(job *j)
+/* an op with no result: queued on queue k (deferred), or run at once and kept while recording (replay) */
+static void submit_to(job *j, int k)
 {
     if (!rec.active) {
-        enqueue(DT_QUEUE_COMPUTE, j);
+        enqueue(k, j);
         return;
     }
     j->run(j);
@@ -139,6 +139,11 @@ static void submit(job *j)
         keep(j);
     else
         job_free(j);
+}
+
+static void submit(job *j)
+{
+    submit_to(j, DT_QUEUE_COMPUTE);
 }
 
 static void *job_new(size_t bytes, void (*run)(job *))
@@ -221,27 +226,50 @@ static void keep_value(job *j, void *slot)
 DT_OPS_TYPED(DEFER)
 #undef DEFER
 
-/* normalize_u8 reads host arrays: copies of them go with the job */
-static void def_normalize_u8_copied(int64_t n, int c, const uint8_t *u_host, const float *mean_host,
-                                    const float *std_host, dt_dtype t, void *x)
+/* normalize_u8 reads host arrays when issued: copies of them go with the job */
+static void def_normalize_u8_copied(int64_t n, int c, const uint8_t *u, const float *mean_host, const float *std_host,
+                                    dt_dtype t, void *x)
 {
     struct job_normalize_u8 *j = job_new(sizeof *j, run_normalize_u8);
-    unsigned char *own = malloc((size_t)n + 2 * (size_t)c * sizeof(float));
+    float *own = malloc(2 * (size_t)c * sizeof(float));
     if (!own)
         abort();
-    float *mean = (float *)(void *)(own + n), *std = mean + c;
-    memcpy(own, u_host, (size_t)n);
-    memcpy(mean, mean_host, (size_t)c * sizeof(float));
-    memcpy(std, std_host, (size_t)c * sizeof(float));
+    memcpy(own, mean_host, (size_t)c * sizeof(float));
+    memcpy(own + c, std_host, (size_t)c * sizeof(float));
     j->hdr.owned = own;
     j->a.n = n;
     j->a.c = c;
-    j->a.u_host = own;
-    j->a.mean_host = mean;
-    j->a.std_host = std;
+    j->a.u = u;
+    j->a.mean_host = own;
+    j->a.std_host = own + c;
     j->a.t = t;
     j->a.x = x;
     submit(&j->hdr);
+}
+
+/* upload and download: a copy job on the queue they name, reading its source when it runs (the host
+ * keeps the host buffer until an event after the copy); recorded and replayed like an op, so a
+ * replayed step takes what the host put in the buffer since, as a captured graph's copy does */
+struct job_copy {
+    job hdr;
+    void *dst;
+    const void *src;
+    size_t bytes;
+};
+
+static void run_copy(job *h)
+{
+    struct job_copy *j = (struct job_copy *)(void *)h;
+    memcpy(j->dst, j->src, j->bytes);
+}
+
+static void def_copy_queued(void *dst, const void *src, size_t bytes, int queue)
+{
+    struct job_copy *j = job_new(sizeof *j, run_copy);
+    j->dst = dst;
+    j->src = src;
+    j->bytes = bytes;
+    submit_to(&j->hdr, queue);
 }
 
 /* --- memory: ordered after the compute queue, complete on return ------------------------------- */
@@ -312,6 +340,8 @@ static void run_wait(job *h)
 
 static void def_event_wait(int queue, dt_event *e)
 {
+    if (rec.active) /* the replay backend runs everything at once: nothing to wait for */
+        return;
     struct job_wait *j = job_new(sizeof *j, run_wait);
     pthread_mutex_lock(&q.mu);
     j->e = *e;
@@ -334,6 +364,8 @@ static void make_table(dt_backend *t, const char *name, int host_memory)
     t->normalize_u8 = def_normalize_u8_copied;
     t->mem_put = def_mem_put;
     t->mem_get = def_mem_get;
+    t->upload = def_copy_queued;
+    t->download = def_copy_queued;
     t->mem_free = def_mem_free;
     t->reserve_scratch = def_reserve_scratch;
     t->event_create = def_event_create;

@@ -412,6 +412,7 @@ int main(int argc, char **argv)
 
     double loss = 0, spread = 0, ref_loss = 0, ref_loss2 = 0;
     int64_t none[1] = {0};
+    dt_model_step_begin(&m, (float)lr, 0, 0);
     ok = step(&m, x, labels, (int)batch, (float)eps, &loss) == DT_OK;
     double el = compare("", "logits", dt_model_logits(&m), 2, shp_z, batch * k, &spread);
     dt_h5_read_doubles(fix, path, has_fp64 ? "fp64/loss" : "loss", 0, none, &ref_loss);
@@ -421,11 +422,12 @@ int main(int argc, char **argv)
     TAP_OK(flips >= 0, "step 1: %d of the near-zero ReLU inputs flipped%s", flips,
            flips > 0 ? "; upstream parameters held to 0.2" : "");
     compare_all(&m, "grads", 1e-3);
-    dt_sgd_step(&opt, &m, (float)lr, 1.0f, NULL);
+    dt_sgd_step(&opt, &m, NULL);
     compare_all(&m, "after1", 1e-3);
 
     TAP_OK(start_step2(&m, &opt, wd) == DT_OK, "step 2 starts from PyTorch's weights, buffers and momentum after step 1");
     relaxed_below = -1;
+    dt_model_step_begin(&m, (float)lr, 1, 0);
     ok = step(&m, x, labels, (int)batch, (float)eps, &loss) == DT_OK;
     flips = check_kinks(&m, "kinks2");
     TAP_OK(flips >= 0, "step 2: %d of the near-zero ReLU inputs flipped%s", flips,
@@ -437,7 +439,7 @@ int main(int argc, char **argv)
     (void)flips1;
     TAP_OK(ok && fabs(loss - ref_loss2) / fabs(ref_loss2) < tol2, "step 2: loss %.7f (PyTorch %.7f%s), tolerance %.1e",
            loss, ref_loss2, has_fp64 ? " in float64" : "", tol2);
-    dt_sgd_step(&opt, &m, (float)lr, 1.0f, NULL);
+    dt_sgd_step(&opt, &m, NULL);
     compare_all(&m, "after2", 1e-3);
 
     free(x);

@@ -1,6 +1,7 @@
 #!/bin/sh
 # badckpt.sh: what --resume trusts, and what two runs on one directory do.
-# - A checkpoint whose progress cannot be (epoch 10^15 or -3, a step beyond the epoch, negative or
+# - A checkpoint whose progress cannot be (epoch 10^15 or -3, a step beyond the epoch (its last step,
+#   5 of 5, is an epoch trained and waiting for validation: signals.sh), negative or
 #   impossible sums of the epoch under way) is refused at the start in one line naming the file and
 #   the value, exit 2, nothing written (they used to resume "at epoch -1530494976", or fail in the
 #   loader with exit 1).
@@ -23,7 +24,7 @@ one_line() {
   [ "$(grep -c "error:" "$DT_TMP/err")" -eq 1 ] || fail "$1: not one error line"
   grep -q "error: .*$2" "$DT_TMP/err" || fail "$1: the error line does not say '$2'"
 }
-for case in "epoch=10**15:epoch 1000000000000000" "epoch=-3:epoch -3" "step=5:step 5 of an epoch of 5 steps" \
+for case in "epoch=10**15:epoch 1000000000000000" "epoch=-3:epoch -3" "step=6:step 6 of an epoch of 5 steps" \
             "progress/seen=-99:the epoch.s sums" "progress/hits1=-99:the epoch.s sums" "progress/seconds_bits=struct.unpack('<q',struct.pack('<d',-1.0))[0]:the epoch.s sums"; do
   what=${case%%:*} said=${case#*:}
   cp "$run/checkpoint.h5" "$DT_TMP/bad.h5"

@@ -116,10 +116,11 @@ int main(int argc, char **argv)
         double loss = 0;
         /* cosine from 0.1 to 0 over the steps, as the reference recipe */
         float lr = (float)(0.05 * (1 + cos(M_PI * s / STEPS)));
-        int skipped = 0;
+        const dt_scalars *out;
+        dt_model_step_begin(&m, lr, s, 0);
         ok = dt_model_forward(&m, x, BATCH) == DT_OK && dt_model_loss(&m, y, BATCH, 0.0f, &loss) == DT_OK &&
              dt_model_backward(&m, BATCH, 0) == DT_OK && isfinite(loss) &&
-             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, lr, s, 0, &skipped) == DT_OK;
+             dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, &out) == DT_OK;
         if (s < 20)
             first += loss / 20;
         if (s >= STEPS - 20)

@@ -90,14 +90,15 @@ static float *step(run *r, int s, const uint8_t *u, int hw, const int32_t *y, si
 {
     static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     double loss = 0;
-    int skipped = 0;
+    const dt_scalars *out;
     float logits[N * CLASSES];
+    dt_model_step_begin(&r->m, 0.05f, s, 0);
     r->m.be->normalize_u8((int64_t)N * hw * hw * 3, 3, u, mean, std, DT_FLOAT32, r->x);
     r->ok = r->ok && dt_model_forward(&r->m, r->x, N) == DT_OK && dt_model_loss(&r->m, y, N, 0.1f, &loss) == DT_OK &&
             dt_model_backward(&r->m, N, 0) == DT_OK;
     dt_model_get_logits(&r->m, N, logits);
     float *st = state(r, logits, loss, n); /* with the gradients, before the step changes weights */
-    r->ok = r->ok && dt_amp_step(&r->amp.scaler, NULL, &r->opt, &r->m, r->amp.master, 0.05f, s, 0, &skipped) == DT_OK;
+    r->ok = r->ok && dt_amp_step(&r->amp.scaler, NULL, &r->opt, &r->m, r->amp.master, &out) == DT_OK;
     return st;
 }
 

@@ -570,11 +570,44 @@ static void check_xent(float eps)
     }
     float dz[24];
     double rz[24];
-    double loss = be->xent(4, 6, DT_FLOAT32, c.z.f, labels, eps, 1.0f, dz);
-    double ref = xent_obj(&c);
+    dt_scalars *sc = be->mem_alloc(sizeof *sc), h = {.scale_f = 1, .loss_sum = 0.5, .hits1 = 7, .hits5 = 9, .rows = 11};
+    be->mem_put(sc, &h, sizeof h);
+    be->xent(4, 6, DT_FLOAT32, c.z.f, labels, eps, dz, sc);
+    be->mem_get(&h, sc, sizeof h);
+    double loss = h.loss, ref = xent_obj(&c);
+    int64_t hits1 = 0, hits5 = 0; /* the rows whose label's logit is the largest / among the 5 largest */
+    int row1_hit1 = 0;
+    for (int i = 0; i < 4; i++) {
+        int above = 0;
+        for (int j = 0; j < 6; j++)
+            above += c.z.f[i * 6 + j] > c.z.f[i * 6 + labels[i]];
+        hits1 += above == 0;
+        hits5 += above < 5;
+        if (i == 1)
+            row1_hit1 = above == 0;
+    }
     fd_grad(xent_obj, &c, c.z.d, 24, rz);
-    TAP_OK(fabs(loss - ref) / ref < 1e-6 && rel_err(dz, rz, 24) < BWD_TOL,
-           "cross-entropy, label smoothing %.1f: loss %.6f (ref %.6f), dlogits %.1e", eps, loss, ref, rel_err(dz, rz, 24));
+    TAP_OK(fabs(loss - ref) / ref < 1e-6 && rel_err(dz, rz, 24) < BWD_TOL && h.loss_sum == 0.5 + loss &&
+               h.hits1 == 7 + hits1 && h.hits5 == 9 + hits5 && h.rows == 15 && !h.agree[DT_AGREE_OVERFLOW],
+           "cross-entropy, label smoothing %.1f: loss %.6f (ref %.6f), dlogits %.1e; added to the step scalars with "
+           "%lld top-1 and %lld top-5 hits of 4",
+           eps, loss, ref, rel_err(dz, rz, 24), (long long)hits1, (long long)hits5);
+    /* the scaler's factor multiplies the gradient; a NaN logit makes its row a miss and the loss not finite */
+    float dz2[24];
+    h.scale_f = 1024.0f;
+    be->mem_put(sc, &h, sizeof h);
+    be->xent(4, 6, DT_FLOAT32, c.z.f, labels, eps, dz2, sc);
+    int scaled = 1;
+    for (int i = 0; i < 24; i++)
+        scaled = scaled && dz2[i] == dz[i] * 1024.0f;
+    c.z.f[6 + 3] = NAN;
+    be->xent(4, 6, DT_FLOAT32, c.z.f, labels, eps, NULL, sc);
+    be->mem_get(&h, sc, sizeof h);
+    TAP_OK(scaled && h.nonfinite_rows == 1 && h.agree[DT_AGREE_OVERFLOW] == 1 && isnan(h.loss) &&
+               h.hits1 == 7 + 3 * hits1 - row1_hit1 && h.rows == 23,
+           "cross-entropy: the gradient times scale_f; a NaN logit: its row a miss, counted as not finite, the "
+           "overflow flag set");
+    be->mem_free(sc);
     rm(&c.z);
 }
 
@@ -669,7 +702,8 @@ static void check_sgd(void)
         }
         double err = 0;
         for (int step = 0; step < 3; step++) { /* the first step starts the momentum buffer */
-            be->sgd(64, p, DT_FLOAT32, g, DT_FLOAT32, 1.0f, buf_, 0.1f, cfg[k].mom, cfg[k].damp, cfg[k].wd, cfg[k].nest, step == 0);
+            dt_scalars sc = {.lr = 0.1f, .inv_scale = 1.0f, .sgd_steps = step};
+            be->sgd(64, p, DT_FLOAT32, g, DT_FLOAT32, buf_, cfg[k].mom, cfg[k].damp, cfg[k].wd, cfg[k].nest, &sc);
             for (int i = 0; i < 64; i++) {
                 double d = g[i] + cfg[k].wd * rp[i];
                 if (cfg[k].mom != 0) {
@@ -680,8 +714,18 @@ static void check_sgd(void)
             }
         }
         err = rel_err(p, rp, 64);
-        TAP_OK(err < 1e-6, "sgd momentum %.1f dampening %.1f wd %g nesterov %d: 3 steps, error %.1e", cfg[k].mom,
-               cfg[k].damp, cfg[k].wd, cfg[k].nest, err);
+        /* a skipped step (the overflow agreed, or the run diverged) changes nothing */
+        float p0[64], b0[64];
+        memcpy(p0, p, sizeof p);
+        memcpy(b0, buf_, sizeof buf_);
+        dt_scalars over = {.lr = 0.1f, .inv_scale = 1.0f, .sgd_steps = 3, .agree = {1, 0}};
+        be->sgd(64, p, DT_FLOAT32, g, DT_FLOAT32, buf_, cfg[k].mom, cfg[k].damp, cfg[k].wd, cfg[k].nest, &over);
+        dt_scalars gone = {.lr = 0.1f, .inv_scale = 1.0f, .sgd_steps = 3, .diverged = 1};
+        be->sgd(64, p, DT_FLOAT32, g, DT_FLOAT32, buf_, cfg[k].mom, cfg[k].damp, cfg[k].wd, cfg[k].nest, &gone);
+        int kept = !memcmp(p0, p, sizeof p) && (cfg[k].mom == 0 || !memcmp(b0, buf_, sizeof buf_));
+        TAP_OK(err < 1e-6 && kept,
+               "sgd momentum %.1f dampening %.1f wd %g nesterov %d: 3 steps, error %.1e; skipped on an overflow or "
+               "divergence", cfg[k].mom, cfg[k].damp, cfg[k].wd, cfg[k].nest, err);
     }
 }
 

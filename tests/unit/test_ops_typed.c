@@ -416,7 +416,10 @@ static void check_eltwise(void)
                 dt_round_half(&g.f[uc[k].at], 1, R == DT_BFLOAT16);
                 tsync(&g);
             }
-            int ft = be->unscale_check(NE, R, g.h, uc[k].inv), ff = be->unscale_check(NE, DT_FLOAT32, g.f, uc[k].inv);
+            dt_scalars st = {.inv_scale = uc[k].inv}, sf = st;
+            be->unscale_check(NE, R, g.h, &st);
+            be->unscale_check(NE, DT_FLOAT32, g.f, &sf);
+            int ft = st.agree[DT_AGREE_OVERFLOW], ff = sf.agree[DT_AGREE_OVERFLOW];
             n_compared += NE;
             if (ft != ff || ff != uc[k].want) {
                 tap_diag("MISMATCH unscale_check case %zu: typed %d, fp32 %d, expected %d", k, ft, ff, uc[k].want);
@@ -634,11 +637,13 @@ static void check_dropout_flatten_xent(void)
         for (int si = 0; si < 2; si++)
             for (int ei = 0; ei < 2; ei++) {
                 tens z = tmake(R, (int64_t)n * k, -4, 4), dz = tmake(R, (int64_t)n * k, -1, 1);
-                double lt = be->xent(n, k, R, z.h, labels, epss[ei], scales[si], dz.h);
-                double lf = be->xent(n, k, DT_FLOAT32, z.f, labels, epss[ei], scales[si], dz.f);
-                double l0 = be->xent(n, k, R, z.h, labels, epss[ei], scales[si], NULL);
+                dt_scalars st = {.scale_f = scales[si]}, sf = st, s0 = st;
+                be->xent(n, k, R, z.h, labels, epss[ei], dz.h, &st);
+                be->xent(n, k, DT_FLOAT32, z.f, labels, epss[ei], dz.f, &sf);
+                be->xent(n, k, R, z.h, labels, epss[ei], NULL, &s0);
+                double lt = st.loss, lf = sf.loss, l0 = s0.loss;
                 n_compared += 2;
-                if (memcmp(&lt, &lf, sizeof lt) != 0 || memcmp(&l0, &lf, sizeof lt) != 0) {
+                if (memcmp(&st, &sf, sizeof st) != 0 || memcmp(&s0, &sf, sizeof st) != 0) {
                     tap_diag("MISMATCH xent loss (scale %g eps %g): typed %.17g (without dlogits %.17g), fp32 %.17g",
                              scales[si], epss[ei], lt, l0, lf);
                     ok = 0;
@@ -649,8 +654,8 @@ static void check_dropout_flatten_xent(void)
             }
     }
     TAP_OK(ok,
-           "%s %s: xent (scale 1024 and 1, label smoothing 0.1 and 0): the loss equals the fp32 op's exactly, dlogits "
-           "the fp32 op's rounded",
+           "%s %s: xent (scale 1024 and 1, label smoothing 0.1 and 0): the loss and hits equal the fp32 op's exactly, "
+           "dlogits the fp32 op's rounded",
            tname(R), be->name);
 }
 
@@ -666,8 +671,9 @@ static void check_sgd(void)
         tens p = tmake(pt, NE, -1, 1), buf = tmake(DT_FLOAT32, NE, -1, 1); /* buf: h the typed run's, f fp32's */
         for (int step = 0; step < 4; step++) {
             tens g = tmake(R, NE, -1024, 1024);
-            be->sgd(NE, p.h, pt, g.h, R, 1.0f / 1024, buf.h, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step == 0);
-            be->sgd(NE, p.f, DT_FLOAT32, g.f, DT_FLOAT32, 1.0f / 1024, buf.f, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step == 0);
+            dt_scalars sc = {.lr = 0.1f, .inv_scale = 1.0f / 1024, .sgd_steps = step};
+            be->sgd(NE, p.h, pt, g.h, R, buf.h, 0.9f, 0.0f, 1e-4f, 0, &sc);
+            be->sgd(NE, p.f, DT_FLOAT32, g.f, DT_FLOAT32, buf.f, 0.9f, 0.0f, 1e-4f, 0, &sc);
             ok &= same("sgd p", &p);
             ok &= same("sgd momentum buffer", &buf);
             if (pt != DT_FLOAT32) /* what the fp32 run's p holds next: the rounded values */

@@ -1,15 +1,18 @@
 /* test_replay.c: one training step recorded and replayed, as a CUDA graph would be (op table v2:
- * "everything planned, nothing lazy").
+ * "everything planned, nothing lazy", and the step's numbers on the device).
  *
- * resnet8 trains on the record-and-replay backend (tests/libdt/deferred.h): step 0 runs normally,
- * step 1 runs while every op is recorded with its pointers and arguments, and steps 2.. only
- * upload their batch (mem_put into the same input buffer, labels into the same host array) and
- * replay the recording. The same steps on the CPU backend, run normally, must leave the same
- * weights, BN statistics, momentum, gradients and logits after every step, bit for bit: the step's
- * op sequence, its memory and its scratch are the same from step to step. Then the property is
- * broken on purpose: a learning rate that changes after step 1 reaches the normal run (an argument)
- * but not the replay, which must then differ (what op table v2's step scalars in device memory are
- * for). */
+ * resnet8 trains at O1 (real fp16 storage, the dynamic loss scaler growing every 2 clean steps) on
+ * the record-and-replay backend (tests/libdt/deferred.h) as dtrain runs a step: the step's lr (a
+ * schedule that changes every step), number and signal uploaded from the model's host buffer, the
+ * batch's pixels and labels uploaded from host buffers, normalised, forward, the loss, backward,
+ * the scaler's step and the download of its results. Step 0 runs normally, step 1 runs while
+ * every op and copy is recorded with its pointers and arguments, and steps 2.. only write their
+ * host buffers (lr, pixels, labels) and replay the recording. The same steps on the CPU backend, run
+ * normally, must leave the same weights, BN statistics, momentum, gradients, logits and step scalars
+ * (loss, hits, loss scale) after every step, bit for bit: the step's op sequence, its memory and its
+ * scratch are the same from step to step, and what changes between steps travels through memory.
+ * Then the property is broken on purpose: a replay whose host does not write the step's in scalars
+ * (its lr) keeps the recorded learning rate, and must differ. */
 #include "config.h"
 
 #include <stdint.h>
@@ -19,62 +22,78 @@
 #include "../libdt/deferred.h"
 #include "nn/model.h"
 #include "tap.h"
+#include "train/amp.h"
 #include "train/sgd.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
 
-enum { HW = 16, N = 4, CLASSES = 10, STEPS = 5 };
+enum { HW = 16, N = 4, CLASSES = 10, STEPS = 6, VALUES = N * HW * HW * 3 };
 
 typedef struct run {
     dt_model m;
     dt_sgd opt;
+    dt_amp amp;
     float *x;
+    uint8_t *u, *staging; /* the batch's pixels: backend memory, and the host buffer they come from */
     int32_t y[N];
     int ok;
 } run;
 
+static float lr_of(int s)
+{
+    return 0.05f * (float)(1 + s % 3);
+}
+
 static int start(run *r, const dt_backend *be)
 {
     memset(r, 0, sizeof *r);
-    r->ok = dt_model_create(&r->m, "resnet8", 3, CLASSES, be) == DT_OK && dt_model_plan(&r->m, N, HW, HW) == DT_OK &&
+    dt_amp_props props;
+    r->ok = dt_model_create(&r->m, "resnet8", 3, CLASSES, be) == DT_OK && dt_amp_resolve(1, NULL, &props) == DT_OK &&
+            dt_amp_attach(&r->amp, &r->m, &props) == DT_OK && dt_model_plan(&r->m, N, HW, HW) == DT_OK &&
             dt_sgd_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
-            (r->x = be->mem_alloc((size_t)N * HW * HW * 3 * sizeof(float))) != NULL;
-    if (r->ok)
+            (r->x = be->mem_alloc((size_t)VALUES * sizeof(float))) != NULL && (r->u = be->mem_alloc(VALUES)) != NULL &&
+            (r->staging = be->host_alloc(VALUES)) != NULL;
+    if (r->ok) {
         dt_model_init_weights(&r->m, 3, 0);
-    r->m.training = 1;
+        r->amp.scaler.growth_interval = 2;
+        r->ok = dt_amp_put_state(&r->amp.scaler, 0, &r->m) == DT_OK;
+    }
     return r->ok;
 }
 
-/* step s's batch into the run's input buffer and label array */
-static void batch(run *r, int s)
+/* step s's batch into the host buffers: pixels into the staging buffer, labels into r->y */
+static void fill(run *r, int s)
 {
-    size_t n = (size_t)N * HW * HW * 3;
-    float *h = malloc(n * sizeof(float));
     dt_rng g;
     dt_rng_seed(&g, 40, (uint64_t)s);
-    for (size_t i = 0; i < n; i++)
-        h[i] = (float)dt_rng_normal(&g);
+    for (size_t i = 0; i < VALUES; i++)
+        r->staging[i] = (uint8_t)dt_rng_below(&g, 256);
     for (int i = 0; i < N; i++)
         r->y[i] = (int32_t)dt_rng_below(&g, CLASSES);
-    r->m.be->mem_put(r->x, h, n * sizeof(float));
-    free(h);
 }
 
-static void step(run *r, float lr)
+/* one step as dtrain runs it (train/step.c) */
+static void step(run *r, int s)
 {
-    double loss;
-    r->ok = r->ok && dt_model_forward(&r->m, r->x, N) == DT_OK &&
-            dt_model_loss(&r->m, r->y, N, 0.1f, &loss) == DT_OK && dt_model_backward(&r->m, N, 0) == DT_OK;
-    dt_sgd_step(&r->opt, &r->m, lr, 1.0f, NULL);
+    static const float mean[3] = {0.5f, 0.4f, 0.3f}, std[3] = {0.25f, 0.2f, 0.3f};
+    const dt_backend *be = r->m.be;
+    dt_model_step_begin(&r->m, lr_of(s), s, 0);
+    fill(r, s);
+    be->upload(r->u, r->staging, VALUES, DT_QUEUE_COPY);
+    be->normalize_u8(VALUES, 3, r->u, mean, std, DT_FLOAT32, r->x);
+    const dt_scalars *out;
+    r->ok = r->ok && dt_model_upload_labels(&r->m, r->y, N) == DT_OK && dt_model_forward(&r->m, r->x, N) == DT_OK &&
+            dt_model_loss_async(&r->m, N, 0.1f) == DT_OK && dt_model_backward(&r->m, N, 0) == DT_OK &&
+            dt_amp_step(&r->amp.scaler, NULL, &r->opt, &r->m, r->amp.master, &out) == DT_OK;
 }
 
 /* everything the step leaves in backend memory, as bytes */
-static unsigned char *state(const run *r, size_t *n)
+static unsigned char *state(run *r, size_t *n)
 {
-    const dt_model *m = &r->m;
+    dt_model *m = &r->m;
     size_t mw = (size_t)m->n_weights * sizeof(float), lb = (size_t)N * CLASSES * sizeof(float);
-    *n = 2 * m->weights_bytes + m->buffers_bytes + mw + lb;
+    *n = 2 * m->weights_bytes + m->buffers_bytes + mw + lb + sizeof(dt_scalars);
     unsigned char *s = malloc(*n), *p = s;
     m->be->mem_get(p, m->weights, m->weights_bytes);
     p += m->weights_bytes;
@@ -85,6 +104,10 @@ static unsigned char *state(const run *r, size_t *n)
     m->be->mem_get(p, r->opt.momentum_buf, mw);
     p += mw;
     dt_model_get_logits(m, N, (float *)(void *)p);
+    p += lb;
+    dt_scalars sc;
+    dt_model_get_scalars(m, &sc);
+    memcpy(p, &sc, sizeof sc);
     return s;
 }
 
@@ -92,27 +115,33 @@ static void finish(run *r)
 {
     if (r->x)
         r->m.be->mem_free(r->x);
+    if (r->u)
+        r->m.be->mem_free(r->u);
+    if (r->staging)
+        r->m.be->host_free(r->staging);
     dt_sgd_free(&r->opt);
+    dt_amp_free(&r->amp);
     dt_model_free(&r->m);
 }
 
-/* STEPS steps both ways; lr_after: the learning rate from step 2 on (the recording's is 0.05) */
-static int compare(float lr_after, size_t *ops, int *first_diff)
+/* STEPS steps both ways; write_in: the replayed steps' host writes their in scalars (lr, step) */
+static int compare(int write_in, size_t *ops, int *first_diff, double *scale)
 {
     run ref, rep;
     int ok = start(&ref, &dt_backend_cpu) && start(&rep, dt_replay_backend());
     int same = 1;
     *first_diff = -1;
     for (int s = 0; ok && s < STEPS; s++) {
-        float lr = s >= 2 ? lr_after : 0.05f;
-        batch(&ref, s);
-        step(&ref, lr);
-        batch(&rep, s);
+        step(&ref, s);
         if (s < 2) { /* step 1 is recorded (step 0 is the optimiser's first: its momentum starts) */
             dt_replay_record(s == 1);
-            step(&rep, lr);
+            step(&rep, s);
             dt_replay_record(0);
-        } else {
+        } else { /* a captured step: only the host buffers change, then the recording runs */
+            if (write_in)
+                dt_model_step_write(&rep.m, lr_of(s), s, 0);
+            fill(&rep, s);
+            rep.ok = rep.ok && dt_model_write_labels(&rep.m, rep.y, N) == DT_OK;
             *ops = dt_replay_run();
         }
         size_t na, nb;
@@ -124,6 +153,7 @@ static int compare(float lr_after, size_t *ops, int *first_diff)
         free(a);
         free(b);
     }
+    *scale = ref.amp.scaler.scale;
     ok = ok && ref.ok && rep.ok;
     finish(&ref);
     finish(&rep);
@@ -135,17 +165,20 @@ int main(void)
     dt_log_init();
     size_t ops = 0;
     int diff;
-    int same = compare(0.05f, &ops, &diff);
+    double scale;
+    int same = compare(1, &ops, &diff, &scale);
     TAP_OK(same && ops > 50,
-           "resnet8: step 1 recorded (%zu ops), replayed for steps 2-%d: weights, gradients, BN statistics, momentum "
-           "and logits equal the CPU backend's after every step, bit for bit",
-           ops, STEPS - 1);
+           "resnet8 O1: step 1 recorded (%zu ops and copies), replayed for steps 2-%d with a new lr each step: "
+           "weights, gradients, BN statistics, momentum, logits and step scalars equal the CPU backend's after every "
+           "step, bit for bit (loss scale at the end %g)",
+           ops, STEPS - 1, scale);
     if (diff >= 0)
         tap_diag("first difference after step %d", diff);
-    int broken = compare(0.02f, &ops, &diff);
+    TAP_OK(scale != 65536.0, "the dynamic scale moved on the backend during the run (%g)", scale);
+    int broken = compare(0, &ops, &diff, &scale);
     TAP_OK(!broken && diff == 2,
-           "control: a learning rate changed after the recording reaches the normal run, not the replay: they "
-           "differ from step %d on",
+           "control: with the replayed steps' lr not written to the host buffer the replay keeps the recorded one: "
+           "it differs from step %d on",
            diff);
     return tap_done();
 }

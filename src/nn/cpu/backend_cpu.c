@@ -19,7 +19,9 @@
 #define CPU_MEMORY                                                                                            \
     .host_memory = 1, .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16,               \
     .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy,                   \
-    .mem_get = dt_cpu_mem_copy, .event_create = dt_cpu_event_create, .event_destroy = dt_cpu_event_destroy,  \
+    .mem_get = dt_cpu_mem_copy, .host_alloc = dt_cpu_mem_alloc, .host_free = dt_cpu_mem_free,                \
+    .upload = dt_cpu_mem_copy_queued, .download = dt_cpu_mem_copy_queued,                                     \
+    .event_create = dt_cpu_event_create, .event_destroy = dt_cpu_event_destroy,                               \
     .event_record = dt_cpu_event_record, .event_wait = dt_cpu_event_wait, .event_sync = dt_cpu_event_sync,    \
     .reserve_scratch = dt_cpu_reserve_scratch,                                                                \
     .max_tensor_elems = INT64_MAX
@@ -65,6 +67,13 @@ void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes)
 {
     if (bytes)
         memcpy(dst, src, bytes);
+}
+
+/* upload and download: at once, like every CPU op */
+void dt_cpu_mem_copy_queued(void *dst, const void *src, size_t bytes, int queue)
+{
+    (void)queue;
+    dt_cpu_mem_copy(dst, src, bytes);
 }
 
 struct dt_event {

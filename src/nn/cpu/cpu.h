@@ -106,6 +106,7 @@ DT_CONV_OPS(DT_CPU_DNNL_DECLARE)
 void *dt_cpu_mem_alloc(size_t bytes);
 void dt_cpu_mem_free(void *p);
 void dt_cpu_mem_copy(void *dst, const void *src, size_t bytes);
+void dt_cpu_mem_copy_queued(void *dst, const void *src, size_t bytes, int queue);
 /* events: the CPU runs each op at once, so there is nothing to order (one static event) */
 dt_event *dt_cpu_event_create(void);
 void dt_cpu_event_destroy(dt_event *e);

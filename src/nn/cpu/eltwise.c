@@ -76,8 +76,9 @@ void dt_cpu_round_half(int64_t n, float *x, int bf16)
 }
 
 DT_CLONES
-int dt_cpu_unscale_check(int64_t n, dt_dtype t, const void *g, float inv_scale)
+void dt_cpu_unscale_check(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
 {
+    const float inv_scale = s->inv_scale;
     int bad = 0;
     BEGIN_TILES(n)
     float tile[DT_CPU_TILE];
@@ -93,7 +94,13 @@ int dt_cpu_unscale_check(int64_t n, dt_dtype t, const void *g, float inv_scale)
         bad |= b;
     }
     END_TILES
-    return bad;
+    if (bad)
+        s->agree[DT_AGREE_OVERFLOW] = 1;
+}
+
+void dt_cpu_step_end(dt_scalars *s)
+{
+    dt_scalars_step_end(s);
 }
 
 void dt_cpu_add_into(int64_t n, const float *src, float *dst)
@@ -288,9 +295,13 @@ void dt_cpu_flatten_bwd(int n, int h, int w, int c, dt_dtype t, const void *dy, 
 }
 
 DT_CLONES
-void dt_cpu_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float grad_scale, float *buf, float lr,
-                float momentum, float dampening, float wd, int nesterov, int first)
+void dt_cpu_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *buf, float momentum,
+                float dampening, float wd, int nesterov, const dt_scalars *s)
 {
+    if (dt_scalars_skip(s))
+        return;
+    const float grad_scale = s->inv_scale, lr = s->lr;
+    const int first = s->sgd_steps == 0;
     BEGIN_TILES(n)
     float tp[DT_CPU_TILE], tg[DT_CPU_TILE];
     const float *gv = dt_cpu_view(gt, g, i, k, tg);

@@ -112,13 +112,26 @@ void dt_cpu_linear_bwd(int n, int in, int out, dt_dtype t, const void *x, const 
         dt_cpu_narrow(t, s[L_DB], out, db);
 }
 
-double dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps, float scale,
-                   void *dlogits)
+void dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps, void *dlogits,
+                 dt_scalars *s)
 {
+    const float scale = s->scale_f;
     double total = 0;
+    int64_t hits1 = 0, hits5 = 0, nonfinite = 0;
     for (int i = 0; i < n; i++) {
         const int64_t row = (int64_t)i * k;
 #define Z(j) dt_cpu_get(t, logits, row + (j))
+        /* top-1/top-5: the logits strictly above the label's; a row holding NaN or inf is a miss
+         * (every comparison with a NaN is false and inf is not above inf, so it would count as a hit) */
+        const float zl = Z(labels[i]);
+        int above = 0, finite = 1;
+        for (int j = 0; j < k; j++) {
+            above += Z(j) > zl;
+            finite &= isfinite(Z(j)) != 0;
+        }
+        hits1 += finite && above == 0;
+        hits5 += finite && above < 5;
+        nonfinite += !finite;
         double mx = Z(0);
         for (int j = 1; j < k; j++)
             mx = Z(j) > mx ? Z(j) : mx;
@@ -139,5 +152,13 @@ double dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *
         }
 #undef Z
     }
-    return total / n;
+    double loss = total / n;
+    s->loss = loss;
+    s->loss_sum += loss;
+    s->hits1 += hits1;
+    s->hits5 += hits5;
+    s->rows += n;
+    s->nonfinite_rows += nonfinite;
+    if (!isfinite(loss))
+        s->agree[DT_AGREE_OVERFLOW] = 1;
 }

@@ -1,6 +1,6 @@
-/* backend_cuda.c: the CUDA backend's op table, its device state (device, stream, cuDNN and cuBLAS
- * handles, unscale_check's flag), device scratch and memory, and the ops' type check
- * (dt_cuda_bad_type) (CUDA builds only).
+/* backend_cuda.c: the CUDA backend's op table, its device state (device, streams, cuDNN and cuBLAS
+ * handles), device scratch and memory, pinned host buffers and the asynchronous copies, and the ops'
+ * type check (dt_cuda_bad_type) (CUDA builds only).
  *
  * State: one device per process (a compute stream and a copy stream), chosen by dt_cuda_init; an op or accessor called before it
  * initialises device 0 (under a mutex, so concurrent first calls initialise once). The CUDA current
@@ -12,9 +12,10 @@
  * cuBLAS's atomics mode stays at its default (not allowed), which keeps its results bit-reproducible
  * run to run on one GPU model. (cuDNN's math type is set per convolution: conv_cudnn.c.)
  *
- * Memory: plain cudaMalloc (no caching allocator), zeroed on the compute stream. Copies to and from
- * the host are queued on the compute stream, so they are ordered after the ops already queued, and
- * wait for it.
+ * Memory: plain cudaMalloc (no caching allocator), zeroed on the compute stream. mem_put and mem_get
+ * are queued on the compute stream, so they are ordered after the ops already queued, and wait for
+ * it. host_alloc is cudaHostAlloc (pinned, so that upload and download run asynchronously, as DMA);
+ * upload and download are cudaMemcpyAsync on the stream of the queue named, and do not wait.
  *
  * Scratch (cuda.h): allocated when a model is planned (dt_cuda_reserve_scratch, the table's
  * reserve_scratch), so the ops of a planned model never allocate; a larger request inside an op
@@ -39,7 +40,6 @@ static struct {
     cudaStream_t stream, copy; /* the compute queue's stream, the copy queue's */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
-    int *flag; /* device: unscale_check's overflow flag */
 } st = {.device = -1};
 static atomic_int st_ready;                  /* 1 once st is complete (release/acquire with st's fields) */
 static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -64,7 +64,6 @@ int dt_cuda_init(int device)
     cudaStream_t stream = NULL, copy = NULL;
     cudnnHandle_t cudnn = NULL;
     cublasHandle_t cublas = NULL;
-    int *flag = NULL;
     pthread_mutex_lock(&st_lock);
     if (atomic_load_explicit(&st_ready, memory_order_acquire)) {
         if (st.device != device) {
@@ -87,21 +86,16 @@ int dt_cuda_init(int device)
     /* fp32 stays fp32: no TF32 (results comparable with the CPU backend) */
     DT_CHECK_CUBLAS_GOTO(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), rc, fail);
     DT_CHECK_CUBLAS_GOTO(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), rc, fail);
-    DT_CHECK_CUDA_GOTO(cudaMalloc((void **)&flag, sizeof *flag), rc, fail);
-    DT_CHECK_CUDA_GOTO(cudaMemset(flag, 0, sizeof *flag), rc, fail);
     st.device = device;
     st.stream = stream;
     st.copy = copy;
     st.cudnn = cudnn;
     st.cublas = cublas;
-    st.flag = flag;
     thread_device = device;
     atomic_store_explicit(&st_ready, 1, memory_order_release);
     dt_debug("CUDA backend: device %d, stream, cuDNN %zu and cuBLAS handles ready", device, cudnnGetVersion());
     goto out;
 fail:
-    if (flag)
-        cudaFree(flag);
     if (cublas)
         cublasDestroy(cublas);
     if (cudnn)
@@ -142,12 +136,6 @@ void *dt_cuda_cublas(void)
 {
     ready();
     return st.cublas;
-}
-
-int *dt_cuda_flag(void)
-{
-    ready();
-    return st.flag;
 }
 
 /* --- scratch ------------------------------------------------------------------------------------- */
@@ -269,6 +257,28 @@ void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes)
     copy_and_wait(dst_host, src, bytes, cudaMemcpyDeviceToHost);
 }
 
+/* pinned host memory for upload and download: NULL after one line when there is none */
+void *dt_cuda_host_alloc(size_t bytes)
+{
+    ready();
+    void *p = NULL;
+    cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (e != cudaSuccess) {
+        dt_error("CUDA backend: cudaHostAlloc of %zu bytes (pinned host memory): %s", bytes, dt_errstr_cuda(e, 0));
+        cudaGetLastError(); /* out of memory is not sticky: clear it so later checks do not see it */
+        return NULL;
+    }
+    return p;
+}
+
+void dt_cuda_host_free(void *p)
+{
+    if (!p)
+        return;
+    ready();
+    FATAL_CUDA(cudaFreeHost(p)); /* waits for the device's queued work (a copy may still use p) */
+}
+
 /* --- events: cudaEvent_t (without timing) on the queues' streams ----------------------------------- */
 struct dt_event {
     cudaEvent_t ev;
@@ -321,6 +331,23 @@ void dt_cuda_event_sync(dt_event *e)
         FATAL_CUDA(cudaEventSynchronize(e->ev));
 }
 
+/* --- asynchronous copies: queued on a queue's stream, not waited for (backend.h) -------------------- */
+void dt_cuda_upload(void *dst, const void *src_host, size_t bytes, int queue)
+{
+    if (!bytes)
+        return;
+    ready();
+    FATAL_CUDA(cudaMemcpyAsync(dst, src_host, bytes, cudaMemcpyHostToDevice, queue_stream(queue)));
+}
+
+void dt_cuda_download(void *dst_host, const void *src, size_t bytes, int queue)
+{
+    if (!bytes)
+        return;
+    ready();
+    FATAL_CUDA(cudaMemcpyAsync(dst_host, src, bytes, cudaMemcpyDeviceToHost, queue_stream(queue)));
+}
+
 /* --- the table ----------------------------------------------------------------------------------- */
 /* .<name> = dt_cuda_<name> for each op of nn/backend.h's list */
 #define CUDA_OP(name, ret, params, args) .name = dt_cuda_##name,
@@ -333,6 +360,10 @@ const dt_backend dt_backend_cuda = {
     .mem_free = dt_cuda_mem_free,
     .mem_put = dt_cuda_mem_put,
     .mem_get = dt_cuda_mem_get,
+    .host_alloc = dt_cuda_host_alloc,
+    .host_free = dt_cuda_host_free,
+    .upload = dt_cuda_upload,
+    .download = dt_cuda_download,
     .event_create = dt_cuda_event_create,
     .event_destroy = dt_cuda_event_destroy,
     .event_record = dt_cuda_event_record,

@@ -14,7 +14,7 @@
 #define CB 256     /* bn.c's CB: SyncBN syncs per block of CB channels, as bn.c does */
 #define RED_TX 32  /* channels per partials block */
 #define RED_TY 8   /* row-block lanes per partials block */
-#define SYNC_STRIDE (2 * CB + 2) /* per channel block: [flag][rows, sums[cb], sums2[cb]] */
+#define SYNC_STRIDE (2 * CB + 2) /* per channel block: [unused][rows, sums[cb], sums2[cb]] */
 
 /* bn.c's bn_affine, unfused */
 static __device__ __forceinline__ float bn_affine(float x, float scale, float shift)
@@ -147,17 +147,17 @@ static __global__ void bn_sync_pack(int c, int bwd, int64_t rows, const double *
     }
 }
 
-/* where the block's sync succeeded (flag 1): forward: N, mean and deviations of all replicas' rows;
- * backward: N, GA, GB. On failure the local values stay, as in bn.c. */
-static __global__ void bn_sync_unpack(int c, int bwd, const double *sbuf, double *A, double *B, double *GA, double *GB,
-                                      double *N)
+/* where the block's sync succeeded (bit blk of ok): forward: N, mean and deviations of all replicas'
+ * rows; backward: N, GA, GB. On failure the local values stay, as in bn.c. */
+static __global__ void bn_sync_unpack(int c, int bwd, unsigned long long ok, const double *sbuf, double *A, double *B,
+                                      double *GA, double *GB, double *N)
 {
     GRID_LOOP(ch, c)
     {
         const int blk = (int)(ch / CB), j = (int)(ch % CB);
         const int cb = c - blk * CB < CB ? c - blk * CB : CB;
-        const double *flag = sbuf + (int64_t)blk * SYNC_STRIDE, *buf = flag + 1;
-        if (flag[0] == 0.0)
+        const double *buf = sbuf + (int64_t)blk * SYNC_STRIDE + 1;
+        if (!(ok >> blk & 1ull))
             continue;
         const double n_all = buf[0];
         N[ch] = n_all;
@@ -175,26 +175,27 @@ static __global__ void bn_sync_unpack(int c, int bwd, const double *sbuf, double
     }
 }
 
-/* d->sync per block of CB channels, in order, on host copies of bn.c's buffers (d->sync is a host
- * callback: nothing syncs on the device). Each block: device -> host, wait, sync, host -> device, wait. */
+/* d->sync per block of CB channels, in order, each handed its part of the device buffer itself (the
+ * hook's communicator reduces device memory: NCCL; no host copy of the statistics). The stream is
+ * waited on once after the pack, as a communicator reads what the ops wrote; the hook returns once
+ * the reduction is complete, and the unpack is issued after it. */
 static void bn_sync(const dt_bn_desc *d, int bwd, double *A, double *B, double *GA, double *GB, double *N,
                     double *sbuf)
 {
     const int c = d->c;
+    if (c > 64 * CB)
+        dt_cuda_fatal("bn (SyncBN)", "more than 64 blocks of channels");
     cudaStream_t s = stream();
     bn_sync_pack<<<blocks_for(c), THREADS, 0, s>>>(c, bwd, d->rows, A, B, sbuf);
     DT_LAUNCHED("bn_sync_pack");
-    double h[SYNC_STRIDE];
-    for (int c0 = 0; c0 < c; c0 += CB) {
-        const int cb = c - c0 < CB ? c - c0 : CB, n = 2 * cb + 1;
-        double *dev = sbuf + (int64_t)(c0 / CB) * SYNC_STRIDE;
-        DT_CK(cudaMemcpyAsync(h, dev, (size_t)(n + 1) * sizeof(double), cudaMemcpyDeviceToHost, s));
-        DT_CK(cudaStreamSynchronize(s));
-        h[0] = d->sync(d->sync_ctx, h + 1, n) == 0 ? 1.0 : 0.0;
-        DT_CK(cudaMemcpyAsync(dev, h, (size_t)(n + 1) * sizeof(double), cudaMemcpyHostToDevice, s));
-        DT_CK(cudaStreamSynchronize(s)); /* h is reused by the next block */
+    DT_CK(cudaStreamSynchronize(s));
+    unsigned long long ok = 0;
+    for (int c0 = 0, blk = 0; c0 < c; c0 += CB, blk++) {
+        const int cb = c - c0 < CB ? c - c0 : CB;
+        if (d->sync(d->sync_ctx, sbuf + (int64_t)blk * SYNC_STRIDE + 1, 2 * cb + 1) == 0)
+            ok |= 1ull << blk;
     }
-    bn_sync_unpack<<<blocks_for(c), THREADS, 0, s>>>(c, bwd, sbuf, A, B, GA, GB, N);
+    bn_sync_unpack<<<blocks_for(c), THREADS, 0, s>>>(c, bwd, ok, sbuf, A, B, GA, GB, N);
     DT_LAUNCHED("bn_sync_unpack");
 }
 

@@ -9,9 +9,12 @@
  * (dt_cuda_bad_type). Real fp16/bf16 storage: doc/design.md, "The CUDA backend: the plan".
  *
  * Execution: every op is queued on one compute stream (dt_cuda_stream()) and returns without
- * waiting, except those that hand a value to the host (xent's loss, unscale_check's flag, mem_get),
- * which synchronise that stream. cuDNN and cuBLAS handles are bound to the stream. The device is the
- * one dt_cuda_init selected; ops called before it use device 0.
+ * waiting (SyncBN's exchange of statistics aside: its device buffer goes to the communicator); the
+ * step's numbers stay on the device, in the dt_scalars block (nn/scalars.h) that xent,
+ * unscale_check, sgd and step_end read and write in their kernels. mem_put and mem_get synchronise
+ * the stream; upload and download are queued on the stream of the queue they name (the compute
+ * stream or the copy stream) and do not wait. cuDNN and cuBLAS handles are bound to the stream.
+ * The device is the one dt_cuda_init selected; ops called before it use device 0.
  *
  * Planning (nn/backend.h): conv_workspace runs cuDNN's algorithm search per shape, the *_scratch
  * ops say what scratch each shape needs, reserve_scratch allocates it; after that, the ops of a
@@ -85,8 +88,6 @@ void *dt_cuda_scratch(size_t bytes);
  * what at debug level. */
 long dt_cuda_unplanned_allocs(void);
 void dt_cuda_count_unplanned(const char *what, size_t bytes);
-/* one int of device memory made by dt_cuda_init: unscale_check's overflow flag */
-int *dt_cuda_flag(void);
 /* conv_cudnn.c: one info line with the cuDNN algorithm searches (shapes, seconds) since the last
  * call, when there were any */
 void dt_cuda_conv_search_report(void);
@@ -99,6 +100,12 @@ void *dt_cuda_mem_alloc(size_t bytes);
 void dt_cuda_mem_free(void *p);
 void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes);
 void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes);
+/* pinned host buffers (cudaHostAlloc; NULL after one line), and the copies queued on DT_QUEUE_COMPUTE's
+ * or DT_QUEUE_COPY's stream (cudaMemcpyAsync, not waited for) */
+void *dt_cuda_host_alloc(size_t bytes);
+void dt_cuda_host_free(void *p);
+void dt_cuda_upload(void *dst, const void *src_host, size_t bytes, int queue);
+void dt_cuda_download(void *dst_host, const void *src, size_t bytes, int queue);
 /* events (backend.h): cudaEvent_t on the compute stream (DT_QUEUE_COMPUTE) or the copy stream */
 dt_event *dt_cuda_event_create(void);
 void dt_cuda_event_destroy(dt_event *e);
@@ -113,8 +120,8 @@ void dt_cuda_event_sync(dt_event *e);
  *   bn.cu          batch norm (bn_scratch and the three ops)
  *   pool.cu        max and average pooling
  *   linear.cu      xent_scratch, xent (the rest of nn/cpu/linear.c)
- *   eltwise.cu     everything else: relu, add, copy_grad, dropout, flatten, sgd, fill, scale,
- *                  round_half, unscale_check, normalize_scratch, normalize_u8 */
+ *   eltwise.cu     everything else: relu, add, copy_grad, dropout, flatten, sgd, step_end, fill,
+ *                  scale, round_half, unscale_check, normalize_scratch, normalize_u8 */
 #define DT_CUDA_DECLARE(name, ret, params, args) ret dt_cuda_##name params;
 DT_OPS(DT_CUDA_DECLARE)
 #undef DT_CUDA_DECLARE

@@ -1,7 +1,10 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
- * scale, dropout (with util/rng.c's hash), flatten, sgd, round_half (util/half.c's conversions),
- * unscale_check, normalize_u8 and its planning op normalize_scratch (shared helpers and rules:
- * kernels.h). Operands are fp32 only: each op first checks its types (DT_CUDA_F32, cuda.h). */
+ * scale, dropout (with util/rng.c's hash), flatten, sgd, step_end (scalars.h's update in one thread),
+ * round_half (util/half.c's conversions), unscale_check, normalize_u8 and its planning op
+ * normalize_scratch (shared helpers and rules: kernels.h). Operands are fp32 only: each op first
+ * checks its types (DT_CUDA_F32, cuda.h). The step's numbers (lr, 1/scale, the skip, the overflow
+ * flag) are read and written in the dt_scalars block on the device, by the kernels: no op here
+ * waits for the stream or copies to or from the host. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -223,12 +226,18 @@ extern "C" void dt_cuda_flatten_bwd(int n, int h, int w, int c, dt_dtype t, cons
     DT_LAUNCHED("flatten_bwd_kernel");
 }
 
-/* --- SGD ------------------------------------------------------------------------------------------- */
+/* --- SGD and the step's end ------------------------------------------------------------------------ */
 
-/* eltwise.c's dt_cpu_sgd, unfused: the gradient times grad_scale first (a float product, as there) */
-static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float grad_scale, float *buf, float lr,
-                                  float momentum, float one_minus_dampening, float wd, int nesterov, int first)
+/* eltwise.c's dt_cpu_sgd, unfused: the gradient times 1/scale first (a float product, as there). lr,
+ * 1/scale, first and the skip come from the scalars block (written by the ops and step_end before
+ * this kernel runs on the same stream); a skipped step changes nothing. */
+static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float *buf, float momentum,
+                                  float one_minus_dampening, float wd, int nesterov, const dt_scalars *s)
 {
+    if (dt_scalars_skip(s))
+        return;
+    const float grad_scale = s->inv_scale, lr = s->lr;
+    const int first = s->sgd_steps == 0;
     GRID_LOOP(i, n)
     {
         const float pv = p[i];
@@ -244,16 +253,29 @@ static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float gra
     }
 }
 
-extern "C" void dt_cuda_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float grad_scale, float *buf,
-                            float lr, float momentum, float dampening, float wd, int nesterov, int first)
+extern "C" void dt_cuda_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *buf, float momentum,
+                            float dampening, float wd, int nesterov, const dt_scalars *s)
 {
     DT_CUDA_F32("sgd", pt);
     DT_CUDA_F32("sgd", gt);
     if (n <= 0)
         return;
-    sgd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (float *)p, (const float *)g, grad_scale, buf, lr, momentum,
-                                                        1.0f - dampening, wd, nesterov, first);
+    sgd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (float *)p, (const float *)g, buf, momentum,
+                                                        1.0f - dampening, wd, nesterov, s);
     DT_LAUNCHED("sgd_kernel");
+}
+
+/* scalars.h's dt_scalars_step_end, the very function the CPU runs (no a*b+c in it for nvcc to
+ * contract: the same bits) */
+static __global__ void step_end_kernel(dt_scalars *s)
+{
+    dt_scalars_step_end(s);
+}
+
+extern "C" void dt_cuda_step_end(dt_scalars *s)
+{
+    step_end_kernel<<<1, 1, 0, stream()>>>(s);
+    DT_LAUNCHED("step_end_kernel");
 }
 
 /* --- fp16 / bf16 rounding -------------------------------------------------------------------------- */
@@ -330,9 +352,12 @@ extern "C" void dt_cuda_round_half(int64_t n, float *x, int bf16)
 
 /* --- overflow check ------------------------------------------------------------------------------- */
 
-/* g is only read: the multiply by inv_scale is the check's (the update applies it: sgd's grad_scale) */
-static __global__ void unscale_check_kernel(int64_t n, const float *g, float inv_scale, int *flag)
+/* g is only read: the multiply by 1/scale is the check's (the update applies it: sgd). A bad value
+ * sets the block's overflow flag; a clean one leaves it (it is cleared by step_end, and set by xent
+ * too). Every writer writes the same value, so the race between them is harmless. */
+static __global__ void unscale_check_kernel(int64_t n, const float *g, dt_scalars *s)
 {
+    const float inv_scale = s->inv_scale;
     int bad = 0;
     GRID_LOOP(i, n)
     {
@@ -340,29 +365,24 @@ static __global__ void unscale_check_kernel(int64_t n, const float *g, float inv
         bad |= !(__fsub_rn(v, v) == 0.0f); /* inf - inf and NaN - NaN are NaN */
     }
     if (bad)
-        *flag = 1; /* every writer writes the same value */
+        s->agree[DT_AGREE_OVERFLOW] = 1;
 }
 
-extern "C" int dt_cuda_unscale_check(int64_t n, dt_dtype t, const void *g, float inv_scale)
+extern "C" void dt_cuda_unscale_check(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
 {
     DT_CUDA_F32("unscale_check", t);
     if (n <= 0)
-        return 0;
-    cudaStream_t st = stream();
-    int *flag = dt_cuda_flag(); /* made with the backend: this op needs no scratch */
-    DT_CK(cudaMemsetAsync(flag, 0, sizeof(int), st));
-    unscale_check_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, (const float *)g, inv_scale, flag);
+        return;
+    unscale_check_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)g, s);
     DT_LAUNCHED("unscale_check_kernel");
-    int bad = 0;
-    DT_CK(cudaMemcpyAsync(&bad, flag, sizeof(int), cudaMemcpyDeviceToHost, st));
-    DT_CK(cudaStreamSynchronize(st));
-    return bad != 0;
 }
 
 /* --- input normalisation --------------------------------------------------------------------------- */
 
 #define NORM_MAXC 16
 
+/* mean and std by value: the kernel's arguments are copied when it is launched, so the host arrays
+ * are read when the op is issued */
 typedef struct norm_params {
     float mean[NORM_MAXC], std[NORM_MAXC];
 } norm_params;
@@ -376,13 +396,14 @@ static __global__ void normalize_u8_kernel(int64_t n, int c, const uint8_t *u, n
     }
 }
 
-/* the batch is staged in the scratch */
+/* the batch is already in device memory (uploaded by the caller): no scratch */
 extern "C" size_t dt_cuda_normalize_scratch(int64_t n)
 {
-    return n > 0 ? (size_t)n : 0;
+    (void)n;
+    return 0;
 }
 
-extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, const float *mean_host,
+extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean_host,
                                      const float *std_host, dt_dtype t, void *x)
 {
     DT_CUDA_F32("normalize_u8", t);
@@ -395,16 +416,6 @@ extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u_host, co
         np.mean[j] = j < c ? mean_host[j] : 0.0f;
         np.std[j] = j < c ? std_host[j] : 1.0f;
     }
-    cudaStream_t st = stream();
-    uint8_t *u = (uint8_t *)scratch((size_t)n);
-    DT_CK(cudaMemcpyAsync(u, u_host, (size_t)n, cudaMemcpyHostToDevice, st));
-    /* From pageable memory the copy is staged before cudaMemcpyAsync returns, so the caller may reuse
-     * u_host at once. From page-locked memory it runs later: wait for it then, so that the contract
-     * (the op has read u_host when it returns) holds either way. */
-    cudaPointerAttributes attr;
-    DT_CK(cudaPointerGetAttributes(&attr, u_host));
-    if (attr.type != cudaMemoryTypeUnregistered)
-        DT_CK(cudaStreamSynchronize(st));
-    normalize_u8_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, u, np, (float *)x);
+    normalize_u8_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, c, u, np, (float *)x);
     DT_LAUNCHED("normalize_u8_kernel");
 }

@@ -12,7 +12,8 @@
  * float is a float product even when the result is later used in double).
  *
  * What matches the CPU how:
- * - bit for bit: relu_fwd/bwd, add_fwd, copy_grad, fill, scale, sgd, unscale_check (the flag; g is read only),
+ * - bit for bit: relu_fwd/bwd, add_fwd, copy_grad, fill, scale, sgd, step_end (scalars.h's own function),
+ *   unscale_check (the flag; g is read only), xent's hits (float comparisons),
  *   normalize_u8, dropout (mask and values: dt_hash64 ported bit for bit), flatten, max pool forward
  *   (values and argmax, same NaN and tie rules) and backward, adaptive average pool forward and
  *   backward (the same float sums in the same order: the backward passes gather, each input summing
@@ -30,17 +31,19 @@
  * - to about 1e-15 relative before the cast: xent. exp and log in double are CUDA's (<= 1-2 ulp of
  *   double), not glibc's, and the per-row sums over the k classes run as a fixed tree instead of a
  *   left-to-right loop. The loss (double) agrees to ~1e-14 relative, dlogits (float) almost always
- *   bit for bit, else 1 ulp.
+ *   bit for bit, else 1 ulp. The mean is the CPU's sum of the row terms in row order (one thread).
  *
  * Determinism: no float atomics anywhere; reductions run in an order fixed by the shapes only, so
  * every op gives the same bits run to run (and on any device).
  *
- * Execution: everything is queued on dt_cuda_stream(); only xent, unscale_check, SyncBN (d->sync)
- * and normalize_u8 from page-locked host memory wait for the stream. Temporaries come from
+ * Execution: everything is queued on dt_cuda_stream(); only SyncBN (d->sync) waits for the stream
+ * (its device buffer of sums goes to the communicator, which reduces it in place). No op copies to
+ * or from the host: the step's numbers (lr, the loss scale and 1/scale, the skip, the loss, the
+ * hits, the overflow flag) are read and written by the kernels in the dt_scalars block
+ * (nn/scalars.h), on the device, and normalize_u8's batch is already there. Temporaries come from
  * dt_cuda_scratch, requested once per op (a second request may move the buffer), in the amount the
  * family's planning op (bn_scratch, xent_scratch, normalize_scratch) returns for that shape, so a
- * planned model's ops find the scratch reserved at planning large enough and never allocate.
- * unscale_check's flag is the backend's own int (dt_cuda_flag). */
+ * planned model's ops find the scratch reserved at planning large enough and never allocate. */
 #ifndef DT_NN_CUDA_KERNELS_H
 #define DT_NN_CUDA_KERNELS_H
 
@@ -83,12 +86,12 @@ static __device__ void block_sum2(double *r0, double *r1, double a, double b, in
 
 #define MAX_BLOCKS 16384 /* grid-stride loops cover the rest */
 
-static cudaStream_t stream(void)
+static inline cudaStream_t stream(void)
 {
     return (cudaStream_t)dt_cuda_stream();
 }
 
-static unsigned blocks_for(int64_t n)
+static inline unsigned blocks_for(int64_t n)
 {
     int64_t b = (n + THREADS - 1) / THREADS;
     if (b > MAX_BLOCKS)
@@ -99,12 +102,12 @@ static unsigned blocks_for(int64_t n)
 }
 
 /* v rounded up to a multiple of 256 bytes: where the next piece of a kernel's scratch may start */
-static size_t align256(size_t v)
+static inline size_t align256(size_t v)
 {
     return (v + 255) & ~(size_t)255;
 }
 
-static void *scratch(size_t bytes)
+static inline void *scratch(size_t bytes)
 {
     void *p = dt_cuda_scratch(bytes);
     if (!p)

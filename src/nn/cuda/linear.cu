@@ -1,5 +1,6 @@
-/* linear.cu: the softmax cross-entropy (xent) on the GPU, the port of nn/cpu/linear.c's dt_cpu_xent,
- * and its planning op xent_scratch (shared helpers and rules: kernels.h). The linear layers
+/* linear.cu: the softmax cross-entropy (xent) on the GPU, the port of nn/cpu/linear.c's dt_cpu_xent
+ * (the loss, the scaled gradient, the top-1/top-5 hits, all into the step's scalars block on the
+ * device), and its planning op xent_scratch (shared helpers and rules: kernels.h). The linear layers
  * themselves are cuBLAS calls: linear_cublas.c. */
 #include "config.h"
 
@@ -15,25 +16,44 @@ static __device__ __forceinline__ double dnan(void)
 /* One block per row (THREADS, a power of two): linear.c's dt_cpu_xent for that row. The max is the
  * CPU's (NaN when z[0] is NaN, else the largest non-NaN value); the sums of exp(z - max) and of z run
  * in double, strided per thread then a fixed tree. loss[row] is the row's term of the CPU's total;
- * dlogits the fp32 gradient times scale. */
-static __global__ void xent_rows(int n, int k, const float *logits, const int32_t *labels, float eps, float scale,
-                                 float *dlogits, double *loss)
+ * dlogits the fp32 gradient times s->scale_f. flags[row]: XENT_HIT1 when no logit is strictly
+ * above the label's, XENT_HIT5 when fewer than 5 are, XENT_NONFINITE (and neither hit) when the
+ * row holds a NaN or an inf, as the CPU counts them (float comparisons). A label outside [0, k) (the
+ * caller checks them) gives a NaN loss and a miss instead of a stray read. */
+enum { XENT_HIT1 = 1, XENT_HIT5 = 2, XENT_NONFINITE = 4 };
+
+static __global__ void xent_rows(int n, int k, const float *logits, const int32_t *labels, float eps,
+                                 const dt_scalars *s, float *dlogits, double *loss, int32_t *flags)
 {
     __shared__ double r0[THREADS], r1[THREADS];
     __shared__ float rm[THREADS];
+    __shared__ int ra[THREADS], rf[THREADS];
     const int t = threadIdx.x;
+    const float scale = dlogits ? s->scale_f : 1.0f;
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
         const float *z = logits + (int64_t)row * k;
+        const int label = labels[row];
+        const int ok = label >= 0 && label < k;
+        const float zl = ok ? z[label] : __int_as_float(0x7fc00000);
+        /* one pass: the max, the logits strictly above the label's, the non-finite ones */
         float m = neg_inf();
+        int above = 0, bad = 0;
         for (int j = t; j < k; j += THREADS) {
             const float v = z[j];
             m = v > m ? v : m;
+            above += v > zl;
+            bad |= !isfinite(v);
         }
         rm[t] = m;
+        ra[t] = above;
+        rf[t] = bad;
         __syncthreads();
         for (int w = THREADS / 2; w > 0; w >>= 1) {
-            if (t < w)
+            if (t < w) {
                 rm[t] = rm[t + w] > rm[t] ? rm[t + w] : rm[t];
+                ra[t] += ra[t + w];
+                rf[t] |= rf[t + w];
+            }
             __syncthreads();
         }
         const float z0 = z[0];
@@ -46,13 +66,14 @@ static __global__ void xent_rows(int n, int k, const float *logits, const int32_
         }
         block_sum2(r0, r1, se, sz, t);
         const double lse = __dadd_rn(mx, log(r0[0]));
-        const int label = labels[row];
-        const int ok = label >= 0 && label < k; /* out of range: a NaN loss instead of a stray read */
         if (t == 0) {
-            const double zl = ok ? (double)z[label] : dnan();
+            const double zd = ok ? (double)zl : dnan();
             const double e = (double)eps;
-            loss[row] = __dadd_rn(__dmul_rn(__dsub_rn(1.0, e), __dsub_rn(lse, zl)),
+            loss[row] = __dadd_rn(__dmul_rn(__dsub_rn(1.0, e), __dsub_rn(lse, zd)),
                                   __dmul_rn(e, __dsub_rn(lse, __ddiv_rn(r1[0], (double)k))));
+            const int fin = !rf[0], hit = fin && ok;
+            flags[row] = (hit && ra[0] == 0 ? XENT_HIT1 : 0) | (hit && ra[0] < 5 ? XENT_HIT5 : 0) |
+                         (fin ? 0 : XENT_NONFINITE);
         }
         __syncthreads(); /* every read of the row is done before dlogits (which may alias it) is written */
         if (dlogits) {
@@ -72,51 +93,84 @@ static __global__ void xent_rows(int n, int k, const float *logits, const int32_
     }
 }
 
-/* the CPU's total, in row order, then / n */
-static __global__ void xent_total(int n, const double *loss, double *out)
+/* One block of THREADS: the CPU's total in row order (thread 0: the same double additions as
+ * linear.c, so the same bits given the row terms), / n; the hits and non-finite rows counted by all
+ * threads (integers: any order gives the same); then into the scalars block as the CPU does. n <= 0
+ * sums nothing: the CPU's 0 / n (NaN for n = 0, which sets the overflow flag). */
+static __global__ void xent_finish(int n, const double *loss, const int32_t *flags, dt_scalars *s)
 {
-    if (blockIdx.x == 0 && threadIdx.x == 0) {
-        double total = 0.0;
+    __shared__ int h1[THREADS], h5[THREADS], nf[THREADS];
+    const int t = threadIdx.x;
+    int a = 0, b = 0, c = 0;
+    for (int i = t; i < n; i += THREADS) {
+        const int f = flags[i];
+        a += (f & XENT_HIT1) != 0;
+        b += (f & XENT_HIT5) != 0;
+        c += (f & XENT_NONFINITE) != 0;
+    }
+    h1[t] = a;
+    h5[t] = b;
+    nf[t] = c;
+    double total = 0.0;
+    if (t == 0)
         for (int i = 0; i < n; i++)
             total = __dadd_rn(total, loss[i]);
-        out[0] = __ddiv_rn(total, (double)n);
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w >>= 1) {
+        if (t < w) {
+            h1[t] += h1[t + w];
+            h5[t] += h5[t + w];
+            nf[t] += nf[t + w];
+        }
+        __syncthreads();
+    }
+    if (t == 0) {
+        const double mean = __ddiv_rn(total, (double)n);
+        s->loss = mean;
+        s->loss_sum = __dadd_rn(s->loss_sum, mean);
+        s->hits1 += h1[0];
+        s->hits5 += h5[0];
+        s->rows += n;
+        s->nonfinite_rows += nf[0];
+        if (!isfinite(mean))
+            s->agree[DT_AGREE_OVERFLOW] = 1;
     }
 }
 
-/* xent's scratch: the mean loss (one double), then the row losses (n doubles), then the labels (n
- * int32) at *o_lab; returns the bytes */
-static size_t xent_bytes(int n, size_t *o_loss, size_t *o_lab)
+/* xent's scratch: the row losses (n doubles), then the row flags (n int32) at *o_flags; returns the
+ * bytes */
+static size_t xent_bytes(int n, size_t *o_flags)
 {
-    *o_loss = align256(sizeof(double));
-    *o_lab = *o_loss + align256((size_t)n * sizeof(double));
-    return *o_lab + (size_t)n * sizeof(int32_t);
+    *o_flags = align256((size_t)n * sizeof(double));
+    return *o_flags + (size_t)n * sizeof(int32_t);
 }
 
 extern "C" size_t dt_cuda_xent_scratch(int n, int k)
 {
-    size_t o_loss, o_lab;
-    return n > 0 && k > 0 ? xent_bytes(n, &o_loss, &o_lab) : 0;
+    size_t o_flags;
+    return n > 0 && k > 0 ? xent_bytes(n, &o_flags) : 0;
 }
 
-extern "C" double dt_cuda_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels_host, float eps,
-                               float scale, void *dlogits)
+/* Two kernels on the stream, nothing copied to or from the host: the rows (loss terms, dlogits,
+ * flags in the scratch), then the reduction into s. */
+extern "C" void dt_cuda_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps,
+                             void *dlogits, dt_scalars *s)
 {
     DT_CUDA_F32("xent", t);
-    if (n <= 0 || k <= 0)
-        return 0.0 / (n > 0 ? n : 0); /* the CPU's 0 / n with nothing summed: NaN for n = 0 */
     cudaStream_t st = stream();
-    size_t o_out = 0, o_loss, o_lab;
-    char *p = (char *)scratch(xent_bytes(n, &o_loss, &o_lab));
-    double *out = (double *)(p + o_out), *loss = (double *)(p + o_loss);
-    int32_t *labels = (int32_t *)(p + o_lab);
-    DT_CK(cudaMemcpyAsync(labels, labels_host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, st));
-    xent_rows<<<(unsigned)(n < 65535 ? n : 65535), THREADS, 0, st>>>(n, k, (const float *)logits, labels, eps, scale,
-                                                                     (float *)dlogits, loss);
-    DT_LAUNCHED("xent_rows");
-    xent_total<<<1, 1, 0, st>>>(n, loss, out);
-    DT_LAUNCHED("xent_total");
-    double result = 0.0;
-    DT_CK(cudaMemcpyAsync(&result, out, sizeof(double), cudaMemcpyDeviceToHost, st));
-    DT_CK(cudaStreamSynchronize(st));
-    return result;
+    double *loss = NULL;
+    int32_t *flags = NULL;
+    if (n > 0) {
+        if (k < 1)
+            dt_cuda_fatal("xent", "rows of no logits (k < 1)");
+        size_t o_flags;
+        char *p = (char *)scratch(xent_bytes(n, &o_flags));
+        loss = (double *)p;
+        flags = (int32_t *)(p + o_flags);
+        xent_rows<<<(unsigned)(n < 65535 ? n : 65535), THREADS, 0, st>>>(n, k, (const float *)logits, labels, eps, s,
+                                                                         (float *)dlogits, loss, flags);
+        DT_LAUNCHED("xent_rows");
+    }
+    xent_finish<<<1, THREADS, 0, st>>>(n, loss, flags, s);
+    DT_LAUNCHED("xent_finish");
 }
