@@ -184,6 +184,22 @@ typedef struct dt_bn_desc {
     F(X, bn_bwd, void, (const dt_bn_desc *, d), (const void *, x), (const void *, dy), (int, relu),                    \
       (const void *, gamma), (const float *, saved), (void *, dx), (void *, dgamma), (void *, dbeta),                  \
       (int, accumulate_dx), (int, accumulate_params))                                                                  \
+    /* A residual block's tail in one op each way (the fused schedule's BN+add+ReLU): y = max(0, bn(x)                  \
+     * + r), with bn_fwd_train's statistics, saved state and running statistics (or bn_fwd_infer's map);                \
+     * r of type rt. The arithmetic of bn_fwd_*(relu 0), add_fwd and relu_fwd in fp32: their result bit for            \
+     * bit when y is fp32, rounded once instead of after each of the three otherwise. */                               \
+    F(X, bn_add_relu_fwd_train, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma),               \
+      (const void *, beta), (const void *, r), (dt_dtype, rt), (void *, y), (float *, saved),                          \
+      (void *, running_mean), (void *, running_var))                                                                   \
+    F(X, bn_add_relu_fwd_infer, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma),               \
+      (const void *, beta), (const void *, running_mean), (const void *, running_var), (const void *, r),              \
+      (dt_dtype, rt), (void *, y))                                                                                     \
+    /* Its backward from the block's output y and its gradient dy (type d->yt): g = dy where y > 0; dr =                \
+     * g (added with accumulate_dr; without it dr may be dy itself when rt is d->yt); dx, dgamma and dbeta              \
+     * as bn_bwd(relu 0) gives them from g. The same values as relu_bwd, the add's and bn_bwd's. */                    \
+    F(X, bn_add_relu_bwd, void, (const dt_bn_desc *, d), (const void *, x), (const void *, y), (const void *, dy),     \
+      (const void *, gamma), (const float *, saved), (void *, dx), (void *, dr), (dt_dtype, rt), (void *, dgamma),     \
+      (void *, dbeta), (int, accumulate_dx), (int, accumulate_dr), (int, accumulate_params))                           \
                                                                                                                        \
     /* x, y, dy and dx of type t (a ReLU runs in place, so its output has its input's type) */                         \
     F(X, relu_fwd, void, (int64_t, n), (dt_dtype, t), (const void *, x), (void *, y))                                  \

@@ -888,6 +888,55 @@ static void test_bn_sync(const dt_bn_desc *d0, int dt, const char *shape)
     release();
 }
 
+/* the residual block's tail in one op each way (bn_add_relu_*) on d's shape: both sides against each
+ * other, the backward's mask from a given block output (as a model keeps it) */
+static void test_bn_add_relu(const dt_bn_desc *d, int dt, const char *shape)
+{
+    const int c = d->c;
+    const int64_t n = d->rows * c;
+    float *off = h_uniform(c, -4, 4), *x = h_randn(n, 0, 1, F32);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * 1.5f + off[i % c];
+    h_round(x, n, dt);
+    float *gamma = h_randn(c, 1, 0.3, F32), *beta = h_randn(c, 0, 0.5, F32), *r = h_randn(n, 0, 1, dt);
+    float *rm0 = h_randn(c, 0, 0.1, F32), *rv0 = h_uniform(c, 0.5, 1.5);
+    float *Dx = d_from(x, n), *Dg = d_from(gamma, c), *Db = d_from(beta, c), *Dr = d_from(r, n);
+    float *y = h_new(n), *saved = h_new((int64_t)DT_BN_SAVED(c)), *rm = h_copy(rm0, c), *rv = h_copy(rv0, c);
+    float *Dy = d_poisoned(n), *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c)), *Drm = d_from(rm0, c),
+          *Drv = d_from(rv0, c);
+    REF->bn_add_relu_fwd_train(d, x, gamma, beta, r, S32, y, saved, rm, rv);
+    DEV->bn_add_relu_fwd_train(d, Dx, Dg, Db, Dr, S32, Dy, Dsaved, Drm, Drv);
+    ref_out(y, n, dt);
+    check("bn_add_relu_fwd_train y", dt, shape, Dy, y, n, M_RED);
+    cmp_f32("bn_add_relu_fwd_train saved", dt, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved,
+            (int64_t)DT_BN_SAVED(c), M_RED);
+    cmp_f32("bn_add_relu_fwd_train running_var", dt, shape, d_result(Drv, c, F32), rv, c, M_RED);
+    float *yi = h_new(n), *Dyi = d_poisoned(n), *Drm0 = d_from(rm0, c), *Drv0 = d_from(rv0, c);
+    REF->bn_add_relu_fwd_infer(d, x, gamma, beta, rm0, rv0, r, S32, yi);
+    DEV->bn_add_relu_fwd_infer(d, Dx, Dg, Db, Drm0, Drv0, Dr, S32, Dyi);
+    ref_out(yi, n, dt);
+    check("bn_add_relu_fwd_infer y", dt, shape, Dyi, yi, n, M_ELT);
+    /* backward: the same block output for both (its zeros are the mask), each side's own saved state */
+    float *yo = h_randn(n, 0, 1, dt), *dy = h_randn(n, 0, 1, dt), *Dyo = d_from(yo, n), *Ddy = d_from(dy, n);
+    for (int acc = 0; acc <= 1; acc++) {
+        float *p0 = h_randn(n, 0, 1, dt), *p1 = h_randn(n, 0, 1, dt), *p2 = h_randn(c, 0, 1, F32);
+        float *p3 = h_randn(c, 0, 1, F32);
+        float *dx = h_copy(p0, n), *dr = h_copy(p1, n), *dg = h_copy(p2, c), *db = h_copy(p3, c);
+        float *Ddx = d_from(p0, n), *Ddr = d_from(p1, n), *Ddg = d_from(p2, c), *Ddb = d_from(p3, c);
+        REF->bn_add_relu_bwd(d, x, yo, dy, gamma, saved, dx, dr, S32, dg, db, acc, acc, acc);
+        DEV->bn_add_relu_bwd(d, Dx, Dyo, Ddy, Dg, Dsaved, Ddx, Ddr, S32, Ddg, Ddb, acc, acc, acc);
+        ref_out(dx, n, dt);
+        ref_out(dr, n, dt);
+        check(acc ? "bn_add_relu_bwd acc dx" : "bn_add_relu_bwd dx", dt, shape, Ddx, dx, n, M_RED);
+        check(acc ? "bn_add_relu_bwd acc dr" : "bn_add_relu_bwd dr", dt, shape, Ddr, dr, n, M_ELT);
+        cmp_f32(acc ? "bn_add_relu_bwd acc dgamma" : "bn_add_relu_bwd dgamma", dt, shape, d_result(Ddg, c, F32), dg,
+                c, M_RED);
+        cmp_f32(acc ? "bn_add_relu_bwd acc dbeta" : "bn_add_relu_bwd dbeta", dt, shape, d_result(Ddb, c, F32), db, c,
+                M_RED);
+    }
+    release();
+}
+
 static void test_bn(const bn_case *bc, int dt)
 {
     char name[96], shape[64];
@@ -980,6 +1029,7 @@ static void test_bn(const bn_case *bc, int dt)
         release();
     }
     test_bn_sync(&d, dt, shape);
+    test_bn_add_relu(&d, dt, shape);
     planned_row("bn_scratch reserved, ops allocate nothing", dt, shape);
 }
 

@@ -425,6 +425,84 @@ static double pool_obj(void *p)
     return dot(c->y, c->g.d, c->g.n);
 }
 
+/* The residual block's tail in one op each way (bn_add_relu_*) against the ops it replaces: bn_fwd_*
+ * (relu 0), add_fwd and relu_fwd forward; relu_bwd, the add's gradient to both inputs and bn_bwd
+ * (relu 0) backward. In fp32 the arithmetic is the same: bit for bit, for every output, with and
+ * without accumulation, and with the residual's gradient written over dy itself (how a planner may
+ * alias them). */
+static void check_bn_add_relu(int64_t rows, int c)
+{
+    const int64_t n = rows * c;
+    buf x = mk(n), r = mk(n), dy = mk(n), gm = mk(c), bt = mk(c);
+    float *ya = calloc((size_t)n, 4), *yb = calloc((size_t)n, 4), *t = calloc((size_t)n, 4);
+    float sa[DT_BN_SAVED(300)], sb[DT_BN_SAVED(300)], rma[300] = {0}, rva[300], rmb[300] = {0}, rvb[300];
+    for (int j = 0; j < c; j++)
+        rva[j] = rvb[j] = 1.0f;
+    dt_bn_desc d = {.rows = rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
+    /* forward, training: composed, then fused */
+    be->bn_fwd_train(&d, x.f, gm.f, bt.f, t, sa, rma, rva, 0);
+    be->add_fwd(n, t, DT_FLOAT32, r.f, DT_FLOAT32, ya, DT_FLOAT32);
+    be->relu_fwd(n, DT_FLOAT32, ya, ya);
+    be->bn_add_relu_fwd_train(&d, x.f, gm.f, bt.f, r.f, DT_FLOAT32, yb, sb, rmb, rvb);
+    int zeros = 0;
+    for (int64_t i = 0; i < n; i++)
+        zeros += ya[i] == 0.0f;
+    int fwd = !memcmp(ya, yb, (size_t)n * 4) && !memcmp(sa, sb, DT_BN_SAVED(c) * 4) &&
+              !memcmp(rma, rmb, (size_t)c * 4) && !memcmp(rva, rvb, (size_t)c * 4);
+    /* forward, inference */
+    be->bn_fwd_infer(&d, x.f, gm.f, bt.f, rma, rva, t, 0);
+    be->add_fwd(n, t, DT_FLOAT32, r.f, DT_FLOAT32, ya, DT_FLOAT32);
+    be->relu_fwd(n, DT_FLOAT32, ya, ya);
+    be->bn_add_relu_fwd_infer(&d, x.f, gm.f, bt.f, rma, rva, r.f, DT_FLOAT32, yb);
+    int inf = !memcmp(ya, yb, (size_t)n * 4);
+    TAP_OK(fwd && inf && zeros > 0 && zeros < n,
+           "bn+add+relu %lldx%d forward (training: y, saved state, running statistics; inference: y) equals bn, add "
+           "and relu composed, bit for bit (%d of %lld zero)",
+           (long long)rows, c, zeros, (long long)n);
+    /* backward from the training forward's output: composed (relu_bwd, then the add hands g to both) */
+    be->bn_add_relu_fwd_train(&d, x.f, gm.f, bt.f, r.f, DT_FLOAT32, yb, sb, rmb, rvb);
+    int ok = 1;
+    for (int acc = 0; acc <= 1; acc++) {
+        float *g = calloc((size_t)n, 4), *dxa = calloc((size_t)n, 4), *dxb = calloc((size_t)n, 4);
+        float *dra = calloc((size_t)n, 4), *drb = calloc((size_t)n, 4), dga[300], dba[300], dgb[300], dbb[300];
+        for (int64_t i = 0; i < n; i++) /* what accumulation adds to */
+            dxa[i] = dxb[i] = dra[i] = drb[i] = (float)i * 1e-3f;
+        for (int j = 0; j < c; j++)
+            dga[j] = dgb[j] = dba[j] = dbb[j] = (float)j * 1e-2f;
+        be->relu_bwd(n, DT_FLOAT32, yb, dy.f, g, 0);
+        be->copy_grad(n, g, DT_FLOAT32, dra, DT_FLOAT32, acc);
+        be->bn_bwd(&d, x.f, g, 0, gm.f, sb, dxa, dga, dba, acc, acc);
+        be->bn_add_relu_bwd(&d, x.f, yb, dy.f, gm.f, sb, dxb, drb, DT_FLOAT32, dgb, dbb, acc, acc, acc);
+        ok &= !memcmp(dxa, dxb, (size_t)n * 4) && !memcmp(dra, drb, (size_t)n * 4) &&
+              !memcmp(dga, dgb, (size_t)c * 4) && !memcmp(dba, dbb, (size_t)c * 4);
+        if (!acc) { /* dr written over dy itself */
+            float *dyc = calloc((size_t)n, 4);
+            memcpy(dyc, dy.f, (size_t)n * 4);
+            be->bn_add_relu_bwd(&d, x.f, yb, dyc, gm.f, sb, dxb, dyc, DT_FLOAT32, dgb, dbb, 0, 0, 0);
+            ok &= !memcmp(dxa, dxb, (size_t)n * 4) && !memcmp(dra, dyc, (size_t)n * 4) &&
+                  !memcmp(dga, dgb, (size_t)c * 4);
+            free(dyc);
+        }
+        free(g);
+        free(dxa);
+        free(dxb);
+        free(dra);
+        free(drb);
+    }
+    TAP_OK(ok,
+           "bn+add+relu %lldx%d backward (dx, dr, dgamma, dbeta; accumulating or not; dr over dy) equals relu_bwd, "
+           "the add's gradient and bn_bwd composed, bit for bit",
+           (long long)rows, c);
+    free(ya);
+    free(yb);
+    free(t);
+    rm(&x);
+    rm(&r);
+    rm(&dy);
+    rm(&gm);
+    rm(&bt);
+}
+
 static void check_pool(int max, int n, int h, int w, int ch, int a, int b, int cpad)
 {
     pool_ctx c = {.max = max};
@@ -773,6 +851,8 @@ int main(void)
         check_bn(3, 3, 0); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
         check_bn(18, 5, 1); /* fused with the ReLU after it */
         check_bn(4, 300, 1);
+        check_bn_add_relu(18, 5);
+        check_bn_add_relu(40, 300);
         check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
         check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */
         check_pool(1, 1, 7, 5, 2, 3, 2, 0); /* alexnet's, odd */

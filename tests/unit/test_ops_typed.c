@@ -237,8 +237,10 @@ static void check_conv(void)
 
 /* --- batch norm ---------------------------------------------------------------------------------- */
 
+/* relu 2: the residual block's tail (bn_add_relu_*), the residual of y's type */
 static int bn_case(int64_t rows, int c, dt_dtype xt, dt_dtype yt, dt_dtype pt, int relu)
 {
+    const int tail = relu == 2;
     dt_bn_desc dt = {.rows = rows, .c = c, .eps = 1e-5f, .momentum = 0.1f, .xt = xt, .yt = yt, .pt = pt}, df = dt;
     df.xt = df.yt = df.pt = DT_FLOAT32;
     if (be->reserve_scratch(be->bn_scratch(&dt)) || be->reserve_scratch(be->bn_scratch(&df)))
@@ -247,10 +249,15 @@ static int bn_case(int64_t rows, int c, dt_dtype xt, dt_dtype yt, dt_dtype pt, i
     int ok = 1;
     tens x = tmake(xt, n, -2, 3), gm = tmake(pt, c, 0.5, 1.5), bt = tmake(pt, c, -0.5, 0.5);
     tens rm = tmake(pt, c, -0.2, 0.2), rv = tmake(pt, c, 0.5, 2);
-    tens y = tmake(yt, n, -1, 1);
+    tens y = tmake(yt, n, -1, 1), res = tmake(yt, n, -2, 2);
     tens saved = tmake(DT_FLOAT32, DT_BN_SAVED(c), 0, 1); /* h: the typed run's, f: the fp32 run's */
-    be->bn_fwd_train(&dt, x.h, gm.h, bt.h, y.h, saved.h, rm.h, rv.h, relu);
-    be->bn_fwd_train(&df, x.f, gm.f, bt.f, y.f, saved.f, rm.f, rv.f, relu);
+    if (tail) {
+        be->bn_add_relu_fwd_train(&dt, x.h, gm.h, bt.h, res.h, yt, y.h, saved.h, rm.h, rv.h);
+        be->bn_add_relu_fwd_train(&df, x.f, gm.f, bt.f, res.f, DT_FLOAT32, y.f, saved.f, rm.f, rv.f);
+    } else {
+        be->bn_fwd_train(&dt, x.h, gm.h, bt.h, y.h, saved.h, rm.h, rv.h, relu);
+        be->bn_fwd_train(&df, x.f, gm.f, bt.f, y.f, saved.f, rm.f, rv.f, relu);
+    }
     ok &= same("bn_fwd_train y", &y);
     ok &= same("bn_fwd_train saved", &saved);
     ok &= same("bn_fwd_train running_mean", &rm);
@@ -260,23 +267,38 @@ static int bn_case(int64_t rows, int c, dt_dtype xt, dt_dtype yt, dt_dtype pt, i
 
     rm = tmake(pt, c, -0.2, 0.2);
     rv = tmake(pt, c, 0.5, 2);
-    be->bn_fwd_infer(&dt, x.h, gm.h, bt.h, rm.h, rv.h, y.h, relu);
-    be->bn_fwd_infer(&df, x.f, gm.f, bt.f, rm.f, rv.f, y.f, relu);
+    if (tail) {
+        be->bn_add_relu_fwd_infer(&dt, x.h, gm.h, bt.h, rm.h, rv.h, res.h, yt, y.h);
+        be->bn_add_relu_fwd_infer(&df, x.f, gm.f, bt.f, rm.f, rv.f, res.f, DT_FLOAT32, y.f);
+    } else {
+        be->bn_fwd_infer(&dt, x.h, gm.h, bt.h, rm.h, rv.h, y.h, relu);
+        be->bn_fwd_infer(&df, x.f, gm.f, bt.f, rm.f, rv.f, y.f, relu);
+    }
     ok &= same("bn_fwd_infer y", &y);
 
-    tens dy = tmake(yt, n, -1, 1);
+    tens dy = tmake(yt, n, -1, 1), yout = tmake(yt, n, -1, 1); /* yout: the block output masking a tail's dy */
     for (int acc = 0; acc <= 1; acc++) {
-        tens dx = tmake(xt, n, -1, 1), dg = tmake(pt, c, -1, 1), db = tmake(pt, c, -1, 1);
+        tens dx = tmake(xt, n, -1, 1), dg = tmake(pt, c, -1, 1), db = tmake(pt, c, -1, 1), dr = tmake(yt, n, -1, 1);
         /* both from the fp32 forward's saved statistics (the same values: compared above) */
-        be->bn_bwd(&dt, x.h, dy.h, relu, gm.h, saved.f, dx.h, dg.h, db.h, acc, acc);
-        be->bn_bwd(&df, x.f, dy.f, relu, gm.f, saved.f, dx.f, dg.f, db.f, acc, acc);
+        if (tail) {
+            be->bn_add_relu_bwd(&dt, x.h, yout.h, dy.h, gm.h, saved.f, dx.h, dr.h, yt, dg.h, db.h, acc, acc, acc);
+            be->bn_add_relu_bwd(&df, x.f, yout.f, dy.f, gm.f, saved.f, dx.f, dr.f, DT_FLOAT32, dg.f, db.f, acc, acc,
+                                acc);
+            ok &= same(acc ? "bn_add_relu_bwd dr accumulate" : "bn_add_relu_bwd dr", &dr);
+        } else {
+            be->bn_bwd(&dt, x.h, dy.h, relu, gm.h, saved.f, dx.h, dg.h, db.h, acc, acc);
+            be->bn_bwd(&df, x.f, dy.f, relu, gm.f, saved.f, dx.f, dg.f, db.f, acc, acc);
+        }
         ok &= same(acc ? "bn_bwd dx accumulate" : "bn_bwd dx", &dx);
         ok &= same(acc ? "bn_bwd dgamma accumulate" : "bn_bwd dgamma", &dg);
         ok &= same(acc ? "bn_bwd dbeta accumulate" : "bn_bwd dbeta", &db);
         tfree(&dx);
         tfree(&dg);
         tfree(&db);
+        tfree(&dr);
     }
+    tfree(&res);
+    tfree(&yout);
     tfree(&x);
     tfree(&gm);
     tfree(&bt);
@@ -299,11 +321,11 @@ static void check_bn(void)
     for (size_t k = 0; k < 3; k++)
         for (int ci = 0; ci < 2; ci++) {
             int ok = 1;
-            for (int relu = 0; relu <= 1; relu++)
+            for (int relu = 0; relu <= 2; relu++)
                 ok &= bn_case(2 * 5 * 5, chans[ci], combos[k].xt, combos[k].yt, combos[k].pt, relu);
             TAP_OK(ok,
                    "%s %s: bn 50x%d %s (x %s, y %s, params %s): fwd train (y, saved, running stats), fwd infer, bwd "
-                   "(relu 0/1, accumulate 0/1) equal the fp32 op, rounded",
+                   "(relu 0/1, accumulate 0/1; and bn+add+relu's, dr too) equal the fp32 op, rounded",
                    tname(R), be->name, chans[ci], combos[k].what, tname(combos[k].xt), tname(combos[k].yt),
                    tname(combos[k].pt));
         }

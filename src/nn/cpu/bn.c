@@ -3,7 +3,10 @@
  * (OpenMP array reductions over blocks of CB channels). Forward reads x twice (statistics, then the
  * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
  * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
- * need not be kept. Temporaries are per channel block, on the stack: no scratch (bn_scratch is
+ * need not be kept. A residual block's tail (bn_add_relu_*) adds the residual before the ReLU in
+ * the same pass, and its backward takes the mask from the block's output (kept: the next block
+ * reads it) and writes the residual's gradient in the reduction pass. Temporaries are per channel
+ * block, on the stack: no scratch (bn_scratch is
  * 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
  * rounded as they are stored (cpu.h's typed helpers). */
 #include "config.h"
@@ -27,19 +30,27 @@ static inline float bn_affine(float x, float scale, float shift)
     return x * scale + shift;
 }
 
-/* y = x*scale + shift, then max(0, .) when relu */
+/* y = x*scale + shift, then max(0, .) when relu; with a residual res (type rt, not NULL), y = max(0,
+ * x*scale + shift + res): a residual block's tail (relu is then implied) */
 DT_CLONES
 static void affine(const dt_bn_desc *d, int c0, int cb, const void *x, const float *scale, const float *shift, void *y,
-                   int relu)
+                   int relu, const void *res, dt_dtype rt)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        float xt[CB], yt[CB];
+        float xt[CB], yt[CB], rtile[CB];
         const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
         float *yr = dt_cpu_out(d->yt, y, r * c + c0, cb, yt, 0);
-        if (relu) {
+        if (res) { /* the add's and the ReLU's own expressions, on the BN output as it would be stored in fp32 */
+            const float *rr = dt_cpu_view(rt, res, r * c + c0, cb, rtile);
+#pragma omp simd
+            for (int j = 0; j < cb; j++) {
+                float v = bn_affine(xr[j], scale[j], shift[j]) + rr[j];
+                yr[j] = v > 0.0f ? v : 0.0f;
+            }
+        } else if (relu) {
 #pragma omp simd
             for (int j = 0; j < cb; j++) {
                 float v = bn_affine(xr[j], scale[j], shift[j]);
@@ -60,9 +71,10 @@ static void params_in(dt_dtype t, const void *p, int c0, int n, float *dst)
     dt_cpu_load(t, p, c0, n, dst);
 }
 
+/* the training forward, with the tail affine() says (relu, or the residual res of type rt) */
 DT_CLONES
-void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,
-                         void *running_mean, void *running_var, int relu)
+static void bn_train(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,
+                     void *running_mean, void *running_var, int relu, const void *res, dt_dtype rt)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
@@ -136,13 +148,27 @@ void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const void *x, const void *gamma, 
         }
         dt_cpu_store(d->pt, running_mean, c0, cb, rm);
         dt_cpu_store(d->pt, running_var, c0, cb, rv);
-        affine(d, c0, cb, x, scale, shift, y, relu);
+        affine(d, c0, cb, x, scale, shift, y, relu, res, rt);
     }
 }
 
+void dt_cpu_bn_fwd_train(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,
+                         void *running_mean, void *running_var, int relu)
+{
+    bn_train(d, x, gamma, beta, y, saved, running_mean, running_var, relu, NULL, DT_FLOAT32);
+}
+
+void dt_cpu_bn_add_relu_fwd_train(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta,
+                                  const void *r, dt_dtype rt, void *y, float *saved, void *running_mean,
+                                  void *running_var)
+{
+    bn_train(d, x, gamma, beta, y, saved, running_mean, running_var, 1, r, rt);
+}
+
+/* the inference forward from the running statistics, with affine()'s tail */
 DT_CLONES
-void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta,
-                         const void *running_mean, const void *running_var, void *y, int relu)
+static void bn_infer(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, const void *running_mean,
+                     const void *running_var, void *y, int relu, const void *res, dt_dtype rt)
 {
     const int c = d->c;
     for (int c0 = 0; c0 < c; c0 += CB) {
@@ -157,8 +183,21 @@ void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const void *x, const void *gamma, 
             scale[j] = (float)(g[j] * invstd);
             shift[j] = (float)(b[j] - rm[j] * g[j] * invstd);
         }
-        affine(d, c0, cb, x, scale, shift, y, relu);
+        affine(d, c0, cb, x, scale, shift, y, relu, res, rt);
     }
+}
+
+void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta,
+                         const void *running_mean, const void *running_var, void *y, int relu)
+{
+    bn_infer(d, x, gamma, beta, running_mean, running_var, y, relu, NULL, DT_FLOAT32);
+}
+
+void dt_cpu_bn_add_relu_fwd_infer(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta,
+                                  const void *running_mean, const void *running_var, const void *r, dt_dtype rt,
+                                  void *y)
+{
+    bn_infer(d, x, gamma, beta, running_mean, running_var, y, 1, r, rt);
 }
 
 /* The gradient of the BN output for the row at dr, masked by the fused ReLU (when relu) where the
@@ -166,7 +205,13 @@ void dt_cpu_bn_fwd_infer(const dt_bn_desc *d, const void *x, const void *gamma, 
 static inline void row_dy(const float *dr, const float *xr, const float *scale, const float *shift, int relu, int cb,
                           float *g)
 {
-    if (relu) {
+    if (relu < 0) { /* the block's tail: masked where its output (here xr: that row of y) was zero */
+#pragma omp simd
+        for (int j = 0; j < cb; j++) {
+            float v = dr[j];
+            g[j] = xr[j] > 0.0f ? v : 0.0f;
+        }
+    } else if (relu) {
 #pragma omp simd
         for (int j = 0; j < cb; j++) {
             float v = dr[j];
@@ -179,9 +224,25 @@ static inline void row_dy(const float *dr, const float *xr, const float *scale, 
     }
 }
 
+/* one row of the BN output's gradient g (row r, channels c0..c0+cb) into the tile g: dy masked as
+ * row_dy says, the mask from x's row (a fused ReLU) or from the block output ym's (ym not NULL) */
+static inline void grad_row(const dt_bn_desc *d, const void *dy, const void *ym, const float *xr, const float *scale,
+                            const float *shift, int relu, int64_t at, int cb, float *g)
+{
+    float dt[CB], yt[CB];
+    const float *dr = dt_cpu_view(d->yt, dy, at, cb, dt);
+    if (ym)
+        row_dy(dr, dt_cpu_view(d->yt, ym, at, cb, yt), scale, shift, -1, cb, g);
+    else
+        row_dy(dr, xr, scale, shift, relu, cb, g);
+}
+
+/* Backward; with ym (the block output of a BN+add+ReLU tail), the mask comes from it and g also
+ * goes to the residual's gradient res (type rt; added with accumulate_res). */
 DT_CLONES
-void dt_cpu_bn_bwd(const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *gamma, const float *saved,
-                   void *dx, void *dgamma, void *dbeta, int accumulate_dx, int accumulate_params)
+static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *ym,
+                        const void *gamma, const float *saved, void *dx, void *res, dt_dtype rt, void *dgamma,
+                        void *dbeta, int accumulate_dx, int accumulate_res, int accumulate_params)
 {
     const int64_t rows = d->rows;
     const int c = d->c;
@@ -196,10 +257,13 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const void *x, const void *dy, int relu,
         for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
             float fs[CB] = {0}, fx[CB] = {0};
             for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                float xt[CB], dt[CB], g[CB];
+                float xt[CB], g[CB];
                 const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
-                const float *dr = dt_cpu_view(d->yt, dy, r * c + c0, cb, dt);
-                row_dy(dr, xr, scale + c0, shift + c0, relu, cb, g);
+                grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
+                if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
+                    float ot[CB];
+                    dt_cpu_put(rt, res, r * c + c0, cb, g, accumulate_res, ot);
+                }
 #pragma omp simd
                 for (int j = 0; j < cb; j++) {
                     fs[j] += g[j];
@@ -257,11 +321,10 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const void *x, const void *dy, int relu,
         dt_cpu_store(d->pt, dbeta, c0, cb, dbt);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
-            float xt[CB], dt[CB], ot[CB], g[CB];
+            float xt[CB], ot[CB], g[CB];
             const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
-            const float *dr = dt_cpu_view(d->yt, dy, r * c + c0, cb, dt);
             float *o = dt_cpu_out(d->xt, dx, r * c + c0, cb, ot, accumulate_dx);
-            row_dy(dr, xr, scale + c0, shift + c0, relu, cb, g);
+            grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
             if (accumulate_dx) {
 #pragma omp simd
                 for (int j = 0; j < cb; j++)
@@ -274,4 +337,19 @@ void dt_cpu_bn_bwd(const dt_bn_desc *d, const void *x, const void *dy, int relu,
             dt_cpu_flush(d->xt, dx, r * c + c0, cb, o);
         }
     }
+}
+
+void dt_cpu_bn_bwd(const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *gamma, const float *saved,
+                   void *dx, void *dgamma, void *dbeta, int accumulate_dx, int accumulate_params)
+{
+    bn_backward(d, x, dy, relu, NULL, gamma, saved, dx, NULL, DT_FLOAT32, dgamma, dbeta, accumulate_dx, 0,
+                accumulate_params);
+}
+
+void dt_cpu_bn_add_relu_bwd(const dt_bn_desc *d, const void *x, const void *y, const void *dy, const void *gamma,
+                            const float *saved, void *dx, void *dr, dt_dtype rt, void *dgamma, void *dbeta,
+                            int accumulate_dx, int accumulate_dr, int accumulate_params)
+{
+    bn_backward(d, x, dy, 0, y, gamma, saved, dx, dr, rt, dgamma, dbeta, accumulate_dx, accumulate_dr,
+                accumulate_params);
 }

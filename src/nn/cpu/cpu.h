@@ -51,6 +51,22 @@ static inline void dt_cpu_flush(dt_dtype t, void *x, int64_t i, int64_t n, const
     if (t != DT_FLOAT32)
         dt_cpu_store(t, x, i, n, tile);
 }
+/* n fp32 values v into elements i.. of x (type t): stored rounded, or with accumulate added (the
+ * rounded fp32 sum); tile: room for n floats */
+static inline void dt_cpu_put(dt_dtype t, void *x, int64_t i, int64_t n, const float *v, int accumulate, float *tile)
+{
+    float *o = dt_cpu_out(t, x, i, n, tile, accumulate);
+    if (accumulate) {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] += v[j];
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < n; j++)
+            o[j] = v[j];
+    }
+    dt_cpu_flush(t, x, i, n, o);
+}
 /* one element */
 float dt_cpu_get(dt_dtype t, const void *x, int64_t i);
 void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v);

@@ -216,18 +216,7 @@ void dt_cpu_copy_grad(int64_t n, const void *src, dt_dtype st, void *dst, dt_dty
     }
     BEGIN_TILES(n)
     float ts[DT_CPU_TILE], td[DT_CPU_TILE];
-    const float *u = dt_cpu_view(st, src, i, k, ts);
-    float *o = dt_cpu_out(dt, dst, i, k, td, accumulate);
-    if (accumulate) {
-#pragma omp simd
-        for (int64_t j = 0; j < k; j++)
-            o[j] += u[j];
-    } else {
-#pragma omp simd
-        for (int64_t j = 0; j < k; j++)
-            o[j] = u[j];
-    }
-    dt_cpu_flush(dt, dst, i, k, o);
+    dt_cpu_put(dt, dst, i, k, dt_cpu_view(st, src, i, k, ts), accumulate, td);
     END_TILES
 }
 

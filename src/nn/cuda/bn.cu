@@ -37,7 +37,7 @@ static int bn_chunks(int64_t rows, int c)
  * part0/part1: [c][nchunk] doubles. */
 template <int BWD>
 static __global__ void bn_partials(int64_t rows, int c, const float *x, const float *dy, const float *saved, int relu,
-                                   int nchunk, double *part0, double *part1)
+                                   const float *ym, int nchunk, double *part0, double *part1)
 {
     __shared__ double sh0[RED_TY][RED_TX], sh1[RED_TY][RED_TX];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -64,7 +64,9 @@ static __global__ void bn_partials(int64_t rows, int c, const float *x, const fl
                     f1 = __fadd_rn(f1, __fmul_rn(t, t));
                 } else {
                     const float v = dy[r * c + ch];
-                    const float g = relu ? (bn_affine(xv, scale, shift) > 0.0f ? v : 0.0f) : v;
+                    const float g = ym     ? (ym[r * c + ch] > 0.0f ? v : 0.0f)
+                                    : relu ? (bn_affine(xv, scale, shift) > 0.0f ? v : 0.0f)
+                                           : v;
                     f0 = __fadd_rn(f0, g);
                     f1 = __fadd_rn(f1, __fmul_rn(g, __fsub_rn(xv, mean)));
                 }
@@ -234,9 +236,10 @@ static __global__ void bn_infer_coef(int c, const float *gamma, const float *bet
     }
 }
 
-/* y = x*scale + shift per channel (then max(0, .)); n = rows*c */
+/* y = x*scale + shift per channel (then max(0, .)); with a residual res, y = max(0, x*scale + shift +
+ * res) (bn.c's order: the BN output as fp32 holds it, then the add); n = rows*c */
 static __global__ void bn_affine_kernel(int64_t n, int c, const float *x, const float *scale, const float *shift,
-                                        float *y, int relu)
+                                        float *y, int relu, const float *res)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -244,7 +247,9 @@ static __global__ void bn_affine_kernel(int64_t n, int c, const float *x, const 
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
         float v = bn_affine(x[i], scale[ch], shift[ch]);
-        if (relu)
+        if (res)
+            v = __fadd_rn(v, res[i]);
+        if (relu || res)
             v = v > 0.0f ? v : 0.0f;
         y[i] = v;
         ch += dch;
@@ -278,8 +283,11 @@ static __global__ void bn_bwd_finalize(int c, const double *A, const double *B, 
     }
 }
 
+/* dx; with the block output ym (a BN+add+ReLU tail) the mask comes from it and g also goes to the
+ * residual's gradient dr (dr may be dy: each element is read before it is written) */
 static __global__ void bn_bwd_dx(int64_t n, int c, const float *x, const float *dy, const float *saved,
-                                 const float *coef, int relu, float *dx, int accumulate)
+                                 const float *coef, int relu, float *dx, int accumulate, const float *ym, float *dr,
+                                 int accumulate_dr)
 {
     const float *mean = saved, *scale = saved + 2 * (int64_t)c, *shift = saved + 3 * (int64_t)c;
     const float *ca = coef, *ck = coef + c, *cb = coef + 2 * (int64_t)c;
@@ -289,7 +297,11 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const float *x, const float *
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
         const float xv = x[i], v = dy[i];
-        const float g = relu ? (bn_affine(xv, scale[ch], shift[ch]) > 0.0f ? v : 0.0f) : v;
+        const float g = ym     ? (ym[i] > 0.0f ? v : 0.0f)
+                        : relu ? (bn_affine(xv, scale[ch], shift[ch]) > 0.0f ? v : 0.0f)
+                               : v;
+        if (dr)
+            dr[i] = accumulate_dr ? __fadd_rn(dr[i], g) : g;
         const float r =
             __fsub_rn(__fsub_rn(__fmul_rn(ca[ch], g), __fmul_rn(ck[ch], __fsub_rn(xv, mean[ch]))), cb[ch]);
         dx[i] = accumulate ? __fadd_rn(dx[i], r) : r;
@@ -367,10 +379,11 @@ static bn_scratch bn_scratch_get(const dt_bn_desc *d)
     return s;
 }
 
-extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
-                                     void *yv, float *saved, void *running_meanv, void *running_varv, int relu)
+/* the training forward, with the tail bn_affine_kernel says (relu, or the residual res) */
+static void bn_train(const char *op, const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
+                     void *yv, float *saved, void *running_meanv, void *running_varv, int relu, const float *res)
 {
-    bn_types("bn_fwd_train", d);
+    bn_types(op, d);
     const float *x = (const float *)xv, *gamma = (const float *)gammav, *beta = (const float *)betav;
     float *y = (float *)yv, *running_mean = (float *)running_meanv, *running_var = (float *)running_varv;
     const int64_t rows = d->rows;
@@ -380,7 +393,7 @@ extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const void *xv, const 
     cudaStream_t st = stream();
     bn_scratch s = bn_scratch_get(d);
     dim3 pb(RED_TX, RED_TY), pg((unsigned)((c + RED_TX - 1) / RED_TX), (unsigned)s.nchunk);
-    bn_partials<0><<<pg, pb, 0, st>>>(rows, c, x, NULL, NULL, 0, s.nchunk, s.part0, s.part1);
+    bn_partials<0><<<pg, pb, 0, st>>>(rows, c, x, NULL, NULL, 0, NULL, s.nchunk, s.part0, s.part1);
     DT_LAUNCHED("bn_partials (forward)");
     bn_reduce<0><<<(unsigned)(c < 65535 ? c : 65535), THREADS, 0, st>>>(rows, c, x, s.nchunk, s.part0, s.part1, s.A,
                                                                        s.B, s.GA, s.GB, s.N);
@@ -392,14 +405,30 @@ extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const void *xv, const 
     DT_LAUNCHED("bn_train_finalize");
     const int64_t n = rows * c;
     bn_affine_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, saved + 2 * (size_t)c, saved + 3 * (size_t)c, y,
-                                                         relu);
+                                                         relu, res);
     DT_LAUNCHED("bn_affine_kernel (train)");
 }
 
-extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
-                                     const void *running_meanv, const void *running_varv, void *yv, int relu)
+extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
+                                     void *yv, float *saved, void *running_meanv, void *running_varv, int relu)
 {
-    bn_types("bn_fwd_infer", d);
+    bn_train("bn_fwd_train", d, xv, gammav, betav, yv, saved, running_meanv, running_varv, relu, NULL);
+}
+
+extern "C" void dt_cuda_bn_add_relu_fwd_train(const dt_bn_desc *d, const void *xv, const void *gammav,
+                                              const void *betav, const void *r, dt_dtype rt, void *yv, float *saved,
+                                              void *running_meanv, void *running_varv)
+{
+    DT_CUDA_F32("bn_add_relu_fwd_train", rt);
+    bn_train("bn_add_relu_fwd_train", d, xv, gammav, betav, yv, saved, running_meanv, running_varv, 1,
+             (const float *)r);
+}
+
+/* the inference forward, with bn_affine_kernel's tail */
+static void bn_infer(const char *op, const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
+                     const void *running_meanv, const void *running_varv, void *yv, int relu, const float *res)
+{
+    bn_types(op, d);
     const float *x = (const float *)xv, *gamma = (const float *)gammav, *beta = (const float *)betav;
     const float *running_mean = (const float *)running_meanv, *running_var = (const float *)running_varv;
     float *y = (float *)yv;
@@ -412,15 +441,31 @@ extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const void *xv, const 
     bn_infer_coef<<<blocks_for(c), THREADS, 0, st>>>(c, gamma, beta, running_mean, running_var, d->eps, scale, shift);
     DT_LAUNCHED("bn_infer_coef");
     const int64_t n = rows * c;
-    bn_affine_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, scale, shift, y, relu);
+    bn_affine_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, scale, shift, y, relu, res);
     DT_LAUNCHED("bn_affine_kernel (infer)");
 }
 
-extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const void *xv, const void *dyv, int relu, const void *gammav,
-                               const float *saved, void *dxv, void *dgammav, void *dbetav, int accumulate_dx,
-                               int accumulate_params)
+extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
+                                     const void *running_meanv, const void *running_varv, void *yv, int relu)
 {
-    bn_types("bn_bwd", d);
+    bn_infer("bn_fwd_infer", d, xv, gammav, betav, running_meanv, running_varv, yv, relu, NULL);
+}
+
+extern "C" void dt_cuda_bn_add_relu_fwd_infer(const dt_bn_desc *d, const void *xv, const void *gammav,
+                                              const void *betav, const void *running_meanv,
+                                              const void *running_varv, const void *r, dt_dtype rt, void *yv)
+{
+    DT_CUDA_F32("bn_add_relu_fwd_infer", rt);
+    bn_infer("bn_add_relu_fwd_infer", d, xv, gammav, betav, running_meanv, running_varv, yv, 1, (const float *)r);
+}
+
+/* backward; with ym (the block output of a BN+add+ReLU tail) the mask comes from it and g also goes to
+ * the residual's gradient dr */
+static void bn_backward(const char *op, const dt_bn_desc *d, const void *xv, const void *dyv, int relu,
+                        const float *ym, const void *gammav, const float *saved, void *dxv, float *dr,
+                        void *dgammav, void *dbetav, int accumulate_dx, int accumulate_dr, int accumulate_params)
+{
+    bn_types(op, d);
     const float *x = (const float *)xv, *dy = (const float *)dyv, *gamma = (const float *)gammav;
     float *dx = (float *)dxv, *dgamma = (float *)dgammav, *dbeta = (float *)dbetav;
     const int64_t rows = d->rows;
@@ -430,7 +475,7 @@ extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const void *xv, const void *
     cudaStream_t st = stream();
     bn_scratch s = bn_scratch_get(d);
     dim3 pb(RED_TX, RED_TY), pg((unsigned)((c + RED_TX - 1) / RED_TX), (unsigned)s.nchunk);
-    bn_partials<1><<<pg, pb, 0, st>>>(rows, c, x, dy, saved, relu, s.nchunk, s.part0, s.part1);
+    bn_partials<1><<<pg, pb, 0, st>>>(rows, c, x, dy, saved, relu, ym, s.nchunk, s.part0, s.part1);
     DT_LAUNCHED("bn_partials (backward)");
     bn_reduce<1><<<(unsigned)(c < 65535 ? c : 65535), THREADS, 0, st>>>(rows, c, x, s.nchunk, s.part0, s.part1, s.A,
                                                                        s.B, s.GA, s.GB, s.N);
@@ -441,6 +486,25 @@ extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const void *xv, const void *
                                                         accumulate_params, s.coef);
     DT_LAUNCHED("bn_bwd_finalize");
     const int64_t n = rows * c;
-    bn_bwd_dx<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, dy, saved, s.coef, relu, dx, accumulate_dx);
+    bn_bwd_dx<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, dy, saved, s.coef, relu, dx, accumulate_dx, ym, dr,
+                                                  accumulate_dr);
     DT_LAUNCHED("bn_bwd_dx");
+}
+
+extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const void *xv, const void *dyv, int relu, const void *gammav,
+                               const float *saved, void *dxv, void *dgammav, void *dbetav, int accumulate_dx,
+                               int accumulate_params)
+{
+    bn_backward("bn_bwd", d, xv, dyv, relu, NULL, gammav, saved, dxv, NULL, dgammav, dbetav, accumulate_dx, 0,
+                accumulate_params);
+}
+
+extern "C" void dt_cuda_bn_add_relu_bwd(const dt_bn_desc *d, const void *xv, const void *y, const void *dyv,
+                                        const void *gammav, const float *saved, void *dxv, void *dr, dt_dtype rt,
+                                        void *dgammav, void *dbetav, int accumulate_dx, int accumulate_dr,
+                                        int accumulate_params)
+{
+    DT_CUDA_F32("bn_add_relu_bwd", rt);
+    bn_backward("bn_add_relu_bwd", d, xv, dyv, 0, (const float *)y, gammav, saved, dxv, (float *)dr, dgammav, dbetav,
+                accumulate_dx, accumulate_dr, accumulate_params);
 }
