@@ -25,6 +25,7 @@ typedef struct mpi_impl {
     float *tmp; /* fp16/bf16 reductions in fp32 */
     size_t tmp_n;
     int failed; /* a timeout left a collective pending: its status */
+    int other_said; /* the timeout was said by a lower rank (this one logged it at debug level) */
 } mpi_impl;
 
 static MPI_Datatype mpi_type(dt_dtype t)
@@ -160,6 +161,7 @@ static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t 
                 int lowest = who_is_missing(c, ask, missing, sizeof missing);
                 dt_comm_waited(c, dt_seconds() - start);
                 enum dt_log_level lv = lowest == c->rank ? DT_LOG_ERROR : DT_LOG_DEBUG;
+                ((mpi_impl *)c->impl)->other_said = lowest != c->rank;
                 if (startup)
                     dt_log(lv, "start-up did not complete within %.0f s: %s (%s, operation %llu; --comm-timeout "
                            "sets the limit)", c->timeout_s, missing, desc, (unsigned long long)c->n_ops);
@@ -273,10 +275,16 @@ static int mpi_barrier(dt_comm *c)
 }
 
 /* A collective is still pending: MPI_Finalize would wait for it forever, so the job ends here, with
- * exit code 1 (a failure at run time; mpirun exits with MPI_Abort's code). */
-static void abort_pending(int rank)
+ * exit code 1 (a failure at run time; mpirun exits with MPI_Abort's code). A rank whose timeout a
+ * lower rank says first gives it a second to be written: MPI_Abort ends every rank at once, and on a
+ * loaded machine the line naming the missing rank was lost that way. */
+static void abort_pending(int rank, int other_said)
 {
     dt_error("rank %d: a collective did not complete: ending every rank of the job", rank);
+    if (other_said) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -284,7 +292,7 @@ static void mpi_destroy(dt_comm *c)
 {
     mpi_impl *m = c->impl;
     if (m->failed)
-        abort_pending(c->rank);
+        abort_pending(c->rank, m->other_said);
     if (m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
     free(m->tmp);
@@ -341,7 +349,7 @@ int dt_comm_mpi(dt_comm **out, double timeout_s)
         return DT_ERR_MPI;
     }
     if (wait_deadline(c, &req, "duplicate of MPI_COMM_WORLD", 0, DT_UINT8) != DT_OK)
-        abort_pending(c->rank); /* the caller would finalize MPI, which waits for the duplicate forever */
+        abort_pending(c->rank, m->other_said); /* the caller would finalize MPI, which waits for the duplicate forever */
     m->comm = dup;
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
     *out = c;

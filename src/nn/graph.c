@@ -51,6 +51,7 @@ static dt_node *new_node(dt_model *m, enum dt_op_kind op, const char *name, int 
     n->in0 = in0;
     n->in1 = -1;
     n->attr.fused_relu = -1;
+    n->attr.tail_bn = n->attr.tail_relu = n->attr.fused_tail = -1;
     for (int i = 0; i < DT_NODE_PARAMS; i++)
         n->param[i] = -1;
     return n;
@@ -297,7 +298,46 @@ int dt_model_end(dt_model *m, int output)
             }
         }
     }
+    dt_model_set_fusion(m, 1);
     return alloc_params(m);
+}
+
+void dt_model_set_fusion(dt_model *m, int on)
+{
+    for (int i = 0; i < m->n_nodes; i++) { /* undo */
+        dt_node *nd = &m->nodes[i];
+        if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0) {
+            m->nodes[nd->attr.tail_bn].attr.fused_tail = -1;
+            m->nodes[nd->attr.tail_relu].attr.fused_into_bn = 0;
+            nd->attr.tail_bn = nd->attr.tail_relu = -1;
+        }
+    }
+    if (!on)
+        return;
+    /* BN (output read only by the add) -> add -> ReLU in place (the add's output read only by it):
+     * the residual block's tail, one op at the add's turn (its other input, the residual, is ready
+     * then, whatever the order of the branches) */
+    for (int k = 0; k < m->n_nodes; k++) {
+        dt_node *relu = &m->nodes[k];
+        if (relu->op != DT_OP_RELU || relu->attr.fused_into_bn || m->values[relu->out].act_alias != relu->in0)
+            continue;
+        int j = m->values[relu->in0].producer;
+        if (j < 0 || m->nodes[j].op != DT_OP_ADD || m->values[relu->in0].consumers != 1)
+            continue;
+        dt_node *add = &m->nodes[j];
+        int ins[2] = {add->in0, add->in1};
+        for (int s = 0; s < 2; s++) {
+            int b = ins[s], r = ins[1 - s], i = m->values[b].producer;
+            if (b == r || r == m->input || i < 0 || m->nodes[i].op != DT_OP_BN || m->nodes[i].attr.fused_relu >= 0 ||
+                m->values[b].consumers != 1)
+                continue;
+            add->attr.tail_bn = i;
+            add->attr.tail_relu = k;
+            m->nodes[i].attr.fused_tail = j;
+            relu->attr.fused_into_bn = 1;
+            break;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------- */

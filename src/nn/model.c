@@ -125,6 +125,16 @@ static void grad_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
             b[rv].last = t > b[rv].last ? t : b[rv].last;
             b[m->nodes[i].out].bytes = 0;
         }
+    /* a fused residual tail reads its ReLU output's gradient at the add's turn, and writes its BN
+     * input's gradient there (the BN's own turn comes later: the input's gradient is born earlier) */
+    for (int j = 0; j < m->n_nodes; j++)
+        if (m->nodes[j].op == DT_OP_ADD && m->nodes[j].attr.tail_bn >= 0) {
+            int rv = m->nodes[m->nodes[j].attr.tail_relu].out, t = m->n_nodes - 1 - j;
+            int xv = m->nodes[m->nodes[j].attr.tail_bn].in0;
+            b[rv].last = t > b[rv].last ? t : b[rv].last;
+            if (xv != m->input && t < b[xv].first)
+                b[xv].first = t;
+        }
     for (int v = nv - 1; v >= 0; v--) {
         int r = grad_root(m, v);
         if (r != v) {
@@ -143,7 +153,8 @@ static int kept_for_backward(const dt_model *m, int v)
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
         if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR)) ||
-            (nd->out == v && nd->op == DT_OP_RELU && !nd->attr.fused_into_bn)) /* a fused one's BN recomputes it */
+            (nd->out == v && nd->op == DT_OP_RELU && !nd->attr.fused_into_bn) || /* a fused one's BN recomputes it */
+            (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0 && m->nodes[nd->attr.tail_relu].out == v)) /* a tail's mask */
             return 1;
     }
     return 0;
@@ -173,6 +184,9 @@ static void act_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
     }
     for (int v = 0; v < nv; v++)
         b[v].bytes = m->values[v].act_alias >= 0 || v == m->input ? 0 : value_bytes(m, v, n);
+    for (int i = 0; i < m->n_nodes; i++) /* a fused tail's BN output exists only inside the op */
+        if (m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_tail >= 0)
+            b[m->nodes[i].out].bytes = 0;
 }
 
 /* offsets for every value from the lifetimes `fill` gives, packed by nn/plan.c; returns the bytes
@@ -549,6 +563,70 @@ void dt_model_get_logits(const dt_model *m, int n, float *host)
     dt_get_f32(m->be, vtype(m, m->output), act_of(m, m->output), (size_t)n * (size_t)m->num_classes, host);
 }
 
+/* a fused residual tail's BN: its descriptor, with the type of the tail's output (the ReLU's) */
+static dt_bn_desc tail_desc(const dt_model *m, const dt_node *add, int n, int sync)
+{
+    dt_bn_desc d = bn_desc(m, &m->nodes[add->attr.tail_bn], n, sync);
+    d.yt = m->values[m->nodes[add->attr.tail_relu].out].dtype;
+    return d;
+}
+
+/* the residual input of a tail's add (the input its BN did not make) */
+static int tail_residual(const dt_model *m, const dt_node *add)
+{
+    return m->values[add->in0].producer == add->attr.tail_bn ? add->in1 : add->in0;
+}
+
+/* Forward of a residual tail BN -> add -> ReLU at the add's turn (its residual ready whatever the
+ * branches' order): one op into the ReLU's output (the add's bytes: an in-place ReLU), what each of
+ * the three would have done besides (the BN's counter; emulation: the output and the running
+ * statistics rounded). */
+static void tail_forward(dt_model *m, const dt_node *add, int n)
+{
+    const dt_backend *be = m->be;
+    dt_node *bn = &m->nodes[add->attr.tail_bn];
+    const int r = tail_residual(m, add), yv = m->nodes[add->attr.tail_relu].out;
+    void *y = act_of(m, yv), *gamma = param_of(m, bn->param[DT_NODE_WEIGHT]);
+    void *beta = param_of(m, bn->param[DT_NODE_BIAS]), *rm = param_of(m, bn->param[DT_NODE_RUNNING_MEAN]);
+    void *rv = param_of(m, bn->param[DT_NODE_RUNNING_VAR]);
+    dt_bn_desc d = tail_desc(m, add, n, 1);
+    if (m->training) {
+        be->bn_add_relu_fwd_train(&d, act_of(m, bn->in0), gamma, beta, act_of(m, r), vtype(m, r), y, saved_of(m, bn),
+                                  rm, rv);
+        m->counts[m->params[bn->param[DT_NODE_BATCHES_TRACKED]].off]++;
+        dt_amp_round_param(m, bn->param[DT_NODE_RUNNING_MEAN], rm);
+        dt_amp_round_param(m, bn->param[DT_NODE_RUNNING_VAR], rv);
+    } else {
+        be->bn_add_relu_fwd_infer(&d, act_of(m, bn->in0), gamma, beta, rm, rv, act_of(m, r), vtype(m, r), y);
+    }
+    dt_amp_round_value(m, yv, y, value_numel(&m->values[yv], n));
+}
+
+/* Backward of a residual tail at its add's turn: from the ReLU output's gradient, the BN input's and
+ * the residual's gradients and the BN's parameter gradients in one op, then what the three would
+ * have done after (emulation rounding, the BN's parameter gradients announced). */
+static void tail_backward(dt_model *m, const dt_node *add, int n, int accumulate)
+{
+    const dt_backend *be = m->be;
+    const int bi = add->attr.tail_bn, r = tail_residual(m, add), yv = m->nodes[add->attr.tail_relu].out;
+    dt_node *bn = &m->nodes[bi];
+    if (!m->values[yv].grad_ready) /* unused downstream */
+        return;
+    dt_bn_desc d = tail_desc(m, add, n, m->training);
+    const int need_dx = bn->in0 != m->input;
+    void *dx = need_dx ? grad_of(m, bn->in0) : NULL;
+    int acc_dx = need_dx ? grad_accumulate(m, bn->in0) : 0, acc_r = grad_accumulate(m, r);
+    be->bn_add_relu_bwd(&d, act_of(m, bn->in0), act_of(m, yv), grad_of(m, yv), param_of(m, bn->param[DT_NODE_WEIGHT]),
+                        saved_of(m, bn), dx, grad_of(m, r), vtype(m, r), param_grad_of(m, bn->param[DT_NODE_WEIGHT]),
+                        param_grad_of(m, bn->param[DT_NODE_BIAS]), acc_dx, acc_r, accumulate);
+    if (m->amp_level) { /* emulation: round what it wrote */
+        dt_amp_round_grads(m, bn, n);
+        dt_amp_round_grads(m, add, n);
+    }
+    if (m->on_grads)
+        m->on_grads(m->on_grads_ctx, bi);
+}
+
 int dt_model_forward(dt_model *m, const float *x, int n)
 {
     if (n < 1 || n > m->plan_n) {
@@ -580,6 +658,8 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             break;
         }
         case DT_OP_BN: {
+            if (nd->attr.fused_tail >= 0) /* run by its tail's add */
+                continue;
             dt_bn_desc d = bn_desc(m, nd, n, 1);
             float *s = saved_of(m, nd);
             int relu = nd->attr.fused_relu >= 0;
@@ -595,7 +675,13 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             if (!nd->attr.fused_into_bn)
                 be->relu_fwd(count, xt, xin, y);
             break;
-        case DT_OP_ADD: be->add_fwd(count, xin, xt, act_of(m, nd->in1), vtype(m, nd->in1), y, yt); break;
+        case DT_OP_ADD:
+            if (nd->attr.tail_bn >= 0) {
+                tail_forward(m, nd, n);
+                continue;
+            }
+            be->add_fwd(count, xin, xt, act_of(m, nd->in1), vtype(m, nd->in1), y, yt);
+            break;
         case DT_OP_MAXPOOL: {
             dt_pool_desc d;
             dt_pool_desc_set_max(&d, n, xv->height, xv->width, xv->channels, nd->attr.kernel, nd->attr.stride,
@@ -760,6 +846,12 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         const dt_dtype xt = xv->dtype, yt = yv->dtype;
         int64_t count = value_numel(yv, n);
         int ready = yv->grad_ready;
+        if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0) { /* a residual tail, its BN and ReLU in one op */
+            tail_backward(m, nd, n, accumulate);
+            continue;
+        }
+        if (nd->op == DT_OP_BN && nd->attr.fused_tail >= 0) /* done at its tail's add */
+            continue;
         if (nd->op == DT_OP_BN && nd->attr.fused_relu >= 0) { /* its fused ReLU's output gradient */
             int rv = m->nodes[nd->attr.fused_relu].out;
             dy = grad_of(m, rv);

@@ -102,7 +102,11 @@ typedef struct dt_node {
         float eps, momentum;              /* batch norm */
         float drop_prob;                  /* dropout probability */
         int fused_relu;                   /* BN: the in-place ReLU node fused into it, or -1 */
-        int fused_into_bn;                /* ReLU: runs inside the BN before it */
+        int fused_into_bn;                /* ReLU: runs inside the BN before it (or its tail's add) */
+        /* a residual block's tail BN -> add -> in-place ReLU run as one op (bn_add_relu_*) at the
+         * add's turn, each way: the add's BN node and its ReLU node (-1 when not fused); the BN's
+         * own turn does nothing (fused_tail on the BN: its add) */
+        int tail_bn, tail_relu, fused_tail;
     } attr;
     size_t save_off;        /* saved state in the activation arena (BN mean/invstd, argmax, mask) */
 } dt_node;
@@ -199,6 +203,11 @@ void dt_model_print_names(FILE *f, int col, int indent, int width);
  * DT_ERR_INPUT after logging an unknown name (with the list of known ones), or DT_ERR_NOMEM. */
 int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
 void dt_model_free(dt_model *m);
+
+/* Residual block tails (BN -> add -> in-place ReLU) run as the fused ops (bn_add_relu_*) when on (the
+ * default after building), or as the three ops; before planning. The same numbers in fp32; with
+ * reduced storage the fused forward rounds once instead of twice. */
+void dt_model_set_fusion(dt_model *m, int on);
 
 /* torchvision's initialisation, drawn from seed; zero_init_residual zeroes each block's last BN weight. */
 void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
