@@ -430,10 +430,10 @@ int dt_model_put_scalars(dt_model *m, const dt_scalars *host)
     return DT_OK;
 }
 
-void dt_model_clear_metrics(dt_model *m)
+void dt_model_put_metrics(dt_model *m, const dt_scalars *from)
 {
-    static const char zero[sizeof(dt_scalars) - offsetof(dt_scalars, loss)];
-    m->be->mem_put((char *)m->scalars + offsetof(dt_scalars, loss), zero, sizeof zero);
+    const size_t at = offsetof(dt_scalars, loss);
+    m->be->mem_put((char *)m->scalars + at, (const char *)from + at, sizeof *from - at);
 }
 
 /* The block (ensure_scalars), and a plan's labels and host buffer (with room for n labels) */
@@ -441,16 +441,14 @@ static int plan_scalars(dt_model *m, int n)
 {
     const dt_backend *be = m->be;
     DT_TRY(ensure_scalars(m));
-    if (n > m->plan_n || !m->labels) {
-        be->event_sync(m->io_event);
-        be->mem_free(m->labels);
-        be->host_free(m->host_io);
-        m->labels = be->mem_alloc((size_t)n * sizeof(int32_t));
-        m->host_io = be->host_alloc(2 * sizeof(dt_scalars) + (size_t)n * sizeof(int32_t));
-        if (!m->labels || !m->host_io) {
-            dt_error("model %s: out of memory for the labels of a batch of %d", m->arch, n);
-            return DT_ERR_NOMEM;
-        }
+    be->event_sync(m->io_event); /* every plan: its batch may be larger than the last one's */
+    be->mem_free(m->labels);
+    be->host_free(m->host_io);
+    m->labels = be->mem_alloc((size_t)n * sizeof(int32_t));
+    m->host_io = be->host_alloc(2 * sizeof(dt_scalars) + (size_t)n * sizeof(int32_t));
+    if (!m->labels || !m->host_io) {
+        dt_error("model %s: out of memory for the labels of a batch of %d", m->arch, n);
+        return DT_ERR_NOMEM;
     }
     return DT_OK;
 }

@@ -268,8 +268,8 @@ const dt_scalars *dt_model_step_out(dt_model *m);
  * made first when the model has none yet; DT_OK or DT_ERR_NOMEM after one line */
 int dt_model_get_scalars(dt_model *m, dt_scalars *host);
 int dt_model_put_scalars(dt_model *m, const dt_scalars *host);
-/* the metrics part (loss, hits) back to zero (mem_put) */
-void dt_model_clear_metrics(dt_model *m);
+/* the metrics part (loss, loss sum, hits, rows) of from into the model's block (mem_put; zeros clear it) */
+void dt_model_put_metrics(dt_model *m, const dt_scalars *from);
 /* Backward of the last forward: parameter gradients into grads (added when accumulate). */
 int dt_model_backward(dt_model *m, int n, int accumulate);
 

@@ -52,7 +52,7 @@ typedef struct dt_scalars {
     int32_t reserved;
     double growth, backoff, max_scale, min_scale; /* min_scale 0: none (the floor is then 2^-24) */
     int64_t growth_interval, max_nonfinite;
-    /* --- metrics: added to by xent, cleared by the host (dt_model_clear_metrics) --- */
+    /* --- metrics: added to by xent, set by the host (dt_model_put_metrics) --- */
     double loss;     /* the last batch's mean loss */
     double loss_sum; /* the sum of the batches' mean losses */
     int64_t hits1, hits5, rows, nonfinite_rows;

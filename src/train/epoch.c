@@ -48,7 +48,7 @@ static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums,
     *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, first);
     clock.mark = dt_seconds();
     clock.mark_images = sums->images;
-    DT_TRY(dt_run_sums_to_backend(r, sums));
+    dt_run_sums_to_backend(r, sums);
     for (int64_t s = first; s < per_epoch && !L->stop; s++) {
         double loss = NAN;
         *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, s);

@@ -123,17 +123,10 @@ static void step_outcome(dt_run *r, const dt_scalars *out)
                  s->dynamic ? ", the last at the loss scale's floor" : "");
 }
 
-int dt_run_sums_to_backend(dt_run *r, const dt_epoch_sums *sums)
+void dt_run_sums_to_backend(dt_run *r, const dt_epoch_sums *sums)
 {
-    dt_scalars b;
-    DT_TRY(dt_model_get_scalars(&r->model, &b));
-    b.loss = NAN;
-    b.loss_sum = sums->loss;
-    b.hits1 = sums->hits1;
-    b.hits5 = sums->hits5;
-    b.rows = sums->seen;
-    b.nonfinite_rows = 0;
-    return dt_model_put_scalars(&r->model, &b);
+    dt_scalars b = {.loss = NAN, .loss_sum = sums->loss, .hits1 = sums->hits1, .hits5 = sums->hits5, .rows = sums->seen};
+    dt_model_put_metrics(&r->model, &b);
 }
 
 int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)

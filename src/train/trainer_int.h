@@ -123,7 +123,7 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums);
  * one); dt_run_sums_from_backend copies them back into *sums, *loss (may be NULL) the last batch's mean
  * loss. Reads and writes of the backend's memory: at an epoch's start, progress lines, checkpoints
  * and an epoch's end only. */
-int dt_run_sums_to_backend(dt_run *r, const dt_epoch_sums *sums);
+void dt_run_sums_to_backend(dt_run *r, const dt_epoch_sums *sums);
 int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss);
 /* Validation of the model as rank 0 holds it (every rank). With interruptible, the ranks agree after
  * every batch on a stop signal and one ends the pass at once: *v is then -1s (not validated). */

@@ -216,7 +216,7 @@ static int train(const dt_backend *be, int level, const char *ckpt, int host_los
             dt_scalars sc;
             int k = s / PRINT_EVERY;
             ok = ok && dt_model_get_scalars(&m, &sc) == DT_OK;
-            dt_model_clear_metrics(&m);
+            dt_model_put_metrics(&m, &(dt_scalars){0}); /* cleared */
             t->loss[k] = sc.loss;
             t->loss_sum[k] = sc.loss_sum;
             t->hits[k] = sc.hits5;
