@@ -305,6 +305,13 @@ enum dt_backend_op { DT_OPS(DT_BACKEND_OP_ENUM) DT_BACKEND_OP_COUNT };
 typedef struct dt_event dt_event;
 enum { DT_QUEUE_COMPUTE, DT_QUEUE_COPY, DT_QUEUES };
 
+/* Fusable patterns of a model's node list (dt_backend.fuses):
+ * DT_FUSE_BN_RELU: BN -> in-place ReLU as bn_fwd_*(relu = 1) and bn_bwd(relu = 1), the ReLU's mask
+ *   recomputed from x in backward (the BN's output need not be kept);
+ * DT_FUSE_BN_ADD_RELU: a residual block's tail, BN (read only by the add) -> add -> in-place ReLU,
+ *   as bn_add_relu_fwd_* and bn_add_relu_bwd at the add's turn (the BN's output takes no memory). */
+enum { DT_FUSE_BN_RELU = 1u << 0, DT_FUSE_BN_ADD_RELU = 1u << 1, DT_FUSE_ALL = DT_FUSE_BN_RELU | DT_FUSE_BN_ADD_RELU };
+
 typedef struct dt_backend {
     const char *name;
 
@@ -316,6 +323,11 @@ typedef struct dt_backend {
     /* the element types the ops store (1 << dt_dtype): DT_FLOAT32 always; a model planned with
      * reduced precision on a backend without DT_FLOAT16 / DT_BFLOAT16 emulates them (model.h) */
     unsigned storage_types;
+    /* The fused schedule: the patterns of a model's node list this backend runs as one op each way
+     * (DT_FUSE_* bits). Planning (graph.c, dt_model_set_fusion) finds every instance of the patterns
+     * named here and plans it as the fused op; the rest run as separate ops, which every backend has.
+     * (Conv+bias is always one op: conv_fwd's bias, conv_bwd_filter's dbias.) */
+    unsigned fuses;
     void *(*mem_alloc)(size_t bytes);
     void (*mem_free)(void *p);
     void (*mem_put)(void *dst, const void *src_host, size_t bytes);

@@ -285,35 +285,36 @@ int dt_model_end(dt_model *m, int output)
         }
     }
     /* in-place ReLU: no backward needs a layer's own output except the ReLU's, so a ReLU may
-     * overwrite its input when nothing else reads it; after a BN it runs inside the BN, whose
-     * backward recomputes where the output was zero, so not even the ReLU's output must be kept */
+     * overwrite its input when nothing else reads it */
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
-        if (nd->op == DT_OP_RELU && nd->in0 != m->input && m->values[nd->in0].consumers == 1) {
+        if (nd->op == DT_OP_RELU && nd->in0 != m->input && m->values[nd->in0].consumers == 1)
             m->values[nd->out].act_alias = nd->in0;
-            int pr = m->values[nd->in0].producer; /* BN then in-place ReLU: one pass each way */
-            if (pr >= 0 && m->nodes[pr].op == DT_OP_BN) {
-                m->nodes[pr].attr.fused_relu = i;
-                nd->attr.fused_into_bn = 1;
-            }
-        }
     }
-    dt_model_set_fusion(m, 1);
+    dt_model_set_fusion(m, DT_FUSE_ALL);
     return alloc_params(m);
 }
 
-void dt_model_set_fusion(dt_model *m, int on)
+unsigned dt_model_set_fusion(dt_model *m, unsigned patterns)
 {
     for (int i = 0; i < m->n_nodes; i++) { /* undo */
         dt_node *nd = &m->nodes[i];
-        if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0) {
-            m->nodes[nd->attr.tail_bn].attr.fused_tail = -1;
-            m->nodes[nd->attr.tail_relu].attr.fused_into_bn = 0;
-            nd->attr.tail_bn = nd->attr.tail_relu = -1;
+        nd->attr.fused_relu = nd->attr.tail_bn = nd->attr.tail_relu = nd->attr.fused_tail = -1;
+        nd->attr.fused_into_bn = 0;
+    }
+    patterns &= m->be->fuses; /* the backend's say */
+    /* BN then in-place ReLU: the ReLU runs inside the BN, whose backward recomputes where the output
+     * was zero, so not even the ReLU's output must be kept */
+    for (int i = 0; i < m->n_nodes && (patterns & DT_FUSE_BN_RELU); i++) {
+        dt_node *nd = &m->nodes[i];
+        int pr = m->values[nd->in0].producer;
+        if (nd->op == DT_OP_RELU && m->values[nd->out].act_alias == nd->in0 && pr >= 0 && m->nodes[pr].op == DT_OP_BN) {
+            m->nodes[pr].attr.fused_relu = i;
+            nd->attr.fused_into_bn = 1;
         }
     }
-    if (!on)
-        return;
+    if (!(patterns & DT_FUSE_BN_ADD_RELU))
+        return patterns;
     /* BN (output read only by the add) -> add -> ReLU in place (the add's output read only by it):
      * the residual block's tail, one op at the add's turn (its other input, the residual, is ready
      * then, whatever the order of the branches) */
@@ -338,6 +339,7 @@ void dt_model_set_fusion(dt_model *m, int on)
             break;
         }
     }
+    return patterns;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

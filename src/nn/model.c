@@ -527,10 +527,15 @@ int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n
     m->plan_n = n;
     m->plan_h = h;
     m->plan_w = w;
+    int tails = 0, bn_relus = 0; /* the fused schedule (graph.c, dt_model_set_fusion) */
+    for (int i = 0; i < m->n_nodes; i++) {
+        tails += m->nodes[i].op == DT_OP_ADD && m->nodes[i].attr.tail_bn >= 0;
+        bn_relus += m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_relu >= 0;
+    }
     dt_debug("model %s planned for %dx%dx%dx%d%s%s%s: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB, "
-             "backend scratch %.1f MiB", m->arch, n, h, w, m->in_c, sizes_text[0] ? " (also batches " : "",
-             sizes_text, sizes_text[0] ? ")" : "", dt_arena_peak(&pa) / 1048576.0, gbytes / 1048576.0,
-             ws / 1048576.0, scratch / 1048576.0);
+             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU", m->arch, n, h, w, m->in_c,
+             sizes_text[0] ? " (also batches " : "", sizes_text, sizes_text[0] ? ")" : "", dt_arena_peak(&pa) / 1048576.0,
+             gbytes / 1048576.0, ws / 1048576.0, scratch / 1048576.0, m->be->name, bn_relus, tails);
     return DT_OK;
 }
 

@@ -204,10 +204,11 @@ void dt_model_print_names(FILE *f, int col, int indent, int width);
 int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
 void dt_model_free(dt_model *m);
 
-/* Residual block tails (BN -> add -> in-place ReLU) run as the fused ops (bn_add_relu_*) when on (the
- * default after building), or as the three ops; before planning. The same numbers in fp32; with
- * reduced storage the fused forward rounds once instead of twice. */
-void dt_model_set_fusion(dt_model *m, int on);
+/* The fused schedule, before planning: plans every instance of the patterns (DT_FUSE_* bits,
+ * nn/backend.h) that the model's backend also names in its fuses as one op each way, the rest as
+ * separate ops; returns the patterns applied. Building applies DT_FUSE_ALL. The same numbers in
+ * fp32; with reduced storage a fused residual tail rounds once where the three ops round twice. */
+unsigned dt_model_set_fusion(dt_model *m, unsigned patterns);
 
 /* torchvision's initialisation, drawn from seed; zero_init_residual zeroes each block's last BN weight. */
 void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);

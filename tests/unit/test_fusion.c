@@ -1,16 +1,19 @@
-/* test_fusion.c: the model's fused residual tails (BN -> add -> in-place ReLU as one op each way,
- * bn_add_relu_*) against the same model running the three ops (dt_model_set_fusion(m, 0)).
+/* test_fusion.c: the model's fused schedule (BN -> in-place ReLU in the BN's passes; residual
+ * tails, BN -> add -> in-place ReLU, as one op each way, bn_add_relu_*) against the same model
+ * planned on a backend that names no pattern (dt_backend.fuses = 0: every op on its own).
  *
  * resnet8 and resnet18 (BasicBlocks, with and without a downsample branch) and resnet50
  * (Bottlenecks) train STEPS steps from the same weights on the same batches both ways:
  * - fp32 (O0): every weight, gradient, BN statistic, momentum and logit equal bit for bit after each
  *   step (the same arithmetic), while the fused model plans less activation memory (a tail's BN
- *   output is never stored) and marks one tail per block;
+ *   output is never stored) and marks one tail per block, the unfused model none;
  * - O2 (fp16 stored for real; resnet8 and resnet20): the fused forward rounds once where the three
  *   ops round twice, so the two differ (which shows the fused path runs) by little: the loss within
  *   1e-2 relative, the weights within 3e-2 of the largest. (Not on resnet18/50 at these sizes: a BN
  *   over 2 rows (layer4 at 1x1, batch 2) makes any rounding change the loss by percents, as much as
- *   O2 against O0 does.) */
+ *   O2 against O0 does.)
+ * - the backend's say: a backend naming one pattern gets that one (dt_model_set_fusion's answer and
+ *   the nodes marked), whatever the model asks. */
 #include "config.h"
 
 #include <math.h>
@@ -36,16 +39,17 @@ typedef struct run {
     int ok;
 } run;
 
+static dt_backend plain; /* dt_backend_cpu naming no fused pattern */
+
 static int start(run *r, const char *arch, int hw, int level, int fused)
 {
     memset(r, 0, sizeof *r);
     dt_amp_props p;
-    r->ok = dt_model_create(&r->m, arch, 3, CLASSES, &dt_backend_cpu) == DT_OK &&
+    r->ok = dt_model_create(&r->m, arch, 3, CLASSES, fused ? &dt_backend_cpu : &plain) == DT_OK &&
             dt_amp_resolve(level, NULL, &p) == DT_OK;
     if (!r->ok)
         return 0;
     dt_model_init_weights(&r->m, 7, 0);
-    dt_model_set_fusion(&r->m, fused);
     r->ok = dt_amp_attach(&r->amp, &r->m, &p) == DT_OK && dt_model_plan(&r->m, N, hw, hw) == DT_OK &&
             dt_sgd_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
             (r->x = malloc((size_t)N * hw * hw * 3 * sizeof(float))) != NULL;
@@ -98,6 +102,14 @@ static int tails(const dt_model *m)
     return k;
 }
 
+static int bn_relus(const dt_model *m)
+{
+    int k = 0;
+    for (int i = 0; i < m->n_nodes; i++)
+        k += m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_relu >= 0;
+    return k;
+}
+
 static void check_fp32(const char *arch, int hw, int blocks)
 {
     run a, b; /* a fused, b the three ops */
@@ -115,10 +127,11 @@ static void check_fp32(const char *arch, int hw, int blocks)
                !memcmp(a.opt.momentum_buf, b.opt.momentum_buf, (size_t)a.m.n_weights * sizeof(float));
     }
     size_t act_a = dt_arena_peak(&a.m.act), act_b = dt_arena_peak(&b.m.act);
-    TAP_OK(ok && same && tails(&a.m) == blocks && tails(&b.m) == 0 && act_a <= act_b,
-           "%s fp32: %d fused tails; %d steps equal the unfused model's bit for bit (loss, logits, weights, gradients, "
-           "BN statistics, momentum); activations %.2f MiB instead of %.2f",
-           arch, tails(&a.m), STEPS, act_a / 1048576.0, act_b / 1048576.0);
+    TAP_OK(ok && same && tails(&a.m) == blocks && bn_relus(&a.m) > 0 && tails(&b.m) == 0 && bn_relus(&b.m) == 0 &&
+               act_a < act_b,
+           "%s fp32: %d fused tails and %d BN+ReLU; %d steps equal the unfused model's bit for bit (loss, logits, "
+           "weights, gradients, BN statistics, momentum); activations %.2f MiB instead of %.2f",
+           arch, tails(&a.m), bn_relus(&a.m), STEPS, act_a / 1048576.0, act_b / 1048576.0);
     finish(&a);
     finish(&b);
 }
@@ -152,10 +165,35 @@ static void check_o2(const char *arch, int hw)
     finish(&b);
 }
 
+/* a backend naming only `names` gets only those patterns, whatever the model asks */
+static void check_say(unsigned names)
+{
+    dt_backend be = dt_backend_cpu;
+    be.fuses = names;
+    dt_model m;
+    int ok = dt_model_create(&m, "resnet18", 3, CLASSES, &be) == DT_OK;
+    int t0 = ok ? tails(&m) : -1, r0 = ok ? bn_relus(&m) : -1;
+    unsigned got = ok ? dt_model_set_fusion(&m, DT_FUSE_BN_RELU) : 99;
+    int t1 = ok ? tails(&m) : -1, r1 = ok ? bn_relus(&m) : -1;
+    TAP_OK(ok && t0 == (names & DT_FUSE_BN_ADD_RELU ? 8 : 0) && (r0 > 0) == !!(names & DT_FUSE_BN_RELU) &&
+               got == (names & DT_FUSE_BN_RELU) && t1 == 0 && r1 == (got ? r0 : 0),
+           "resnet18 on a backend fusing %s: built with %d tails and %d BN+ReLU; asked for BN+ReLU alone, "
+           "it gets %s (%d, %d)",
+           names == DT_FUSE_ALL ? "both patterns" : names & DT_FUSE_BN_RELU ? "BN+ReLU" : "BN+add+ReLU", t0, r0,
+           got ? "it" : "nothing", t1, r1);
+    if (ok)
+        dt_model_free(&m);
+}
+
 int main(void)
 {
     dt_log_init();
     dt_cpu_set_threads(2);
+    plain = dt_backend_cpu;
+    plain.fuses = 0;
+    check_say(DT_FUSE_ALL);
+    check_say(DT_FUSE_BN_RELU);
+    check_say(DT_FUSE_BN_ADD_RELU);
     check_fp32("resnet8", 16, 3);
     check_fp32("resnet18", 32, 8);
     check_fp32("resnet50", 32, 16);

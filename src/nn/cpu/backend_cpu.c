@@ -18,6 +18,7 @@
 /* memory: host memory, plain C; planning: nothing to reserve, no limit on a tensor */
 #define CPU_MEMORY                                                                                            \
     .host_memory = 1, .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16,               \
+    .fuses = DT_FUSE_ALL, /* BN's passes take the ReLU and the residual (bn.c) */                             \
     .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy,                   \
     .mem_get = dt_cpu_mem_copy, .host_alloc = dt_cpu_mem_alloc, .host_free = dt_cpu_mem_free,                \
     .upload = dt_cpu_mem_copy_queued, .download = dt_cpu_mem_copy_queued,                                     \

@@ -356,6 +356,7 @@ const dt_backend dt_backend_cuda = {
     .name = "cuda",
     .host_memory = 0,
     .storage_types = 1u << DT_FLOAT32, /* fp16/bf16 are emulated in fp32 storage (cuda.h) */
+    .fuses = DT_FUSE_ALL, /* BN's kernels take the ReLU and the residual (bn.cu) */
     .mem_alloc = dt_cuda_mem_alloc,
     .mem_free = dt_cuda_mem_free,
     .mem_put = dt_cuda_mem_put,
