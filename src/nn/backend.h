@@ -389,6 +389,15 @@ extern const dt_backend dt_backend_cpu_ref;
  * elsewhere fails to link. */
 extern const dt_backend dt_backend_cuda;
 
+/* dt_backend_cpu's bf16 convolutions on oneDNN's own bf16 kernels (on by default; used where this
+ * CPU has them: AVX512-BF16 or AMX, not oneDNN's reference kernels): the same products summed in
+ * fp32 in another order, so a result may differ from the widened convolution's by one rounding of
+ * bf16. Off, every reduced convolution widens its operands into fp32: the emulation's values bit for
+ * bit (what the oracle tests compare). Before planning or between ops; the workspace fits both. */
+void dt_cpu_set_half_kernels(int on);
+/* 1 when oneDNN runs a bf16 convolution of this shape on its own kernels on this CPU */
+int dt_cpu_half_kernels_for(const dt_conv_desc *d);
+
 /* Threads for the CPU backend (OpenMP and BLAS). n <= 0: $OMP_NUM_THREADS, else all cores. */
 void dt_cpu_set_threads(int n);
 int dt_cpu_threads(void);

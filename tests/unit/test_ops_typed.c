@@ -6,7 +6,10 @@
  * (representable in the reduced type): (a) on typed storage (uint16_t arrays for reduced operands,
  * float arrays for fp32 ones) and (b) with every operand fp32; (b)'s outputs, rounded to their
  * destinations' types, must equal (a)'s bit for bit (memcmp). A negative control shows the
- * comparison is sensitive: without rounding (b), conv's output differs. */
+ * comparison is sensitive: without rounding (b), conv's output differs. All of this with the
+ * CPU's bf16 convolutions widened (dt_cpu_set_half_kernels(0)). Then, where this CPU has oneDNN's
+ * own bf16 kernels, the conv rows again on them: the same products summed in another order, so each
+ * result within one bf16 rounding of (b)'s rounded (|a - b| <= 2^-7 |b| + 1e-4 on values near 1). */
 #include "config.h"
 
 #include <math.h>
@@ -23,6 +26,9 @@ static const dt_backend *be;
 static dt_dtype R;            /* the reduced type of this round: DT_FLOAT16 or DT_BFLOAT16 */
 static long long n_compared;  /* elements compared bit for bit */
 static const char *group = ""; /* what the current TAP line checks, for the mismatch report */
+static int near;               /* 1: compare within one rounding of R, not bit for bit (oneDNN's bf16 kernels) */
+static double near_worst;      /* near: the largest |a - b| / (2^-7 |b| + 1e-4) seen */
+static long long near_differ;  /* near: results not equal bit for bit */
 
 static const char *tname(dt_dtype t)
 {
@@ -108,6 +114,23 @@ static int same(const char *what, const tens *x)
     void *e = amalloc((size_t)x->n * tbytes(x->t));
     narrow(x->t, x->f, x->n, e);
     int ok = memcmp(e, x->h, (size_t)x->n * tbytes(x->t)) == 0;
+    if (near && !ok) { /* within one rounding of R: |a - b| <= 2^-7 |b| + 1e-4 */
+        float *a = amalloc((size_t)x->n * sizeof(float));
+        widen(x->t, x->h, x->n, a);
+        ok = 1;
+        for (int64_t i = 0; i < x->n; i++) {
+            double r = fabs((double)a[i] - x->f[i]) / (ldexp(fabs((double)x->f[i]), -7) + 1e-4);
+            near_differ += memcmp((char *)e + i * tbytes(x->t), (char *)x->h + i * tbytes(x->t), tbytes(x->t)) != 0;
+            near_worst = r > near_worst || r != r ? r : near_worst;
+            ok &= r <= 1;
+        }
+        free(a);
+        free(e);
+        if (!ok)
+            tap_diag("MISMATCH %s: %s, %s (%s): beyond one rounding (worst %.2f of the bound)", group, what,
+                     be->name, tname(x->t), near_worst);
+        return ok;
+    }
     if (!ok) {
         int64_t i = 0;
         size_t es = tbytes(x->t);
@@ -229,9 +252,9 @@ static void check_conv(void)
             ok &= conv_case(cases[i].n, cases[i].h, cases[i].w, cases[i].c, cases[i].oc, cases[i].k, cases[i].s,
                             cases[i].p, bias, i == 0 && bias == 1);
         TAP_OK(ok,
-               "%s %s: conv %s n%d %dx%dx%d->%d: fwd (+-bias), bwd data (accumulate 0/1), bwd filter (+-dbias, "
-               "accumulate 0/1) equal the fp32 op on the same values, rounded",
-               tname(R), be->name, cases[i].what, cases[i].n, cases[i].h, cases[i].w, cases[i].c, cases[i].oc);
+               "%s %s%s: conv %s n%d %dx%dx%d->%d: fwd (+-bias), bwd data (accumulate 0/1), bwd filter (+-dbias, "
+               "accumulate 0/1) %s the fp32 op on the same values, rounded",
+               tname(R), be->name, near ? " (oneDNN's bf16 kernels)" : "", cases[i].what, cases[i].n, cases[i].h, cases[i].w, cases[i].c, cases[i].oc, near ? "within one bf16 rounding of" : "equal");
     }
 }
 
@@ -711,10 +734,36 @@ static void check_sgd(void)
     }
 }
 
+/* the conv rows on oneDNN's bf16 kernels, where this CPU has them */
+static void check_conv_half_kernels(void)
+{
+    be = &dt_backend_cpu;
+    R = DT_BFLOAT16;
+    dt_conv_desc probe;
+    dt_conv_desc_set(&probe, 1, 8, 8, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    probe.t = R;
+    if (!dt_cpu_half_kernels_for(&probe)) {
+        tap_skip("oneDNN has no bf16 convolution kernels on this CPU (they need AVX512-BF16 or AMX) or in this build",
+                 "bf16 cpu: conv on oneDNN's bf16 kernels within one bf16 rounding of the fp32 op");
+        return;
+    }
+    dt_cpu_set_half_kernels(1);
+    near = 1;
+    near_worst = 0;
+    near_differ = 0;
+    long long before = n_compared;
+    check_conv();
+    tap_diag("bf16 cpu on oneDNN's bf16 kernels: %lld of %lld results differ from the widened convolution's, the "
+             "worst by %.2f of the bound", near_differ, n_compared - before, near_worst);
+    near = 0;
+    dt_cpu_set_half_kernels(0);
+}
+
 int main(void)
 {
     dt_rng_seed(&rng, 2025, 7);
     dt_cpu_set_threads(2);
+    dt_cpu_set_half_kernels(0); /* the oracle: reduced convolutions widened into fp32 */
     const dt_backend *backends[2] = {&dt_backend_cpu, &dt_backend_cpu_ref};
     const dt_dtype types[2] = {DT_FLOAT16, DT_BFLOAT16};
     for (int b = 0; b < 2; b++)
@@ -731,5 +780,6 @@ int main(void)
             check_sgd();
         }
     tap_diag("%lld elements compared bit for bit", n_compared);
+    check_conv_half_kernels();
     return tap_done();
 }

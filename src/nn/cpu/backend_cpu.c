@@ -49,6 +49,19 @@ const dt_backend dt_backend_cpu = {
     DT_OTHER_OPS(CPU_OP)
 };
 
+#ifndef HAVE_DNNL
+void dt_cpu_set_half_kernels(int on)
+{
+    (void)on; /* without oneDNN every reduced convolution widens into fp32 */
+}
+
+int dt_cpu_half_kernels_for(const dt_conv_desc *d)
+{
+    (void)d;
+    return 0;
+}
+#endif
+
 void *dt_cpu_mem_alloc(size_t bytes)
 {
     void *p = NULL;

@@ -10,7 +10,14 @@
  * room for results that must be added rather than written (accumulate = 1), which oneDNN's
  * backward passes cannot do themselves: backward-data then runs slice by slice of images (each
  * slice's primitives made at planning too), so that room is about 16 MiB, not a whole dx. A shape
- * oneDNN refuses runs on the im2col path instead. */
+ * oneDNN refuses runs on the im2col path instead.
+ *
+ * bf16 operands run on oneDNN's own bf16 kernels where this CPU has them (AVX512-BF16, AMX; not
+ * its reference kernels) and dt_cpu_set_half_kernels leaves them on: inputs read as bf16, products
+ * exact and summed in fp32 as the fp32 kernels do, in their own order; the forward rounds its
+ * output to bf16 (nearest even), the backward passes write fp32 into the workspace, which is then
+ * rounded into place (or added, then rounded). Otherwise a bf16 or fp16 convolution widens its
+ * operands into fp32 (typed.c): the emulation's values bit for bit. */
 #include "config.h"
 
 #include <dnnl.h>
@@ -25,12 +32,14 @@
 #define CACHE_MAX 512
 
 typedef struct conv_prims {
-    dt_conv_desc d;
-    int ok; /* 0: oneDNN refused this shape; the im2col path runs it */
+    dt_conv_desc d; /* d.t: the inputs' type (fp32, or bf16 on oneDNN's bf16 kernels) */
+    int ok; /* 0: oneDNN refused this shape (or, for bf16, has only its reference kernel) */
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
-    dnnl_primitive_t r_fwd, r_bwd, r_back;      /* weight reorders: ours->fwd, ours->bwd data, diff->ours */
-    dnnl_memory_t src, wei, bias, dst, scratch; /* handles re-pointed at each call */
-    dnnl_memory_t w_fwd, w_bwd, w_diff;         /* weights in oneDNN's layouts */
+    dnnl_primitive_t r_fwd, r_bwd, r_back; /* weight reorders: ours->fwd, ours->bwd data, diff->ours */
+    /* handles re-pointed at each call: inputs of type d.t (src, wei, bias, dst: the forward's
+     * operands and the backward's dy), the backward's fp32 results (dsrc, dwei, dbias) */
+    dnnl_memory_t src, wei, bias, dst, dsrc, dwei, dbias, scratch;
+    dnnl_memory_t w_fwd, w_bwd, w_diff; /* weights in oneDNN's layouts */
     size_t scratch_bytes, wbytes;               /* wbytes: the largest of the three weight layouts */
     char impl[3][64];
 } conv_prims;
@@ -40,6 +49,12 @@ static int n_cache;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t engine;
 static dnnl_stream_t stream;
+static int half_kernels = 1; /* dt_cpu_set_half_kernels */
+
+void dt_cpu_set_half_kernels(int on)
+{
+    half_kernels = on;
+}
 
 static int same(const dt_conv_desc *a, const dt_conv_desc *b)
 {
@@ -85,7 +100,8 @@ static void build(conv_prims *e)
     const dt_conv_desc *d = &e->d;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_primitive_desc_t pf = NULL, pd = NULL, pw = NULL;
-    dnnl_memory_desc_t src, dst, wei, wany, bias, scr;
+    dnnl_memory_desc_t src, dst, wei, wany, bias, dsrc, dwei, dbias, scr;
+    const dnnl_data_type_t it = d->t == DT_BFLOAT16 ? dnnl_bf16 : dnnl_f32;
     dnnl_convolution_desc_t cf, cd, cw;
     dnnl_dims_t sd = {d->n, d->c, d->h, d->w}, dd = {d->n, d->oc, d->oh, d->ow}, bd = {d->oc};
     dnnl_dims_t strides = {d->sh, d->sw}, dil = {d->dh - 1, d->dw - 1}, pl = {d->ph, d->pw};
@@ -97,28 +113,34 @@ static void build(conv_prims *e)
         TRY(dnnl_engine_create(&engine, dnnl_cpu, 0));
         TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
     }
-    TRY(dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_nhwc));
-    TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, dnnl_nhwc));
-    TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, dnnl_f32, dnnl_x));
+    TRY(dnnl_memory_desc_init_by_tag(&src, 4, sd, it, dnnl_nhwc));
+    TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, it, dnnl_nhwc));
+    TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, it, dnnl_x));
+    TRY(dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_nhwc));
+    TRY(dnnl_memory_desc_init_by_tag(&dbias, 1, bd, dnnl_f32, dnnl_x));
     if (d->groups == 1) {
         dnnl_dims_t wd = {d->oc, d->c, d->kh, d->kw};
-        TRY(dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_ohwi));
-        TRY(dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32, dnnl_format_tag_any));
+        TRY(dnnl_memory_desc_init_by_tag(&wei, 4, wd, it, dnnl_ohwi));
+        TRY(dnnl_memory_desc_init_by_tag(&wany, 4, wd, it, dnnl_format_tag_any));
+        TRY(dnnl_memory_desc_init_by_tag(&dwei, 4, wd, dnnl_f32, dnnl_ohwi));
     } else {
         dnnl_dims_t wd = {d->groups, d->oc / d->groups, d->c / d->groups, d->kh, d->kw};
-        TRY(dnnl_memory_desc_init_by_tag(&wei, 5, wd, dnnl_f32, dnnl_gohwi));
-        TRY(dnnl_memory_desc_init_by_tag(&wany, 5, wd, dnnl_f32, dnnl_format_tag_any));
+        TRY(dnnl_memory_desc_init_by_tag(&wei, 5, wd, it, dnnl_gohwi));
+        TRY(dnnl_memory_desc_init_by_tag(&wany, 5, wd, it, dnnl_format_tag_any));
+        TRY(dnnl_memory_desc_init_by_tag(&dwei, 5, wd, dnnl_f32, dnnl_gohwi));
     }
+    dnnl_memory_desc_t dwany = wany;
+    dwany.data_type = dnnl_f32; /* the weight gradient in fp32, in the layout oneDNN picks */
     TRY(dnnl_primitive_attr_create(&attr));
     TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
     TRY(dnnl_dilated_convolution_forward_desc_init(&cf, dnnl_forward_training, dnnl_convolution_direct, &src, &wany,
                                                    d->bias ? &bias : NULL, &dst, strides, dil, pl, pr));
     TRY(dnnl_primitive_desc_create(&pf, &cf, attr, engine, NULL));
-    TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &src, &wany, &dst, strides,
+    TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &dsrc, &wany, &dst, strides,
                                                          dil, pl, pr));
     TRY(dnnl_primitive_desc_create(&pd, &cd, attr, engine, pf));
-    TRY(dnnl_dilated_convolution_backward_weights_desc_init(&cw, dnnl_convolution_direct, &src, &wany,
-                                                            d->bias ? &bias : NULL, &dst, strides, dil, pl, pr));
+    TRY(dnnl_dilated_convolution_backward_weights_desc_init(&cw, dnnl_convolution_direct, &src, &dwany,
+                                                            d->bias ? &dbias : NULL, &dst, strides, dil, pl, pr));
     TRY(dnnl_primitive_desc_create(&pw, &cw, attr, engine, pf));
     TRY(dnnl_primitive_create(&e->fwd, pf));
     TRY(dnnl_primitive_create(&e->bwd_data, pd));
@@ -132,6 +154,13 @@ static void build(conv_prims *e)
     impl_name(pf, e->impl[0], sizeof e->impl[0]);
     impl_name(pd, e->impl[1], sizeof e->impl[1]);
     impl_name(pw, e->impl[2], sizeof e->impl[2]);
+    if (it != dnnl_f32) /* oneDNN's reference kernels in bf16 are slower than widening into fp32 */
+        for (int k = 0; k < 3; k++)
+            if (!strncmp(e->impl[k], "ref", 3)) {
+                dt_debug("oneDNN has no bf16 kernel here for pass %d (%s): bf16 convolutions widen into fp32", k,
+                         e->impl[k]);
+                goto fail;
+            }
     const dnnl_memory_desc_t *mf = dnnl_primitive_desc_query_md(pf, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *mb = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *mw = dnnl_primitive_desc_query_md(pw, dnnl_query_diff_weights_md, 0);
@@ -146,7 +175,7 @@ static void build(conv_prims *e)
     TRY(dnnl_memory_create(&e->w_fwd, mf, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->w_bwd, mb, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->w_diff, mw, engine, DNNL_MEMORY_NONE));
-    if (!reorder(&e->r_fwd, &wei, mf) || !reorder(&e->r_bwd, &wei, mb) || !reorder(&e->r_back, mw, &wei))
+    if (!reorder(&e->r_fwd, &wei, mf) || !reorder(&e->r_bwd, &wei, mb) || !reorder(&e->r_back, mw, &dwei))
         goto fail;
     dnnl_dims_t sbytes = {(dnnl_dim_t)(e->scratch_bytes ? e->scratch_bytes : 1)};
     TRY(dnnl_memory_desc_init_by_tag(&scr, 1, sbytes, dnnl_u8, dnnl_x));
@@ -154,11 +183,14 @@ static void build(conv_prims *e)
     TRY(dnnl_memory_create(&e->dst, &dst, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->wei, &wei, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->bias, &bias, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->dsrc, &dsrc, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->dwei, &dwei, engine, DNNL_MEMORY_NONE));
+    TRY(dnnl_memory_create(&e->dbias, &dbias, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->scratch, &scr, engine, DNNL_MEMORY_NONE));
     e->ok = 1;
-    dt_debug("oneDNN conv n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes", d->n, d->h,
-             d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->ph, d->dh, d->groups, e->impl[0], e->impl[1], e->impl[2],
-             e->scratch_bytes);
+    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes",
+             it == dnnl_f32 ? "" : " bf16", d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->ph, d->dh, d->groups,
+             e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes);
 fail:
     if (pf)
         dnnl_primitive_desc_destroy(pf);
@@ -259,7 +291,7 @@ static void point(dnnl_memory_t m, const void *p)
 }
 
 /* our weights w -> oneDNN's layout in the workspace after the scratchpad, through reorder r */
-static void weights_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t to, const float *w, void *ws)
+static void weights_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t to, const void *w, void *ws)
 {
     point(e->wei, w);
     point(to, (char *)ws + e->scratch_bytes);
@@ -267,13 +299,9 @@ static void weights_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t to, cons
     exec(e, r, 2, a);
 }
 
-static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+/* the forward of entry e: x, w, bias and y of e's input type */
+static void fwd_exec(conv_prims *e, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
-    conv_prims *e = lookup(d);
-    if (!e || (bias != NULL) != (d->bias != 0)) {
-        dt_cpu_conv32_ref.fwd(d, x, w, bias, y, ws);
-        return;
-    }
     weights_in(e, e->r_fwd, e->w_fwd, w, ws);
     point(e->src, x);
     point(e->dst, y);
@@ -285,14 +313,24 @@ static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const f
     exec(e, e->fwd, bias ? 5 : 4, a);
 }
 
-/* backward-data of one (slice) descriptor into out, no accumulation */
-static void bwd_data_into(conv_prims *e, const float *dy, const float *w, float *out, void *ws)
+static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
+{
+    conv_prims *e = lookup(d);
+    if (!e || (bias != NULL) != (d->bias != 0)) {
+        dt_cpu_conv32_ref.fwd(d, x, w, bias, y, ws);
+        return;
+    }
+    fwd_exec(e, x, w, bias, y, ws);
+}
+
+/* backward-data of one (slice) descriptor into out (fp32), no accumulation */
+static void bwd_data_into(conv_prims *e, const void *dy, const void *w, float *out, void *ws)
 {
     weights_in(e, e->r_bwd, e->w_bwd, w, ws);
     point(e->dst, dy);
-    point(e->src, out);
+    point(e->dsrc, out);
     point(e->scratch, ws);
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_SRC, e->src},
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_SRC, e->dsrc},
                             {DNNL_ARG_SCRATCHPAD, e->scratch}};
     exec(e, e->bwd_data, 4, a);
 }
@@ -324,6 +362,23 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
     }
 }
 
+/* the weight gradient of entry e into ow (fp32, our layout) and, with a bias, ob (fp32) */
+static void bwd_filter_into(conv_prims *e, const void *x, const void *dy, float *ow, float *ob, void *ws)
+{
+    point(e->src, x);
+    point(e->dst, dy);
+    point(e->w_diff, (char *)ws + e->scratch_bytes);
+    point(e->scratch, ws);
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_DIFF_WEIGHTS, e->w_diff},
+                            {DNNL_ARG_SCRATCHPAD, e->scratch}, {DNNL_ARG_DIFF_BIAS, e->dbias}};
+    if (ob)
+        point(e->dbias, ob);
+    exec(e, e->bwd_weights, ob ? 5 : 4, a);
+    point(e->dwei, ow); /* oneDNN's layout -> ours */
+    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->w_diff}, {DNNL_ARG_TO, e->dwei}};
+    exec(e, e->r_back, 2, r);
+}
+
 static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
                          void *ws)
 {
@@ -332,20 +387,9 @@ static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy,
         dt_cpu_conv32_ref.bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
         return;
     }
-    float *ow = accumulate ? (float *)((char *)ws + e->scratch_bytes + e->wbytes) : dw;
-    float *ob = accumulate ? ow + w_elems(d) : dbias;
-    point(e->src, x);
-    point(e->dst, dy);
-    point(e->w_diff, (char *)ws + e->scratch_bytes);
-    point(e->scratch, ws);
-    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_DIFF_WEIGHTS, e->w_diff},
-                            {DNNL_ARG_SCRATCHPAD, e->scratch}, {DNNL_ARG_DIFF_BIAS, e->bias}};
-    if (dbias)
-        point(e->bias, ob);
-    exec(e, e->bwd_weights, dbias ? 5 : 4, a);
-    point(e->wei, ow); /* oneDNN's layout -> ours */
-    dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->w_diff}, {DNNL_ARG_TO, e->wei}};
-    exec(e, e->r_back, 2, r);
+    float *ow = accumulate ? (float *)((char *)ws + own_bytes(e)) : dw;
+    float *ob = !dbias ? NULL : accumulate ? ow + w_elems(d) : dbias;
+    bwd_filter_into(e, x, dy, ow, ob, ws);
     if (accumulate) {
         dt_cpu_add_into(w_elems(d), ow, dw);
         if (dbias)
@@ -355,24 +399,73 @@ static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy,
 
 static const dt_cpu_conv32 dnnl32 = {workspace32, fwd32, bwd_data32, bwd_filter32};
 
-/* the ops: on reduced operands through typed.c */
+/* --- bf16 on oneDNN's bf16 kernels ---------------------------------------------------------------
+ * The workspace: the entry's scratchpad and weights, then fp32 room for dx, or for dw and dbias. */
+
+/* the bf16 entry for d when its kernels run, else NULL (the operands are widened) */
+static conv_prims *native(const dt_conv_desc *d)
+{
+    return d->t == DT_BFLOAT16 && half_kernels ? lookup(d) : NULL;
+}
+
+int dt_cpu_half_kernels_for(const dt_conv_desc *d)
+{
+    return d->t == DT_BFLOAT16 && lookup(d) != NULL;
+}
+
+static size_t native_workspace(const dt_conv_desc *d)
+{
+    conv_prims *e = d->t == DT_BFLOAT16 ? lookup(d) : NULL; /* whatever the switch says now */
+    if (!e)
+        return 0;
+    int64_t nx = (int64_t)d->n * d->h * d->w * d->c, nw = w_elems(d) + d->oc;
+    return own_bytes(e) + (size_t)(nx > nw ? nx : nw) * sizeof(float);
+}
+
+static float *native_room(const conv_prims *e, void *ws)
+{
+    return (float *)(void *)((char *)ws + own_bytes(e));
+}
+
+/* the ops: bf16 on oneDNN's kernels where they run, other reduced operands through typed.c */
 size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
 {
-    return dt_cpu_typed_conv_workspace(&dnnl32, d);
+    size_t widen = dt_cpu_typed_conv_workspace(&dnnl32, d), own = native_workspace(d);
+    return own > widen ? own : widen; /* either may run: dt_cpu_set_half_kernels may change */
 }
 
 void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
-    dt_cpu_typed_conv_fwd(&dnnl32, d, x, w, bias, y, ws);
+    conv_prims *e = native(d);
+    if (e && (bias != NULL) == (d->bias != 0))
+        fwd_exec(e, x, w, bias, y, ws); /* y rounded by oneDNN (nearest even) */
+    else
+        dt_cpu_typed_conv_fwd(&dnnl32, d, x, w, bias, y, ws);
 }
 
 void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws)
 {
-    dt_cpu_typed_conv_bwd_data(&dnnl32, d, dy, w, dx, accumulate, ws);
+    conv_prims *e = native(d);
+    if (!e) {
+        dt_cpu_typed_conv_bwd_data(&dnnl32, d, dy, w, dx, accumulate, ws);
+        return;
+    }
+    float *room = native_room(e, ws);
+    bwd_data_into(e, dy, w, room, ws);
+    dt_cpu_put_all(d->t, dx, (int64_t)d->n * d->h * d->w * d->c, room, accumulate);
 }
 
 void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
                                  int accumulate, void *ws)
 {
-    dt_cpu_typed_conv_bwd_filter(&dnnl32, d, x, dy, dw, dbias, accumulate, ws);
+    conv_prims *e = native(d);
+    if (!e || (dbias != NULL) != (d->bias != 0)) {
+        dt_cpu_typed_conv_bwd_filter(&dnnl32, d, x, dy, dw, dbias, accumulate, ws);
+        return;
+    }
+    float *ow = native_room(e, ws), *ob = dbias ? ow + w_elems(d) : NULL;
+    bwd_filter_into(e, x, dy, ow, ob, ws);
+    dt_cpu_put_all(d->t, dw, w_elems(d), ow, accumulate);
+    if (dbias)
+        dt_cpu_put_all(d->t, dbias, d->oc, ob, accumulate);
 }

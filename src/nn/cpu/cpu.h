@@ -67,6 +67,8 @@ static inline void dt_cpu_put(dt_dtype t, void *x, int64_t i, int64_t n, const f
     }
     dt_cpu_flush(t, x, i, n, o);
 }
+/* dt_cpu_put on a whole tensor, in parallel: x = src rounded, or with accumulate x + src rounded */
+void dt_cpu_put_all(dt_dtype t, void *x, int64_t n, const float *src, int accumulate);
 /* one element */
 float dt_cpu_get(dt_dtype t, const void *x, int64_t i);
 void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v);

@@ -46,6 +46,19 @@ void dt_cpu_narrow(dt_dtype t, const float *src, int64_t n, void *x)
         dt_cpu_store(t, x, i, n - i < DT_CPU_TILE ? n - i : DT_CPU_TILE, src + i);
 }
 
+void dt_cpu_put_all(dt_dtype t, void *x, int64_t n, const float *src, int accumulate)
+{
+    if (!accumulate) {
+        dt_cpu_narrow(t, src, n, x);
+        return;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i += DT_CPU_TILE) {
+        float tile[DT_CPU_TILE];
+        dt_cpu_put(t, x, i, n - i < DT_CPU_TILE ? n - i : DT_CPU_TILE, src + i, 1, tile);
+    }
+}
+
 float dt_cpu_get(dt_dtype t, const void *x, int64_t i)
 {
     if (t == DT_FLOAT16)
