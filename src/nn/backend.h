@@ -15,8 +15,12 @@
  * accumulate the stored value is the rounded fp32 sum of the old value and the result. So an op on
  * reduced storage gives exactly what the same op gives on fp32 arrays holding the same values,
  * followed by rounding what it wrote (round_half) - the emulation the engine used before it had
- * types, and still the oracle (tests/unit/test_ops.c checks each op that way). Other arguments
- * (BN's saved statistics, SGD's momentum, scalars) are fp32, masks uint8, labels int32.
+ * types, and still the oracle (tests/unit/test_ops.c checks each op that way). One freedom: a
+ * convolution or linear layer may read its reduced operands as they are on hardware that multiplies
+ * them (tensor cores, AMX), the products exact and summed in fp32 in the kernel's own order, as two
+ * fp32 kernels may sum in different orders (dt_backend_cpu's bf16 convolutions on oneDNN's bf16
+ * kernels; the oracle tests switch them off). Other arguments (BN's saved statistics, SGD's
+ * momentum, scalars) are fp32, masks uint8, labels int32.
  *
  * Gradient ops take `accumulate`: 0 overwrites the destination, 1 adds into it. That is how a value
  * read by two layers (a residual input) sums its gradients, and how gradient accumulation over

@@ -120,9 +120,12 @@ void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const void *dy, const uint8_t *ar
                     for (int ox = ox0; ox < ox1; ox++) {
                         const uint8_t pos = (uint8_t)((iy - (oy * d->sh - d->ph)) * d->kw + (ix - (ox * d->sw - d->pw)));
                         const int64_t o = img * out_img + ((int64_t)oy * d->ow + ox) * d->c + c0;
-                        for (int ch = 0; ch < cb; ch++)
-                            if (argmax[o + ch] == pos)
-                                acc[ch] += dt_cpu_get(d->yt, dy, o + ch);
+                        float dyt[CB];
+                        const float *g = dt_cpu_view(d->yt, dy, o, cb, dyt);
+                        const uint8_t *am = argmax + o;
+#pragma omp simd
+                        for (int ch = 0; ch < cb; ch++) /* a select, not a branch: it vectorises */
+                            acc[ch] = am[ch] == pos ? acc[ch] + g[ch] : acc[ch];
                     }
                 dt_cpu_store(d->xt, dx, at + c0, cb, acc);
             }

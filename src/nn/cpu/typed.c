@@ -3,8 +3,8 @@
  * operands. A convolution on fp16/bf16 widens its operands into the caller's workspace, runs the
  * fp32 convolution there and rounds its results into place: the same arithmetic as the fp32
  * convolution on arrays holding the same values, so the results are those of the emulation bit
- * for bit (oneDNN's own bf16/fp16 kernels accumulate in another order, and most CPUs here have
- * none). */
+ * for bit. (conv_dnnl.c runs bf16 on oneDNN's own bf16 kernels instead where the CPU has them and
+ * dt_cpu_set_half_kernels allows: they sum in another order.) */
 #include "config.h"
 
 #include <string.h>
