@@ -23,9 +23,14 @@ id=$(sbatch $sub --time=1 --signal=B:USR1@58 "$top_srcdir/slurm/cpu_2x2.sbatch")
 out="$DT_TMP/job-$id.out"
 k=0
 while [ -n "$(squeue -h -j "$id" -o %i 2>/dev/null)" ]; do
-  # released once its last run's step daemons are gone from the nodes (their PMIx sockets removed)
+  # released once its last run's step daemons are gone from the nodes: nothing of the step's PMIx
+  # namespace left under the cluster's state (the stepd.slurm.pmix.<job>.<step> socket, the pmix.*
+  # and spmix_appdir_* directories in the spool and TmpFS). A requeued job's steps count from 0 again,
+  # so the next run's namespace has the same name; a run started while the last one's cleanup was
+  # still removing it crashed once in MPI_Init (a segfault at address 0, before dtrain's first line).
+  # Slurm itself holds a requeued job about 2 minutes, which leaves the cleanup all the time it needs.
   if [ "$(job_field "$id" JobState)" = PENDING ] && [ "$(job_field "$id" Reason)" = BeginTime ] &&
-     [ -z "$(sinfo -h -t completing -o %N)" ] && ! ls "$CL"/state/d-n*/stepd.slurm.pmix."$id".* >/dev/null 2>&1; then
+     [ -z "$(sinfo -h -t completing -o %N)" ] && [ -z "$(find "$CL/state" -name "*pmix*$id*" 2>/dev/null)" ]; then
     scontrol update JobId="$id" StartTime=now
     echo "released the requeued job $id (restart $(job_field "$id" Restarts))"
   fi
