@@ -394,7 +394,7 @@ extern const dt_backend dt_backend_cpu_ref;
 extern const dt_backend dt_backend_cuda;
 
 /* dt_backend_cpu's bf16 convolutions on oneDNN's own bf16 kernels (on by default; used where this
- * CPU has them: AVX512-BF16 or AMX, not oneDNN's reference kernels): the same products summed in
+ * CPU has them: AMX; not oneDNN's reference kernels, nor its AVX512-BF16 ones, see conv_dnnl.c): the same products summed in
  * fp32 in another order, so a result may differ from the widened convolution's by one rounding of
  * bf16. Off, every reduced convolution widens its operands into fp32: the emulation's values bit for
  * bit (what the oracle tests compare). Before planning or between ops; the workspace fits both. */

@@ -743,7 +743,7 @@ static void check_conv_half_kernels(void)
     dt_conv_desc_set(&probe, 1, 8, 8, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1);
     probe.t = R;
     if (!dt_cpu_half_kernels_for(&probe)) {
-        tap_skip("oneDNN has no bf16 convolution kernels on this CPU (they need AVX512-BF16 or AMX) or in this build",
+        tap_skip("oneDNN has no bf16 convolution kernels on this CPU (dtrain uses them on AMX only) or in this build",
                  "bf16 cpu: conv on oneDNN's bf16 kernels within one bf16 rounding of the fp32 op");
         return;
     }

@@ -12,7 +12,7 @@
  * slice's primitives made at planning too), so that room is about 16 MiB, not a whole dx. A shape
  * oneDNN refuses runs on the im2col path instead.
  *
- * bf16 operands run on oneDNN's own bf16 kernels where this CPU has them (AVX512-BF16, AMX; not
+ * bf16 operands run on oneDNN's own bf16 kernels where this CPU has them (AMX only; not
  * its reference kernels) and dt_cpu_set_half_kernels leaves them on: inputs read as bf16, products
  * exact and summed in fp32 as the fp32 kernels do, in their own order; the forward rounds its
  * output to bf16 (nearest even), the backward passes write fp32 into the workspace, which is then
@@ -154,11 +154,15 @@ static void build(conv_prims *e)
     impl_name(pf, e->impl[0], sizeof e->impl[0]);
     impl_name(pd, e->impl[1], sizeof e->impl[1]);
     impl_name(pw, e->impl[2], sizeof e->impl[2]);
-    if (it != dnnl_f32) /* oneDNN's reference kernels in bf16 are slower than widening into fp32 */
+    /* bf16 on AMX kernels only: oneDNN's reference kernels are slower than widening into fp32, and
+     * oneDNN 2.6's jit_bf16 backward kernels (AVX512-BF16 without AMX, or bf16 emulated on AVX-512)
+     * gave results off by orders of magnitude in test_amp_storage (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
+     * or AVX512_CORE on an AMX machine), while every pass on AMX stays within a rounding */
+    if (it != dnnl_f32)
         for (int k = 0; k < 3; k++)
-            if (!strncmp(e->impl[k], "ref", 3)) {
-                dt_debug("oneDNN has no bf16 kernel here for pass %d (%s): bf16 convolutions widen into fp32", k,
-                         e->impl[k]);
+            if (!strstr(e->impl[k], "amx")) {
+                dt_debug("oneDNN's bf16 kernel for pass %d here is %s, not AMX: bf16 convolutions widen into fp32",
+                         k, e->impl[k]);
                 goto fail;
             }
     const dnnl_memory_desc_t *mf = dnnl_primitive_desc_query_md(pf, dnnl_query_weights_md, 0);
