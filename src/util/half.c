@@ -26,13 +26,17 @@ static float bits_f32(uint32_t u)
     return f;
 }
 
+/* fp32 bits u to bf16, without a branch (so that the bulk loop vectorises): a NaN stays a (quiet)
+ * NaN, anything else is rounded to nearest even */
+static inline uint16_t bf16_from_bits(uint32_t u)
+{
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16, quiet = (u >> 16) | 0x40;
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
 uint16_t dt_f32_to_bf16(float f)
 {
-    uint32_t u = f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep it a (quiet) NaN */
-        return (uint16_t)((u >> 16) | 0x40);
-    u += 0x7fffu + ((u >> 16) & 1); /* round to nearest even */
-    return (uint16_t)(u >> 16);
+    return bf16_from_bits(f32_bits(f));
 }
 
 float dt_bf16_to_f32(uint16_t h)
@@ -66,28 +70,21 @@ float dt_f16_to_f32(uint16_t h)
     return bits_f32(sign | ((e + 112) << 23) | (m << 13));
 }
 
-/* the bulk bf16 conversions: dt_f32_to_bf16 and dt_bf16_to_f32 written without branches, so that they
- * vectorise (for the machine the program runs on: DT_CLONES) */
+/* the bulk bf16 conversions vectorise (for the machine the program runs on: DT_CLONES) */
 DT_CLONES
 void dt_f32_to_bf16_n(size_t n, const float *src, uint16_t *dst)
 {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, src + i, 4);
-        uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1)) >> 16, quiet = (u >> 16) | 0x40;
-        dst[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = bf16_from_bits(f32_bits(src[i]));
 }
 
 DT_CLONES
 void dt_bf16_to_f32_n(size_t n, const uint16_t *src, float *dst)
 {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)src[i] << 16;
-        memcpy(dst + i, &u, 4);
-    }
+    for (size_t i = 0; i < n; i++)
+        dst[i] = bits_f32((uint32_t)src[i] << 16);
 }
 
 #ifdef DT_X86

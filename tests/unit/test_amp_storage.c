@@ -134,9 +134,9 @@ static int stores_16_bits(const dt_model *m)
 }
 
 /* the two runs of one setting, compared after every step; returns the first step's real state
- * (for the negative control) when keep is set */
-/* tol 0: bit for bit; else every number within tol of the largest of the emulation's (a state holds
- * weights, gradients and statistics of all sizes: a bound on the whole) */
+ * (for the negative control) when keep is set. tol 0: bit for bit; else every number within tol of
+ * the largest of the emulation's (a state holds weights, gradients and statistics of all sizes: a
+ * bound on the whole) */
 static void compare(const char *arch, int hw, const char *name, int level, int bf16, int keep_bn, const char *scale,
                     double tol, float **keep, size_t *keep_n)
 {
@@ -166,7 +166,8 @@ static void compare(const char *arch, int hw, const char *name, int level, int b
                 d = e > d || e != e ? e : d;
                 big = fabs((double)b[i]) > big ? fabs((double)b[i]) : big;
             }
-            worst = d / (big > 0 ? big : 1) > worst || d != d ? d / (big > 0 ? big : 1) : worst;
+            double rel = d / (big > 0 ? big : 1);
+            worst = rel > worst || rel != rel ? rel : worst;
             eq = worst <= tol;
         }
         if (!eq && same)
@@ -182,17 +183,18 @@ static void compare(const char *arch, int hw, const char *name, int level, int b
         free(b);
     }
     ok = ok && real.ok && emu.ok;
-    if (tol > 0)
+    if (tol > 0) {
         TAP_OK(ok && typed && same,
                "%s %s: real 16-bit storage within %.0e of the emulation over %d steps (largest difference %.1e of the "
                "largest number; %zu numbers compared)",
                arch, name, tol, STEPS, worst, compared);
-    else
-    TAP_OK(ok && typed && same,
-           "%s %s: real 16-bit storage equals the emulation bit for bit over %d steps (%zu numbers compared: "
-           "weights, gradients, BN statistics, momentum%s, logits, loss, scale)%s",
-           arch, name, STEPS, compared, real.amp.master ? ", master weights" : "",
-           first_bad >= 0 ? " - FIRST DIFFERENCE AT STEP" : "");
+    } else {
+        TAP_OK(ok && typed && same,
+               "%s %s: real 16-bit storage equals the emulation bit for bit over %d steps (%zu numbers compared: "
+               "weights, gradients, BN statistics, momentum%s, logits, loss, scale)%s",
+               arch, name, STEPS, compared, real.amp.master ? ", master weights" : "",
+               first_bad >= 0 ? " - FIRST DIFFERENCE AT STEP" : "");
+    }
     if (first_bad >= 0)
         tap_diag("first difference at step %d", first_bad);
     free(u);

@@ -254,7 +254,8 @@ static void check_conv(void)
         TAP_OK(ok,
                "%s %s%s: conv %s n%d %dx%dx%d->%d: fwd (+-bias), bwd data (accumulate 0/1), bwd filter (+-dbias, "
                "accumulate 0/1) %s the fp32 op on the same values, rounded",
-               tname(R), be->name, near ? " (oneDNN's bf16 kernels)" : "", cases[i].what, cases[i].n, cases[i].h, cases[i].w, cases[i].c, cases[i].oc, near ? "within one bf16 rounding of" : "equal");
+               tname(R), be->name, near ? " (oneDNN's bf16 kernels)" : "", cases[i].what, cases[i].n, cases[i].h,
+               cases[i].w, cases[i].c, cases[i].oc, near ? "within one bf16 rounding of" : "equal");
     }
 }
 

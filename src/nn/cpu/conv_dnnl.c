@@ -256,6 +256,12 @@ static size_t own_bytes(const conv_prims *e)
     return e->scratch_bytes + e->wbytes;
 }
 
+/* the workspace after e's own bytes: fp32 room for results to be added or rounded into place */
+static float *room(const conv_prims *e, void *ws)
+{
+    return (float *)(void *)((char *)ws + own_bytes(e));
+}
+
 static size_t workspace32(const dt_conv_desc *d)
 {
     conv_prims *e = lookup(d);
@@ -391,7 +397,7 @@ static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy,
         dt_cpu_conv32_ref.bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
         return;
     }
-    float *ow = accumulate ? (float *)((char *)ws + own_bytes(e)) : dw;
+    float *ow = accumulate ? room(e, ws) : dw;
     float *ob = !dbias ? NULL : accumulate ? ow + w_elems(d) : dbias;
     bwd_filter_into(e, x, dy, ow, ob, ws);
     if (accumulate) {
@@ -406,29 +412,30 @@ static const dt_cpu_conv32 dnnl32 = {workspace32, fwd32, bwd_data32, bwd_filter3
 /* --- bf16 on oneDNN's bf16 kernels ---------------------------------------------------------------
  * The workspace: the entry's scratchpad and weights, then fp32 room for dx, or for dw and dbias. */
 
+/* the bf16 entry for d when oneDNN has AMX kernels for it, whatever dt_cpu_set_half_kernels says */
+static conv_prims *bf16_entry(const dt_conv_desc *d)
+{
+    return d->t == DT_BFLOAT16 ? lookup(d) : NULL;
+}
+
 /* the bf16 entry for d when its kernels run, else NULL (the operands are widened) */
 static conv_prims *native(const dt_conv_desc *d)
 {
-    return d->t == DT_BFLOAT16 && half_kernels ? lookup(d) : NULL;
+    return half_kernels ? bf16_entry(d) : NULL;
 }
 
 int dt_cpu_half_kernels_for(const dt_conv_desc *d)
 {
-    return d->t == DT_BFLOAT16 && lookup(d) != NULL;
+    return bf16_entry(d) != NULL;
 }
 
 static size_t native_workspace(const dt_conv_desc *d)
 {
-    conv_prims *e = d->t == DT_BFLOAT16 ? lookup(d) : NULL; /* whatever the switch says now */
+    conv_prims *e = bf16_entry(d);
     if (!e)
         return 0;
     int64_t nx = (int64_t)d->n * d->h * d->w * d->c, nw = w_elems(d) + d->oc;
     return own_bytes(e) + (size_t)(nx > nw ? nx : nw) * sizeof(float);
-}
-
-static float *native_room(const conv_prims *e, void *ws)
-{
-    return (float *)(void *)((char *)ws + own_bytes(e));
 }
 
 /* the ops: bf16 on oneDNN's kernels where they run, other reduced operands through typed.c */
@@ -454,9 +461,9 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void
         dt_cpu_typed_conv_bwd_data(&dnnl32, d, dy, w, dx, accumulate, ws);
         return;
     }
-    float *room = native_room(e, ws);
-    bwd_data_into(e, dy, w, room, ws);
-    dt_cpu_put_all(d->t, dx, (int64_t)d->n * d->h * d->w * d->c, room, accumulate);
+    float *dx32 = room(e, ws);
+    bwd_data_into(e, dy, w, dx32, ws);
+    dt_cpu_put_all(d->t, dx, (int64_t)d->n * d->h * d->w * d->c, dx32, accumulate);
 }
 
 void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
@@ -467,7 +474,7 @@ void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const voi
         dt_cpu_typed_conv_bwd_filter(&dnnl32, d, x, dy, dw, dbias, accumulate, ws);
         return;
     }
-    float *ow = native_room(e, ws), *ob = dbias ? ow + w_elems(d) : NULL;
+    float *ow = room(e, ws), *ob = dbias ? ow + w_elems(d) : NULL;
     bwd_filter_into(e, x, dy, ow, ob, ws);
     dt_cpu_put_all(d->t, dw, w_elems(d), ow, accumulate);
     if (dbias)
