@@ -98,6 +98,8 @@ static int choose_device(dt_run *r)
              visible ? visible : "unset");
     if (dt_cuda_init(r->device) != DT_OK)
         return DT_ERR_INPUT;
+    /* cuDNN's fastest algorithms by default (cudnn.benchmark), deterministic ones with --deterministic */
+    dt_cuda_set_deterministic(cfg->deterministic);
     dt_log_set_device(r->device);
     return DT_OK;
 #else

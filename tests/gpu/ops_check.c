@@ -9,44 +9,72 @@
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
  * variant and dtype, and exits 1 when any row fails (0 when all pass, 2 on a bad command line).
- * --quick: every op once, fp32 only, on small shapes, and no model: for compute-sanitizer, which
+ * --quick: every op once in fp32 and fp16 (the 2-byte elements' indexing and vector paths), on small
+ * shapes, and no model: for compute-sanitizer, which
  * slows kernels 10-100x (a second or so of GPU work without it).
  * --list: prints each row the same options would check (op, type, shape; no result), then
  * "ops_check: N rows", and exits 0, without touching CUDA (it runs on a machine with no GPU): the
- * tests run on a "dry" backend whose ops do nothing, so the rows are exactly those of a real run.
+ * tests run on a "dry" backend whose ops do nothing and which stores fp32, fp16 and bf16, as the
+ * CUDA backend does, so the rows are exactly those of a real run.
  * The table's members and the ops to cover come from nn/backend.h's list (DT_OPS): a row checks
- * that the table is complete, and (without --only) one that every op of the list had a row.
+ * that the table is complete, one that its storage_types has fp16 and bf16 (the rows of a type it
+ * does not store are not run), and (without --only) one that every op of the list had a row.
  * --backend cpu checks dt_backend_cpu instead (oneDNN's convolutions where built, else the same
  * code as the reference): a check of this program itself, runnable without a GPU.
  *
  * What is compared. The reference is the CPU: dt_backend_cpu_ref for convolutions (im2col + BLAS),
  * dt_backend_cpu for everything else, on host memory. The device op gets the same random inputs
  * (dt_rng, seeded by --seed), through mem_put; its outputs come back through mem_get. Before an op
- * that overwrites, every device output is poisoned with a NaN (POISON_BITS) so an element the op
- * never writes fails (and is reported as such); an accumulating variant starts from the same random
- * non-zero contents on both sides. In-place use (relu, add, the gradient of relu) is checked as the
- * model uses it.
+ * that overwrites, every device output is poisoned with a quiet NaN with a payload that neither a
+ * conversion nor an op makes: 0x7fc0dead in fp32 storage, 0x7e5d in fp16, 0x7fad in bf16 (POISON_*),
+ * so an element the op never writes fails (and is reported as such); an accumulating variant starts
+ * from the same random non-zero contents on both sides. In-place use (relu, add, the gradient of
+ * relu) is checked as the model uses it.
  *
- * dtypes. Every op is called with fp32 storage (DT_FLOAT32 operands, S32: the only storage type of
- * the CUDA backend so far). fp32: the op as it is. fp16 and bf16: the inputs are first rounded to
- * the type (round_half) and the outputs rounded after it, each backend with its own round_half,
- * which is how dtrain's mixed precision runs on a backend without reduced storage (fp32 storage
- * holding fp16/bf16 values, fp32 compute). BN's parameters, statistics and their gradients stay
- * fp32, as under keep_batchnorm_fp32 (O2's default).
+ * dtypes. Rows of type fp32, fp16 and bf16 (--quick: fp32 and fp16). fp32: every operand fp32. fp16 and
+ * bf16: the device stores them for real (nn/backend.h's type rule): each typed operand of the op is
+ * a device array of 16-bit elements and the op is called with DT_FLOAT16 / DT_BFLOAT16 for it. Its
+ * values are drawn in fp32 and rounded to the type on the host (round_half), uploaded converted to
+ * 16-bit elements (util/half.h; exact: an upload of a value the type does not hold stops this
+ * program, a bug of the test), and results come back as 16-bit elements widened to fp32 (exact).
+ * Which operands are typed follows each op's signature in nn/backend.h:
+ *   - convolutions, linear, pools, relu, flatten, dropout, scale, fill, unscale_check, xent's logits
+ *     and dlogits, normalize_u8's output: every typed operand of the row's type;
+ *   - BN: x, y, dx, dy (and bn_add_relu's residual and its gradient) of the row's type, its
+ *     parameters, running statistics and their gradients fp32, as under keep_batchnorm_fp32 (O2's
+ *     default); then, for the first three cases, those of the row's type too (shape "..., O3": O3's
+ *     BN); the saved state fp32 always;
+ *   - sgd: p and g of the row's type (a model without master weights), then p fp32 and g of the row's
+ *     type (name "(p fp32)": O2's fp32 master weights, train/sgd.c); the momentum buffer fp32;
+ *   - add_fwd: all three operands of the row's type, then each in turn fp32 ("(a fp32)" ...);
+ *   - copy_grad: both sides of the row's type, then converting "from fp32" and "to fp32",
+ *     overwriting and accumulating;
+ *   - masks, argmax uint8, labels int32, scalars blocks as they are; round_half works on fp32 arrays
+ *     (its rows have no type).
+ * The reference is the emulation: the CPU op on fp32 host arrays holding the same (rounded) values,
+ * each output then rounded to its storage type (round_half; accumulating: the rounded fp32 sum).
+ * That is what real reduced storage gives, bit for bit (nn/backend.h's type rule, shown for
+ * dt_backend_cpu by tests/unit/test_ops_typed.c); the one freedom is a convolution's or linear
+ * layer's summation order on half operands (below).
  *
  * Errors. max abs = max |got - want|. max rel = max |got - want| / max(|want|, floor), with
  * floor = the RMS of the reference tensor: an element far smaller than the tensor's typical size
  * (a sum that cancels to near zero) is judged against that size, so summation order does not show
  * up as a huge relative error, while any error large on the tensor's own scale does. Non-finite
- * values must match exactly (NaN with NaN, inf with the same inf).
+ * values must match exactly (NaN with NaN, inf with the same inf). Rows compared as bit patterns
+ * compare every non-NaN bit for bit, and a NaN in fp32 rows too (payload and sign), but in fp16 and
+ * bf16 rows any NaN matches any NaN: the device's hardware conversions give a canonical NaN where
+ * util/half.c keeps payload bits.
  *
  * Tolerances (the "tol" column):
- *   0, bits    copies, flatten, relu, add, scale, fill, max pool's values and window positions and
- *              its gradient where windows do not overlap, dropout's mask, round_half,
- *              unscale_check (its flag, and g left unchanged), step_end (the whole scalars block,
- *              after every step), xent's hits and counts: each result is one IEEE operation or
- *              none, so any correct implementation gives the same bits ("bits": compared as bit
- *              patterns, so +0/-0 and NaN payloads count; "0": compared as values).
+ *   0, bits    copies (copy_grad's conversions too), flatten, relu, add (mixed types too), scale,
+ *              fill, max pool's values and window positions and its gradient where windows do not
+ *              overlap, dropout's mask, round_half, unscale_check (its flag, and g left unchanged),
+ *              step_end (the whole scalars block, after every step), xent's hits and counts: each
+ *              result is one IEEE operation or none, so any correct implementation gives the same
+ *              bits ("bits": compared as bit patterns, so +0/-0 and (fp32) NaN payloads count; "0":
+ *              compared as values). In fp16 and bf16 rows too: one operation in fp32 followed by one
+ *              rounding to the type is as deterministic.
  *   1e-5       element-wise arithmetic of a few operations (SGD, dropout's scaling, normalize_u8,
  *              BN inference, gradients of pools summing a few overlapping windows): fp32 rounds
  *              each to 6e-8, and a device compiler contracting a*b+c into one FMA (nvcc does by
@@ -61,9 +89,14 @@
  *              and cuBLAS use for fp32 unless told not to, gives about 1e-3 and fails here, as it
  *              should: the contract is fp32 (a failing row then says so).
  *   loss       xent's mean loss: 1e-5 relative (the CPU sums in double).
- *   fp16/bf16  the fp32 tolerance plus one unit in the last place of the type, 2^-10 (fp16) or
- *              2^-7 (bf16) relative: outputs are rounded after the op, so two fp32 results within
- *              the tolerance can straddle a rounding boundary and end one ulp apart.
+ *   fp16/bf16  where the fp32 tolerance is not 0, it plus one unit in the last place of the type,
+ *              2^-10 (fp16) or 2^-7 (bf16) relative: outputs are rounded after the op, so two fp32
+ *              results within the tolerance can straddle a rounding boundary and end one ulp apart.
+ *              Convolutions and linear layers on half operands run on tensor cores on the GPU (and
+ *              bf16 convolutions of --backend cpu on oneDNN's own bf16 kernels on AMX machines): the
+ *              products of two halves exact, summed in fp32 in the library's order, so the fp32
+ *              rule holds before the rounding and the same 1e-4 plus one ulp applies (sums kept in
+ *              fp16 or bf16 are not what the contract allows).
  *
  * Planning (nn/backend.h): each op family's planning op (conv_workspace, bn_scratch, linear_scratch,
  * xent_scratch, normalize_scratch) is asked for the shapes its rows run, then reserve_scratch; a row
@@ -74,18 +107,19 @@
  * weight decay, label smoothing 0.1) for two steps at O0, O2 (fp16) and O2 (bf16) from the same seed
  * on the CPU reference and on the device, planned for batch 32 and 29, then runs one forward and
  * backward at 29 (an epoch's last batch), which must allocate nothing on the device (a row says): the
- * planner's memory sharing, in-place ops, the gradient
- * sums of residual blocks, the loss scaler and the master weights, on device memory. It compares the two losses,
- * and per tensor, by norm-wise relative difference: what training changed (weights, or O2's fp32
- * master weights, and BN running statistics: |got - want| / |want - initial|), the momentum buffers
- * (the gradients), and O2's rounded weights (|got - want| / |want|); the worst tensor is named.
+ * planner's memory sharing, in-place ops, the gradient sums of residual blocks, the loss scaler and
+ * the master weights, on device memory. It compares the two losses, and per tensor, by norm-wise
+ * relative difference: what training changed (weights, or O2's fp32 master weights, and BN running
+ * statistics: |got - want| / |want - initial|), the momentum buffers (the gradients), and O2's
+ * rounded weights (|got - want| / |want|); the worst tensor is named.
  * A network at initialisation is ill-conditioned: between two correct fp32 implementations (oneDNN
  * and im2col, 6 seeds) the worst tensor differed by up to 4e-3 (typically 3e-5), and at O2 a
  * last-bit difference flips fp16 roundings that then spread: up to 7e-2 (fp16) and 1e-1 (bf16) for
  * the worst tensor, 1e-2 for all together; losses differed by up to 1e-8 (O0), 2e-5 (O2) and 6e-5
  * (bf16). Tolerances: tensors 2e-2 (O0), 0.25 (O2), 0.4 (bf16), about 4x the worst seen; losses
- * 1e-5, 1e-3, 2e-3, wider (cuDNN's algorithms may round differently from oneDNN's). So at O2 the model check finds gross errors (a missing loss scale, master weights not
- * updated, a wrong accumulate), while the fp16/bf16 rows above check each op closely.
+ * 1e-5, 1e-3, 2e-3, wider (cuDNN's algorithms may round differently from oneDNN's). So at O2 the
+ * model check finds gross errors (a missing loss scale, master weights not updated, a wrong
+ * accumulate), while the fp16/bf16 rows above check each op closely.
  */
 #include "config.h"
 
@@ -102,6 +136,7 @@
 #include "train/amp.h"
 #include "train/sgd.h"
 #include "util/check.h"
+#include "util/half.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -112,16 +147,32 @@ static const dt_backend *REF = &dt_backend_cpu;         /* reference for all but
 static const dt_backend *CREF = &dt_backend_cpu_ref;    /* reference for convolutions, models */
 static dt_rng RNG;
 static const char *ONLY;                                /* --only: run tests whose name has this */
-static int QUICK;                                       /* --quick: each op once, small, fp32 */
+static int QUICK;                                       /* --quick: each op once, small, fp32 and fp16 */
 static int LIST;                                        /* --list: name the rows, check nothing */
 static int n_rows, n_failed;
 
 enum dtype { F32, F16, BF16 };
 static const char *const DTYPE_NAME[] = {"fp32", "fp16", "bf16"};
-/* the storage type every op is called with, in every row: fp16 and bf16 rows emulate the reduced
- * type in fp32 storage (see "dtypes" above), which is what the CUDA backend stores */
+/* S32: the type of every reference operand (the reference computes on fp32 arrays holding the row's
+ * values, see "dtypes" above); ty(dt): the type of a row's typed operands on the device */
 #define S32 DT_FLOAT32
-#define ALL_DTYPES for (int dt = F32; dt <= (QUICK ? F32 : BF16); dt++)
+static dt_dtype ty(int dt)
+{
+    return dt == F16 ? DT_FLOAT16 : dt == BF16 ? DT_BFLOAT16 : DT_FLOAT32;
+}
+static size_t elt_bytes(int dt)
+{
+    return dt == F32 ? sizeof(float) : sizeof(uint16_t);
+}
+/* 1 when the backend under test stores the type (storage_types): the rows of a type it does not
+ * store are not run (a row says so) */
+static int stores(int dt)
+{
+    return (DEV->storage_types & 1u << ty(dt)) != 0;
+}
+#define ALL_DTYPES                                       \
+    for (int dt = F32; dt <= (QUICK ? F16 : BF16); dt++) \
+        if (stores(dt))
 /* the size of the element-wise tests: odd, several blocks (--quick: a few) */
 static int64_t NE = 100003;
 
@@ -131,7 +182,12 @@ enum mode { M_EXACT, M_BITS, M_ELT, M_RED, M_LOSS };
 #define TOL_RED 1e-4
 #define TOL_LOSS 1e-5
 
-#define POISON_BITS 0x7fc0deadu /* a quiet NaN with a payload: "never written" */
+/* "never written": quiet NaNs with a payload, per storage type, that neither a conversion nor the
+ * arithmetic of an op makes (their canonical NaNs are 0x7fc00000 / 0x7fffffff, 0x7e00 / 0x7fff,
+ * 0x7fc0 / 0x7fff); a reduced one widens to fp32 0x7fcba000 (fp16) and 0x7fad0000 (bf16) */
+#define POISON_BITS 0x7fc0deadu
+#define POISON_F16 0x7e5du
+#define POISON_BF16 0x7fadu
 #define POISON_U8 0xa5
 
 static double tol_of(enum mode m, int dt)
@@ -231,36 +287,76 @@ static float *h_copy(const float *src, int64_t n)
     return h;
 }
 
-/* device arrays */
+/* Device arrays: n elements of storage type dt (fp32, or 16-bit elements for fp16 and bf16). The
+ * host side is always fp32: an upload converts values the type holds (exactly: a value it does not
+ * hold is a bug of this program, which stops it), a download widens (exactly). */
 static void *d_bytes(size_t bytes)
 {
     return hold(DEV->mem_alloc(bytes ? bytes : 1), 1);
 }
 
-static float *d_from(const float *h, int64_t n)
+static uint16_t *u16_new(int64_t n)
 {
-    float *d = d_bytes((size_t)n * sizeof(float));
-    DEV->mem_put(d, h, (size_t)n * sizeof(float));
-    return d;
-}
-
-static void d_poison(float *d, int64_t n)
-{
-    uint32_t *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
-    if (!p) {
+    uint16_t *t = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint16_t));
+    if (!t) {
         fprintf(stderr, "FATAL: out of host memory\n");
         exit(1);
     }
-    for (int64_t i = 0; i < n; i++)
-        p[i] = POISON_BITS;
-    DEV->mem_put(d, p, (size_t)n * sizeof(float));
-    free(p);
+    return t;
 }
 
-static float *d_poisoned(int64_t n)
+static void d_put(void *d, const float *h, int64_t n, int dt)
 {
-    float *d = d_bytes((size_t)n * sizeof(float));
-    d_poison(d, n);
+    if (dt == F32) {
+        DEV->mem_put(d, h, (size_t)n * sizeof(float));
+        return;
+    }
+    if (!LIST && !dt_is_half(h, n, dt == BF16)) {
+        fprintf(stderr, "FATAL: ops_check uploads values that are not %s (the test forgot to round them)\n",
+                DTYPE_NAME[dt]);
+        exit(1);
+    }
+    uint16_t *t = u16_new(n);
+    if (dt == BF16)
+        dt_f32_to_bf16_n((size_t)n, h, t);
+    else
+        dt_f32_to_f16_n((size_t)n, h, t);
+    DEV->mem_put(d, t, (size_t)n * sizeof(uint16_t));
+    free(t);
+}
+
+static void *d_from(const float *h, int64_t n, int dt)
+{
+    void *d = d_bytes((size_t)n * elt_bytes(dt));
+    d_put(d, h, n, dt);
+    return d;
+}
+
+static void d_poison(void *d, int64_t n, int dt)
+{
+    if (dt == F32) {
+        uint32_t *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
+        if (!p) {
+            fprintf(stderr, "FATAL: out of host memory\n");
+            exit(1);
+        }
+        for (int64_t i = 0; i < n; i++)
+            p[i] = POISON_BITS;
+        DEV->mem_put(d, p, (size_t)n * sizeof(float));
+        free(p);
+        return;
+    }
+    uint16_t *t = u16_new(n);
+    for (int64_t i = 0; i < n; i++)
+        t[i] = dt == BF16 ? POISON_BF16 : POISON_F16;
+    DEV->mem_put(d, t, (size_t)n * sizeof(uint16_t));
+    free(t);
+}
+
+static void *d_poisoned(int64_t n, int dt)
+{
+    void *d = d_bytes((size_t)n * elt_bytes(dt));
+    d_poison(d, n, dt);
     return d;
 }
 
@@ -275,13 +371,21 @@ static uint8_t *d_poisoned_u8(int64_t n)
     return d;
 }
 
-/* the device array back on the host, rounded first (with the device's round_half) for fp16/bf16 */
-static float *d_result(float *d, int64_t n, int dt)
+/* the device array (storage type dt) back on the host, widened to fp32 */
+static float *d_result(const void *d, int64_t n, int dt)
 {
-    if (dt != F32)
-        DEV->round_half(n, d, dt == BF16);
     float *h = h_new(n);
-    DEV->mem_get(h, d, (size_t)n * sizeof(float));
+    if (dt == F32) {
+        DEV->mem_get(h, d, (size_t)n * sizeof(float));
+        return h;
+    }
+    uint16_t *t = u16_new(n);
+    DEV->mem_get(t, d, (size_t)n * sizeof(uint16_t));
+    if (dt == BF16)
+        dt_bf16_to_f32_n((size_t)n, t, h);
+    else
+        dt_f16_to_f32_n((size_t)n, t, h);
+    free(t);
     return h;
 }
 
@@ -297,6 +401,17 @@ static uint32_t bits_of(float f)
     uint32_t u;
     memcpy(&u, &f, 4);
     return u;
+}
+
+/* one of the poisons, as it comes back widened to fp32 */
+static int is_poison(uint32_t u)
+{
+    static uint32_t p16, pbf;
+    if (!p16) {
+        p16 = bits_of(dt_f16_to_f32(POISON_F16));
+        pbf = bits_of(dt_bf16_to_f32(POISON_BF16));
+    }
+    return u == POISON_BITS || u == p16 || u == pbf;
 }
 
 static float float_of(uint32_t u)
@@ -352,11 +467,14 @@ static void row(const char *op, const char *dtype, const char *shape, double max
     fflush(stdout);
 }
 
-/* got (device) against want (reference), n floats */
-static int cmp_f32(const char *op, int dt, const char *shape, const float *got, const float *want, int64_t n,
-                   enum mode m)
+/* got (device, widened) against want (reference), n floats; dt: the row's type (-1: none); tt: the
+ * output's storage type, which sets the tolerance (an fp32 output of a reduced row, such as BN's
+ * statistics or SGD's master weights, is computed in fp32 from the same reduced inputs on both sides,
+ * so it keeps the fp32 tolerance) */
+static int cmp_f32_as(const char *op, int dt, int tt, const char *shape, const float *got, const float *want,
+                      int64_t n, enum mode m)
 {
-    const double tol = tol_of(m, dt);
+    const double tol = tol_of(m, tt);
     if (LIST) {
         row(op, dt < 0 ? "-" : DTYPE_NAME[dt], shape, 0, 0, m, tol, 1);
         return 1;
@@ -377,7 +495,7 @@ static int cmp_f32(const char *op, int dt, const char *shape, const float *got, 
         const float a = got[i], b = want[i];
         const uint32_t ab = bits_of(a), bb = bits_of(b);
         int ok;
-        if (ab == POISON_BITS && bb != POISON_BITS)
+        if (is_poison(ab) && !is_poison(bb))
             unwritten++;
         if (isnan(a) && !isnan(b))
             nan_got++;
@@ -387,7 +505,9 @@ static int cmp_f32(const char *op, int dt, const char *shape, const float *got, 
             maxrel = fmax(maxrel, r);
             ok = m == M_BITS ? ab == bb : m == M_EXACT ? a == b : r <= tol;
         } else if (m == M_BITS) {
-            ok = ab == bb;
+            /* fp32: NaN payloads count; reduced storage: a NaN is a NaN (the device's conversions give
+             * a canonical NaN where util/half.c keeps payload bits) */
+            ok = ab == bb || (dt > F32 && isnan(a) && isnan(b));
         } else {
             ok = (isnan(a) && isnan(b)) || (!isnan(a) && !isnan(b) && a == b);
         }
@@ -406,6 +526,12 @@ static int cmp_f32(const char *op, int dt, const char *shape, const float *got, 
         printf("      (errors of 1e-4..1e-2 in an fp32 GEMM or convolution look like TF32: cuDNN needs "
                "CUDNN_FMA_MATH, cuBLAS CUBLAS_DEFAULT_MATH without NVIDIA_TF32_OVERRIDE=1)\n");
     return bad == 0;
+}
+
+static int cmp_f32(const char *op, int dt, const char *shape, const float *got, const float *want, int64_t n,
+                   enum mode m)
+{
+    return cmp_f32_as(op, dt, dt, shape, got, want, n, m);
 }
 
 static int cmp_u8(const char *op, int dt, const char *shape, const uint8_t *got, const uint8_t *want, int64_t n)
@@ -445,13 +571,20 @@ static int cmp_scalar(const char *op, int dt, const char *shape, double got, dou
     return pass;
 }
 
-/* got from the device output d against the reference h */
-static void check(const char *op, int dt, const char *shape, float *d, const float *want, int64_t n, enum mode m)
+/* got from the device output d (of the row's type dt; check_as: of storage type st) against the
+ * reference h */
+static void check_as(const char *op, int dt, int st, const char *shape, const void *d, const float *want, int64_t n,
+                     enum mode m)
 {
-    cmp_f32(op, dt, shape, d_result(d, n, dt), want, n, m);
+    cmp_f32_as(op, dt, st, shape, d_result(d, n, st), want, n, m);
 }
 
-/* the reference output, rounded for fp16/bf16 as the device's will be */
+static void check(const char *op, int dt, const char *shape, const void *d, const float *want, int64_t n, enum mode m)
+{
+    check_as(op, dt, dt, shape, d, want, n, m);
+}
+
+/* the reference output, rounded to its storage type dt after the op, as the device stores it */
 static void ref_out(float *h, int64_t n, int dt)
 {
     h_round(h, n, dt);
@@ -544,7 +677,7 @@ DT_OPS(DRY_OP)
 static const dt_backend DRY = {
     .name = "dry",
     .host_memory = 1,
-    .storage_types = 1u << DT_FLOAT32,
+    .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16, /* the rows of a real run */
     .mem_alloc = dry_alloc,
     .mem_free = free,
     .mem_put = dry_copy,
@@ -604,6 +737,13 @@ static int table_complete(void)
     char shape[64];
     snprintf(shape, sizeof shape, "%d members, host_memory %d", (int)(sizeof m / sizeof m[0]), DEV->host_memory);
     row("table complete", "-", shape, missing, missing, M_EXACT, 0, missing == 0);
+    /* the reduced rows call the ops on real fp16 and bf16 storage: a type not stored is not run */
+    const int lacking = !stores(F16) + !stores(BF16);
+    snprintf(shape, sizeof shape, "storage_types 0x%x", DEV->storage_types);
+    row("storage_types with float16 and bfloat16", "-", shape, lacking, lacking, M_EXACT, 0, lacking == 0);
+    if (lacking && !QUICK)
+        printf("      the backend does not store%s%s: those rows are not run\n", stores(F16) ? "" : " fp16",
+               stores(BF16) ? "" : " bf16");
     return missing == 0;
 }
 
@@ -629,7 +769,7 @@ static void test_memory(void)
         off += h[i] != back[i];
     row("mem_put/mem_get round trip", "-", "1000003 bytes", (double)off, (double)off, M_BITS, 0, off == 0);
     /* at an offset inside a buffer, as the model's arenas use it */
-    float *f = d_poisoned(1000), *src = h_randn(1000, 0, 1, F32), *got = h_new(1000);
+    float *f = d_poisoned(1000, F32), *src = h_randn(1000, 0, 1, F32), *got = h_new(1000);
     DEV->mem_put(f + 3, src + 3, 501 * sizeof(float));
     DEV->mem_get(got + 3, f + 3, 501 * sizeof(float));
     cmp_f32("mem_put/mem_get at an offset", -1, "floats [3, 504)", got + 3, src + 3, 501, M_BITS);
@@ -664,7 +804,7 @@ static void test_conv(const conv_case *cc, int dt)
     char name[96], shape[64];
     snprintf(shape, sizeof shape, "n%d %dx%dx%d>%d k%ds%dp%dd%dg%d", cc->n, cc->h, cc->w, cc->c, cc->oc, cc->k, cc->s,
              cc->p, cc->dil, cc->g);
-    dt_conv_desc d, da;
+    dt_conv_desc d, da; /* the reference's (fp32); the device's (dd, dda, dds) of the row's type */
     if (dt_conv_desc_set(&d, cc->n, cc->h, cc->w, cc->c, cc->oc, cc->k, cc->k, cc->s, cc->s, cc->p, cc->p, cc->dil,
                          cc->dil, cc->g) != 0) {
         snprintf(name, sizeof name, "conv [%s]", cc->name);
@@ -679,10 +819,12 @@ static void test_conv(const conv_case *cc, int dt)
     /* planning, as a model plans: the batch, and a smaller one (an epoch's last) */
     dt_conv_desc ds = d;
     ds.n = d.n > 1 ? d.n - 1 : 1;
+    dt_conv_desc dd = d, dda = da, dds = ds;
+    dd.t = dda.t = dds.t = ty(dt);
     size_t wr = CREF->conv_workspace(&da), wr0 = CREF->conv_workspace(&d), wrs = CREF->conv_workspace(&ds);
     wr = wr > wr0 ? wr : wr0;
     wr = wr > wrs ? wr : wrs;
-    size_t wd = DEV->conv_workspace(&d), wd2 = DEV->conv_workspace(&da), wds = DEV->conv_workspace(&ds);
+    size_t wd = DEV->conv_workspace(&dd), wd2 = DEV->conv_workspace(&dda), wds = DEV->conv_workspace(&dds);
     wd = wd > wd2 ? wd : wd2;
     wd = wd > wds ? wd : wds;
     void *ws_ref = hold(malloc(wr ? wr : 64), 0);
@@ -692,13 +834,15 @@ static void test_conv(const conv_case *cc, int dt)
     const double wsd = 1.0 / sqrt((double)d.kh * d.kw * (d.c / d.groups));
     float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, wsd, dt), *b = h_randn(nb, 0, 0.5, dt);
     float *dy = h_randn(ny, 0, 1, dt);
-    float *Dx = d_from(x, nx), *Dw = d_from(w, nw), *Db = d_from(b, nb), *Ddy = d_from(dy, ny);
-    const float *bias = cc->bias ? b : NULL, *Dbias = cc->bias ? Db : NULL;
+    void *Dx = d_from(x, nx, dt), *Dw = d_from(w, nw, dt), *Db = d_from(b, nb, dt), *Ddy = d_from(dy, ny, dt);
+    const float *bias = cc->bias ? b : NULL;
+    const void *Dbias = cc->bias ? Db : NULL;
 
     /* forward */
-    float *y = h_new(ny), *Dy = d_poisoned(ny);
+    float *y = h_new(ny);
+    void *Dy = d_poisoned(ny, dt);
     CREF->conv_fwd(&d, x, w, bias, y, ws_ref);
-    DEV->conv_fwd(&d, Dx, Dw, Dbias, Dy, ws_dev);
+    DEV->conv_fwd(&dd, Dx, Dw, Dbias, Dy, ws_dev);
     ref_out(y, ny, dt);
     snprintf(name, sizeof name, "conv_fwd [%s]", cc->name);
     check(name, dt, shape, Dy, y, ny, M_RED);
@@ -706,42 +850,47 @@ static void test_conv(const conv_case *cc, int dt)
     /* a smaller batch, planned too (an epoch's last), in the same workspace */
     if (d.n > 1) {
         const int64_t nys = (int64_t)ds.n * d.oh * d.ow * d.oc;
-        float *ys = h_new(nys), *Dys = d_poisoned(nys);
+        float *ys = h_new(nys);
+        void *Dys = d_poisoned(nys, dt);
         CREF->conv_fwd(&ds, x, w, bias, ys, ws_ref);
-        DEV->conv_fwd(&ds, Dx, Dw, Dbias, Dys, ws_dev);
+        DEV->conv_fwd(&dds, Dx, Dw, Dbias, Dys, ws_dev);
         ref_out(ys, nys, dt);
         snprintf(name, sizeof name, "conv_fwd smaller batch [%s]", cc->name);
         check(name, dt, shape, Dys, ys, nys, M_RED);
     }
 
     /* backward-data, overwrite and accumulate */
-    float *dx = h_new(nx), *Ddx = d_poisoned(nx);
+    float *dx = h_new(nx);
+    void *Ddx = d_poisoned(nx, dt);
     CREF->conv_bwd_data(&d, dy, w, dx, 0, ws_ref);
-    DEV->conv_bwd_data(&d, Ddy, Dw, Ddx, 0, ws_dev);
+    DEV->conv_bwd_data(&dd, Ddy, Dw, Ddx, 0, ws_dev);
     ref_out(dx, nx, dt);
     snprintf(name, sizeof name, "conv_bwd_data [%s]", cc->name);
     check(name, dt, shape, Ddx, dx, nx, M_RED);
 
     /* overwrite through a descriptor that allows adding (the model's first write to a residual
      * input's gradient) */
-    float *dxo = h_new(nx), *Ddxo = d_poisoned(nx);
+    float *dxo = h_new(nx);
+    void *Ddxo = d_poisoned(nx, dt);
     CREF->conv_bwd_data(&da, dy, w, dxo, 0, ws_ref);
-    DEV->conv_bwd_data(&da, Ddy, Dw, Ddxo, 0, ws_dev);
+    DEV->conv_bwd_data(&dda, Ddy, Dw, Ddxo, 0, ws_dev);
     ref_out(dxo, nx, dt);
     snprintf(name, sizeof name, "conv_bwd_data acc-desc [%s]", cc->name);
     check(name, dt, shape, Ddxo, dxo, nx, M_RED);
 
-    float *prior = h_randn(nx, 0, 1, dt), *dxa = h_copy(prior, nx), *Ddxa = d_from(prior, nx);
+    float *prior = h_randn(nx, 0, 1, dt), *dxa = h_copy(prior, nx);
+    void *Ddxa = d_from(prior, nx, dt);
     CREF->conv_bwd_data(&da, dy, w, dxa, 1, ws_ref);
-    DEV->conv_bwd_data(&da, Ddy, Dw, Ddxa, 1, ws_dev);
+    DEV->conv_bwd_data(&dda, Ddy, Dw, Ddxa, 1, ws_dev);
     ref_out(dxa, nx, dt);
     snprintf(name, sizeof name, "conv_bwd_data acc [%s]", cc->name);
     check(name, dt, shape, Ddxa, dxa, nx, M_RED);
 
     /* backward-filter (and bias), overwrite and accumulate */
-    float *dw = h_new(nw), *db = h_new(nb), *Ddw = d_poisoned(nw), *Ddb = d_poisoned(nb);
+    float *dw = h_new(nw), *db = h_new(nb);
+    void *Ddw = d_poisoned(nw, dt), *Ddb = d_poisoned(nb, dt);
     CREF->conv_bwd_filter(&d, x, dy, dw, cc->bias ? db : NULL, 0, ws_ref);
-    DEV->conv_bwd_filter(&d, Dx, Ddy, Ddw, cc->bias ? Ddb : NULL, 0, ws_dev);
+    DEV->conv_bwd_filter(&dd, Dx, Ddy, Ddw, cc->bias ? Ddb : NULL, 0, ws_dev);
     ref_out(dw, nw, dt);
     snprintf(name, sizeof name, "conv_bwd_filter dw [%s]", cc->name);
     check(name, dt, shape, Ddw, dw, nw, M_RED);
@@ -751,9 +900,10 @@ static void test_conv(const conv_case *cc, int dt)
         check(name, dt, shape, Ddb, db, nb, M_RED);
     }
     float *pw = h_randn(nw, 0, 1, dt), *pb = h_randn(nb, 0, 1, dt);
-    float *dwa = h_copy(pw, nw), *dba = h_copy(pb, nb), *Ddwa = d_from(pw, nw), *Ddba = d_from(pb, nb);
+    float *dwa = h_copy(pw, nw), *dba = h_copy(pb, nb);
+    void *Ddwa = d_from(pw, nw, dt), *Ddba = d_from(pb, nb, dt);
     CREF->conv_bwd_filter(&d, x, dy, dwa, cc->bias ? dba : NULL, 1, ws_ref);
-    DEV->conv_bwd_filter(&d, Dx, Ddy, Ddwa, cc->bias ? Ddba : NULL, 1, ws_dev);
+    DEV->conv_bwd_filter(&dd, Dx, Ddy, Ddwa, cc->bias ? Ddba : NULL, 1, ws_dev);
     ref_out(dwa, nw, dt);
     snprintf(name, sizeof name, "conv_bwd_filter acc dw [%s]", cc->name);
     check(name, dt, shape, Ddwa, dwa, nw, M_RED);
@@ -786,16 +936,17 @@ typedef struct bn_case {
     const char *name;
     int64_t rows;
     int c;
+    int o3; /* fp16/bf16: also with the parameters and statistics of the row's type (O3's BN) */
 } bn_case;
 
 static const bn_case BN_CASES[] = {
-    {"rows 784 c64", 784, 64},
-    {"rows 1001 c37 (odd)", 1001, 37},
-    {"rows 98 c300 (blocks)", 98, 300},
-    {"rows 392 c2048 (layer4)", 392, 2048},
-    {"rows 100352 c64 (32x56x56)", 100352, 64},
+    {"rows 784 c64", 784, 64, 1},
+    {"rows 1001 c37 (odd)", 1001, 37, 1},
+    {"rows 98 c300 (blocks)", 98, 300, 1},
+    {"rows 392 c2048 (layer4)", 392, 2048, 0},
+    {"rows 100352 c64 (32x56x56)", 100352, 64, 0},
 };
-static const bn_case BN_QUICK = {"rows 200 c37 (quick)", 200, 37};
+static const bn_case BN_QUICK = {"rows 200 c37 (quick)", 200, 37, 0};
 
 /* Moves x away from where the fused ReLU's decision (x*scale + shift > 0) is within rounding of
  * zero, so that two correct implementations make the same decision; x stays in the dtype. */
@@ -848,12 +999,17 @@ static int sync_twice(void *ctx, double *buf, int n)
     return 0;
 }
 
+/* BN's operands: x, y and their gradients of the row's type dt (xt, yt), the parameters, running
+ * statistics and their gradients of type pdt (pt: fp32, as keep_batchnorm_fp32 has them, or the
+ * row's type: O3), saved state fp32. d: the reference's descriptor (every type fp32), dd: the
+ * device's. */
+
 /* BN's training forward and backward with SyncBN on d's shape: both sides against each other */
-static void test_bn_sync(const dt_bn_desc *d0, int dt, const char *shape)
+static void test_bn_sync(const dt_bn_desc *d0, const dt_bn_desc *dd0, int dt, int pdt, const char *shape)
 {
     const int c = d0->c;
     const int64_t n = d0->rows * c;
-    dt_bn_desc dr = *d0, dd = *d0;
+    dt_bn_desc dr = *d0, dd = *dd0;
     dr.sync = dd.sync = sync_twice;
     sync_side[0] = REF;
     sync_side[1] = DEV;
@@ -864,172 +1020,195 @@ static void test_bn_sync(const dt_bn_desc *d0, int dt, const char *shape)
     for (int64_t i = 0; i < n; i++)
         x[i] = x[i] * 1.5f + off[i % c];
     h_round(x, n, dt);
-    float *gamma = h_randn(c, 1, 0.3, F32), *beta = h_randn(c, 0, 0.5, F32);
-    float *rm0 = h_randn(c, 0, 0.1, F32), *rv0 = h_uniform(c, 0.5, 1.5);
-    float *Dx = d_from(x, n), *Dg = d_from(gamma, c), *Db = d_from(beta, c);
+    float *gamma = h_randn(c, 1, 0.3, pdt), *beta = h_randn(c, 0, 0.5, pdt);
+    float *rm0 = h_randn(c, 0, 0.1, pdt), *rv0 = h_uniform(c, 0.5, 1.5);
+    h_round(rv0, c, pdt);
+    void *Dx = d_from(x, n, dt), *Dg = d_from(gamma, c, pdt), *Db = d_from(beta, c, pdt);
     float *y = h_new(n), *saved = h_new((int64_t)DT_BN_SAVED(c)), *rm = h_copy(rm0, c), *rv = h_copy(rv0, c);
-    float *Dy = d_poisoned(n), *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c)), *Drm = d_from(rm0, c),
-          *Drv = d_from(rv0, c);
+    void *Dy = d_poisoned(n, dt), *Drm = d_from(rm0, c, pdt), *Drv = d_from(rv0, c, pdt);
+    float *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c), F32);
     REF->bn_fwd_train(&dr, x, gamma, beta, y, saved, rm, rv, 0);
     DEV->bn_fwd_train(&dd, Dx, Dg, Db, Dy, Dsaved, Drm, Drv, 0);
     ref_out(y, n, dt);
     check("bn_fwd_train syncbn y", dt, shape, Dy, y, n, M_RED);
-    cmp_f32("bn_fwd_train syncbn saved", dt, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved,
+    cmp_f32_as("bn_fwd_train syncbn saved", dt, F32, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved,
             (int64_t)DT_BN_SAVED(c), M_RED);
-    cmp_f32("bn_fwd_train syncbn running_var", dt, shape, d_result(Drv, c, F32), rv, c, M_RED);
-    float *dy = h_randn(n, 0, 1, dt), *Ddy = d_from(dy, n);
-    float *dx = h_new(n), *dg = h_new(c), *db = h_new(c), *Ddx = d_poisoned(n), *Ddg = d_poisoned(c),
-          *Ddb = d_poisoned(c);
+    ref_out(rv, c, pdt);
+    cmp_f32_as("bn_fwd_train syncbn running_var", dt, pdt, shape, d_result(Drv, c, pdt), rv, c, M_RED);
+    float *dy = h_randn(n, 0, 1, dt), *dx = h_new(n), *dg = h_new(c), *db = h_new(c);
+    void *Ddy = d_from(dy, n, dt), *Ddx = d_poisoned(n, dt), *Ddg = d_poisoned(c, pdt), *Ddb = d_poisoned(c, pdt);
     REF->bn_bwd(&dr, x, dy, 0, gamma, saved, dx, dg, db, 0, 0);
     DEV->bn_bwd(&dd, Dx, Ddy, 0, Dg, Dsaved, Ddx, Ddg, Ddb, 0, 0);
     ref_out(dx, n, dt);
     check("bn_bwd syncbn dx", dt, shape, Ddx, dx, n, M_RED);
-    cmp_f32("bn_bwd syncbn dgamma", dt, shape, d_result(Ddg, c, F32), dg, c, M_RED);
+    ref_out(dg, c, pdt);
+    cmp_f32_as("bn_bwd syncbn dgamma", dt, pdt, shape, d_result(Ddg, c, pdt), dg, c, M_RED);
     release();
 }
 
 /* the residual block's tail in one op each way (bn_add_relu_*) on d's shape: both sides against each
- * other, the backward's mask from a given block output (as a model keeps it) */
-static void test_bn_add_relu(const dt_bn_desc *d, int dt, const char *shape)
+ * other, the backward's mask from a given block output (as a model keeps it); the residual and its
+ * gradient of y's type */
+static void test_bn_add_relu(const dt_bn_desc *d, const dt_bn_desc *dd, int dt, int pdt, const char *shape)
 {
     const int c = d->c;
     const int64_t n = d->rows * c;
+    const dt_dtype rt = ty(dt);
     float *off = h_uniform(c, -4, 4), *x = h_randn(n, 0, 1, F32);
     for (int64_t i = 0; i < n; i++)
         x[i] = x[i] * 1.5f + off[i % c];
     h_round(x, n, dt);
-    float *gamma = h_randn(c, 1, 0.3, F32), *beta = h_randn(c, 0, 0.5, F32), *r = h_randn(n, 0, 1, dt);
-    float *rm0 = h_randn(c, 0, 0.1, F32), *rv0 = h_uniform(c, 0.5, 1.5);
-    float *Dx = d_from(x, n), *Dg = d_from(gamma, c), *Db = d_from(beta, c), *Dr = d_from(r, n);
+    float *gamma = h_randn(c, 1, 0.3, pdt), *beta = h_randn(c, 0, 0.5, pdt), *r = h_randn(n, 0, 1, dt);
+    float *rm0 = h_randn(c, 0, 0.1, pdt), *rv0 = h_uniform(c, 0.5, 1.5);
+    h_round(rv0, c, pdt);
+    void *Dx = d_from(x, n, dt), *Dg = d_from(gamma, c, pdt), *Db = d_from(beta, c, pdt), *Dr = d_from(r, n, dt);
     float *y = h_new(n), *saved = h_new((int64_t)DT_BN_SAVED(c)), *rm = h_copy(rm0, c), *rv = h_copy(rv0, c);
-    float *Dy = d_poisoned(n), *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c)), *Drm = d_from(rm0, c),
-          *Drv = d_from(rv0, c);
+    void *Dy = d_poisoned(n, dt), *Drm = d_from(rm0, c, pdt), *Drv = d_from(rv0, c, pdt);
+    float *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c), F32);
     REF->bn_add_relu_fwd_train(d, x, gamma, beta, r, S32, y, saved, rm, rv);
-    DEV->bn_add_relu_fwd_train(d, Dx, Dg, Db, Dr, S32, Dy, Dsaved, Drm, Drv);
+    DEV->bn_add_relu_fwd_train(dd, Dx, Dg, Db, Dr, rt, Dy, Dsaved, Drm, Drv);
     ref_out(y, n, dt);
     check("bn_add_relu_fwd_train y", dt, shape, Dy, y, n, M_RED);
-    cmp_f32("bn_add_relu_fwd_train saved", dt, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved,
+    cmp_f32_as("bn_add_relu_fwd_train saved", dt, F32, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved,
             (int64_t)DT_BN_SAVED(c), M_RED);
-    cmp_f32("bn_add_relu_fwd_train running_var", dt, shape, d_result(Drv, c, F32), rv, c, M_RED);
-    float *yi = h_new(n), *Dyi = d_poisoned(n), *Drm0 = d_from(rm0, c), *Drv0 = d_from(rv0, c);
+    ref_out(rv, c, pdt);
+    cmp_f32_as("bn_add_relu_fwd_train running_var", dt, pdt, shape, d_result(Drv, c, pdt), rv, c, M_RED);
+    float *yi = h_new(n);
+    void *Dyi = d_poisoned(n, dt), *Drm0 = d_from(rm0, c, pdt), *Drv0 = d_from(rv0, c, pdt);
     REF->bn_add_relu_fwd_infer(d, x, gamma, beta, rm0, rv0, r, S32, yi);
-    DEV->bn_add_relu_fwd_infer(d, Dx, Dg, Db, Drm0, Drv0, Dr, S32, Dyi);
+    DEV->bn_add_relu_fwd_infer(dd, Dx, Dg, Db, Drm0, Drv0, Dr, rt, Dyi);
     ref_out(yi, n, dt);
     check("bn_add_relu_fwd_infer y", dt, shape, Dyi, yi, n, M_ELT);
     /* backward: the same block output for both (its zeros are the mask), each side's own saved state */
-    float *yo = h_randn(n, 0, 1, dt), *dy = h_randn(n, 0, 1, dt), *Dyo = d_from(yo, n), *Ddy = d_from(dy, n);
+    float *yo = h_randn(n, 0, 1, dt), *dy = h_randn(n, 0, 1, dt);
+    void *Dyo = d_from(yo, n, dt), *Ddy = d_from(dy, n, dt);
     for (int acc = 0; acc <= 1; acc++) {
-        float *p0 = h_randn(n, 0, 1, dt), *p1 = h_randn(n, 0, 1, dt), *p2 = h_randn(c, 0, 1, F32);
-        float *p3 = h_randn(c, 0, 1, F32);
+        float *p0 = h_randn(n, 0, 1, dt), *p1 = h_randn(n, 0, 1, dt), *p2 = h_randn(c, 0, 1, pdt);
+        float *p3 = h_randn(c, 0, 1, pdt);
         float *dx = h_copy(p0, n), *dr = h_copy(p1, n), *dg = h_copy(p2, c), *db = h_copy(p3, c);
-        float *Ddx = d_from(p0, n), *Ddr = d_from(p1, n), *Ddg = d_from(p2, c), *Ddb = d_from(p3, c);
+        void *Ddx = d_from(p0, n, dt), *Ddr = d_from(p1, n, dt), *Ddg = d_from(p2, c, pdt), *Ddb = d_from(p3, c, pdt);
         REF->bn_add_relu_bwd(d, x, yo, dy, gamma, saved, dx, dr, S32, dg, db, acc, acc, acc);
-        DEV->bn_add_relu_bwd(d, Dx, Dyo, Ddy, Dg, Dsaved, Ddx, Ddr, S32, Ddg, Ddb, acc, acc, acc);
+        DEV->bn_add_relu_bwd(dd, Dx, Dyo, Ddy, Dg, Dsaved, Ddx, Ddr, rt, Ddg, Ddb, acc, acc, acc);
         ref_out(dx, n, dt);
         ref_out(dr, n, dt);
+        ref_out(dg, c, pdt);
+        ref_out(db, c, pdt);
         check(acc ? "bn_add_relu_bwd acc dx" : "bn_add_relu_bwd dx", dt, shape, Ddx, dx, n, M_RED);
         check(acc ? "bn_add_relu_bwd acc dr" : "bn_add_relu_bwd dr", dt, shape, Ddr, dr, n, M_ELT);
-        cmp_f32(acc ? "bn_add_relu_bwd acc dgamma" : "bn_add_relu_bwd dgamma", dt, shape, d_result(Ddg, c, F32), dg,
+        cmp_f32_as(acc ? "bn_add_relu_bwd acc dgamma" : "bn_add_relu_bwd dgamma", dt, pdt, shape, d_result(Ddg, c, pdt), dg,
                 c, M_RED);
-        cmp_f32(acc ? "bn_add_relu_bwd acc dbeta" : "bn_add_relu_bwd dbeta", dt, shape, d_result(Ddb, c, F32), db, c,
+        cmp_f32_as(acc ? "bn_add_relu_bwd acc dbeta" : "bn_add_relu_bwd dbeta", dt, pdt, shape, d_result(Ddb, c, pdt), db, c,
                 M_RED);
     }
     release();
 }
 
-static void test_bn(const bn_case *bc, int dt)
+/* o3: the parameters and statistics (and their gradients) of the row's type too */
+static void test_bn(const bn_case *bc, int dt, int o3)
 {
     char name[96], shape[64];
-    snprintf(shape, sizeof shape, "%s", bc->name);
-    const int c = bc->c;
+    snprintf(shape, sizeof shape, "%s%s", bc->name, o3 ? ", O3" : "");
+    const int c = bc->c, pdt = o3 ? dt : F32;
     const int64_t n = bc->rows * c;
     dt_bn_desc d = {.rows = bc->rows, .c = c, .eps = 1e-5f, .momentum = 0.1f, .xt = S32, .yt = S32, .pt = S32};
-    plan_scratch(DEV->bn_scratch(&d));
+    dt_bn_desc dd = d;
+    dd.xt = dd.yt = ty(dt);
+    dd.pt = ty(pdt);
+    plan_scratch(DEV->bn_scratch(&dd));
     for (int relu = 0; relu <= 1; relu++) {
         /* x with a per-channel offset (the one-pass variance must not cancel) */
         float *off = h_uniform(c, -4, 4), *x = h_randn(n, 0, 1, F32);
         for (int64_t i = 0; i < n; i++)
             x[i] = x[i] * 1.5f + off[i % c];
         h_round(x, n, dt);
-        float *gamma = h_randn(c, 1, 0.3, F32), *beta = h_randn(c, 0, 0.5, F32);
+        float *gamma = h_randn(c, 1, 0.3, pdt), *beta = h_randn(c, 0, 0.5, pdt);
         if (relu)
             bn_keep_off_zero(&d, x, gamma, beta, dt);
-        float *rm0 = h_randn(c, 0, 0.1, F32), *rv0 = h_uniform(c, 0.5, 1.5);
-        float *Dx = d_from(x, n), *Dg = d_from(gamma, c), *Db = d_from(beta, c);
+        float *rm0 = h_randn(c, 0, 0.1, pdt), *rv0 = h_uniform(c, 0.5, 1.5);
+        h_round(rv0, c, pdt);
+        void *Dx = d_from(x, n, dt), *Dg = d_from(gamma, c, pdt), *Db = d_from(beta, c, pdt);
 
         /* training forward: y, saved, running statistics */
         float *y = h_new(n), *saved = h_new((int64_t)DT_BN_SAVED(c)), *rm = h_copy(rm0, c), *rv = h_copy(rv0, c);
-        float *Dy = d_poisoned(n), *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c)), *Drm = d_from(rm0, c),
-              *Drv = d_from(rv0, c);
+        void *Dy = d_poisoned(n, dt), *Drm = d_from(rm0, c, pdt), *Drv = d_from(rv0, c, pdt);
+        float *Dsaved = d_poisoned((int64_t)DT_BN_SAVED(c), F32);
         REF->bn_fwd_train(&d, x, gamma, beta, y, saved, rm, rv, relu);
-        DEV->bn_fwd_train(&d, Dx, Dg, Db, Dy, Dsaved, Drm, Drv, relu);
+        DEV->bn_fwd_train(&dd, Dx, Dg, Db, Dy, Dsaved, Drm, Drv, relu);
         ref_out(y, n, dt);
         snprintf(name, sizeof name, "bn_fwd_train%s y", relu ? "+relu" : "");
         check(name, dt, shape, Dy, y, n, M_RED);
-        /* saved state and running statistics are fp32 storage at every level: not rounded (the
-         * dtype column says which inputs were) */
+        /* saved state is fp32 at every level, the running statistics of the parameters' type (the
+         * dtype column says which inputs were reduced) */
         snprintf(name, sizeof name, "bn_fwd_train%s saved", relu ? "+relu" : "");
-        cmp_f32(name, dt, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved, (int64_t)DT_BN_SAVED(c),
+        cmp_f32_as(name, dt, F32, shape, d_result(Dsaved, (int64_t)DT_BN_SAVED(c), F32), saved, (int64_t)DT_BN_SAVED(c),
                 M_RED);
+        ref_out(rm, c, pdt);
+        ref_out(rv, c, pdt);
         snprintf(name, sizeof name, "bn_fwd_train%s running_mean", relu ? "+relu" : "");
-        cmp_f32(name, dt, shape, d_result(Drm, c, F32), rm, c, M_RED);
+        cmp_f32_as(name, dt, pdt, shape, d_result(Drm, c, pdt), rm, c, M_RED);
         snprintf(name, sizeof name, "bn_fwd_train%s running_var", relu ? "+relu" : "");
-        cmp_f32(name, dt, shape, d_result(Drv, c, F32), rv, c, M_RED);
+        cmp_f32_as(name, dt, pdt, shape, d_result(Drv, c, pdt), rv, c, M_RED);
 
         /* inference forward from the running statistics */
-        float *yi = h_new(n), *Dyi = d_poisoned(n), *Drm0 = d_from(rm0, c), *Drv0 = d_from(rv0, c);
+        float *yi = h_new(n);
+        void *Dyi = d_poisoned(n, dt), *Drm0 = d_from(rm0, c, pdt), *Drv0 = d_from(rv0, c, pdt);
         REF->bn_fwd_infer(&d, x, gamma, beta, rm0, rv0, yi, relu);
-        DEV->bn_fwd_infer(&d, Dx, Dg, Db, Drm0, Drv0, Dyi, relu);
+        DEV->bn_fwd_infer(&dd, Dx, Dg, Db, Drm0, Drv0, Dyi, relu);
         ref_out(yi, n, dt);
         snprintf(name, sizeof name, "bn_fwd_infer%s", relu ? "+relu" : "");
         check(name, dt, shape, Dyi, yi, n, M_ELT);
 
         /* backward, from each side's own saved state (as a model runs it) */
-        float *dy = h_randn(n, 0, 1, dt), *Ddy = d_from(dy, n);
+        float *dy = h_randn(n, 0, 1, dt);
+        void *Ddy = d_from(dy, n, dt);
         for (int acc = 0; acc <= 1; acc++) {
-            float *dx, *dg, *db, *Ddx, *Ddg, *Ddb;
+            float *dx, *dg, *db;
+            void *Ddx, *Ddg, *Ddb;
             if (acc) {
-                float *p0 = h_randn(n, 0, 1, dt), *p1 = h_randn(c, 0, 1, F32), *p2 = h_randn(c, 0, 1, F32);
+                float *p0 = h_randn(n, 0, 1, dt), *p1 = h_randn(c, 0, 1, pdt), *p2 = h_randn(c, 0, 1, pdt);
                 dx = h_copy(p0, n);
                 dg = h_copy(p1, c);
                 db = h_copy(p2, c);
-                Ddx = d_from(p0, n);
-                Ddg = d_from(p1, c);
-                Ddb = d_from(p2, c);
+                Ddx = d_from(p0, n, dt);
+                Ddg = d_from(p1, c, pdt);
+                Ddb = d_from(p2, c, pdt);
             } else {
                 dx = h_new(n);
                 dg = h_new(c);
                 db = h_new(c);
-                Ddx = d_poisoned(n);
-                Ddg = d_poisoned(c);
-                Ddb = d_poisoned(c);
+                Ddx = d_poisoned(n, dt);
+                Ddg = d_poisoned(c, pdt);
+                Ddb = d_poisoned(c, pdt);
             }
             REF->bn_bwd(&d, x, dy, relu, gamma, saved, dx, dg, db, acc, acc);
-            DEV->bn_bwd(&d, Dx, Ddy, relu, Dg, Dsaved, Ddx, Ddg, Ddb, acc, acc);
+            DEV->bn_bwd(&dd, Dx, Ddy, relu, Dg, Dsaved, Ddx, Ddg, Ddb, acc, acc);
             ref_out(dx, n, dt);
+            ref_out(dg, c, pdt);
+            ref_out(db, c, pdt);
             snprintf(name, sizeof name, "bn_bwd%s%s dx", relu ? "+relu" : "", acc ? " acc" : "");
             check(name, dt, shape, Ddx, dx, n, M_RED);
             snprintf(name, sizeof name, "bn_bwd%s%s dgamma", relu ? "+relu" : "", acc ? " acc" : "");
-            cmp_f32(name, dt, shape, d_result(Ddg, c, F32), dg, c, M_RED);
+            cmp_f32_as(name, dt, pdt, shape, d_result(Ddg, c, pdt), dg, c, M_RED);
             snprintf(name, sizeof name, "bn_bwd%s%s dbeta", relu ? "+relu" : "", acc ? " acc" : "");
-            cmp_f32(name, dt, shape, d_result(Ddb, c, F32), db, c, M_RED);
+            cmp_f32_as(name, dt, pdt, shape, d_result(Ddb, c, pdt), db, c, M_RED);
         }
         /* dx alone accumulating, the parameters overwritten (a block input's gradient) */
         {
-            float *p0 = h_randn(n, 0, 1, dt), *dx = h_copy(p0, n), *Ddx = d_from(p0, n);
-            float *dg = h_new(c), *db = h_new(c), *Ddg = d_poisoned(c), *Ddb = d_poisoned(c);
+            float *p0 = h_randn(n, 0, 1, dt), *dx = h_copy(p0, n), *dg = h_new(c), *db = h_new(c);
+            void *Ddx = d_from(p0, n, dt), *Ddg = d_poisoned(c, pdt), *Ddb = d_poisoned(c, pdt);
             REF->bn_bwd(&d, x, dy, relu, gamma, saved, dx, dg, db, 1, 0);
-            DEV->bn_bwd(&d, Dx, Ddy, relu, Dg, Dsaved, Ddx, Ddg, Ddb, 1, 0);
+            DEV->bn_bwd(&dd, Dx, Ddy, relu, Dg, Dsaved, Ddx, Ddg, Ddb, 1, 0);
             ref_out(dx, n, dt);
+            ref_out(dg, c, pdt);
             snprintf(name, sizeof name, "bn_bwd%s acc_dx only dx", relu ? "+relu" : "");
             check(name, dt, shape, Ddx, dx, n, M_RED);
             snprintf(name, sizeof name, "bn_bwd%s acc_dx only dgamma", relu ? "+relu" : "");
-            cmp_f32(name, dt, shape, d_result(Ddg, c, F32), dg, c, M_RED);
+            cmp_f32_as(name, dt, pdt, shape, d_result(Ddg, c, pdt), dg, c, M_RED);
         }
         release();
     }
-    test_bn_sync(&d, dt, shape);
-    test_bn_add_relu(&d, dt, shape);
+    test_bn_sync(&d, &dd, dt, pdt, shape);
+    test_bn_add_relu(&d, &dd, dt, pdt, shape);
     planned_row("bn_scratch reserved, ops allocate nothing", dt, shape);
 }
 
@@ -1038,11 +1217,16 @@ static void test_bns(void)
     if (!want_test("bn"))
         return;
     if (QUICK) {
-        test_bn(&BN_QUICK, F32);
+        test_bn(&BN_QUICK, F32, 0);
         return;
     }
     for (size_t i = 0; i < sizeof BN_CASES / sizeof BN_CASES[0]; i++)
-        ALL_DTYPES test_bn(&BN_CASES[i], dt);
+        ALL_DTYPES
+        {
+            test_bn(&BN_CASES[i], dt, 0);
+            if (dt != F32 && BN_CASES[i].o3)
+                test_bn(&BN_CASES[i], dt, 1);
+        }
 }
 
 /* --- the scalars block (nn/scalars.h) ------------------------------------------------------------- */
@@ -1173,67 +1357,94 @@ static void test_eltwise(int dt)
 {
     char shape[32];
     snprintf(shape, sizeof shape, "n=%lld", (long long)NE);
+    const dt_dtype T = ty(dt);
     if (want_test("relu")) {
         float *x = h_randn(NE, 0, 1, dt);
         x[0] = 0.0f;
         x[1] = -0.0f;
         x[NE - 1] = 0.0f;
-        float *y = h_new(NE), *Dx = d_from(x, NE), *Dy = d_poisoned(NE);
+        float *y = h_new(NE);
+        void *Dx = d_from(x, NE, dt), *Dy = d_poisoned(NE, dt);
         REF->relu_fwd(NE, S32, x, y);
-        DEV->relu_fwd(NE, S32, Dx, Dy);
+        DEV->relu_fwd(NE, T, Dx, Dy);
         ref_out(y, NE, dt);
         check("relu_fwd", dt, shape, Dy, y, NE, M_EXACT);
         /* in place, as the model runs a ReLU whose input has no other reader */
-        float *Dxi = d_from(x, NE);
-        DEV->relu_fwd(NE, S32, Dxi, Dxi);
+        void *Dxi = d_from(x, NE, dt);
+        DEV->relu_fwd(NE, T, Dxi, Dxi);
         check("relu_fwd in place", dt, shape, Dxi, y, NE, M_EXACT);
 
-        float *dy = h_randn(NE, 0, 1, dt), *Ddy = d_from(dy, NE), *Dyr = d_from(y, NE);
-        float *dx = h_new(NE), *Ddx = d_poisoned(NE);
+        float *dy = h_randn(NE, 0, 1, dt), *dx = h_new(NE);
+        void *Ddy = d_from(dy, NE, dt), *Dyr = d_from(y, NE, dt), *Ddx = d_poisoned(NE, dt);
         REF->relu_bwd(NE, S32, y, dy, dx, 0);
-        DEV->relu_bwd(NE, S32, Dyr, Ddy, Ddx, 0);
+        DEV->relu_bwd(NE, T, Dyr, Ddy, Ddx, 0);
         ref_out(dx, NE, dt);
         check("relu_bwd", dt, shape, Ddx, dx, NE, M_EXACT);
-        float *prior = h_randn(NE, 0, 1, dt), *dxa = h_copy(prior, NE), *Ddxa = d_from(prior, NE);
+        float *prior = h_randn(NE, 0, 1, dt), *dxa = h_copy(prior, NE);
+        void *Ddxa = d_from(prior, NE, dt);
         REF->relu_bwd(NE, S32, y, dy, dxa, 1);
-        DEV->relu_bwd(NE, S32, Dyr, Ddy, Ddxa, 1);
+        DEV->relu_bwd(NE, T, Dyr, Ddy, Ddxa, 1);
         ref_out(dxa, NE, dt);
         check("relu_bwd acc", dt, shape, Ddxa, dxa, NE, M_EXACT);
-        float *Ddyi = d_from(dy, NE);
-        DEV->relu_bwd(NE, S32, Dyr, Ddyi, Ddyi, 0);
+        void *Ddyi = d_from(dy, NE, dt);
+        DEV->relu_bwd(NE, T, Dyr, Ddyi, Ddyi, 0);
         check("relu_bwd in place (dx = dy)", dt, shape, Ddyi, dx, NE, M_EXACT);
         release();
     }
     if (want_test("add")) {
-        float *a = h_randn(NE, 0, 1, dt), *b = h_randn(NE, 0, 1, dt), *y = h_new(NE);
-        float *Da = d_from(a, NE), *Db = d_from(b, NE), *Dy = d_poisoned(NE);
-        REF->add_fwd(NE, a, S32, b, S32, y, S32);
-        DEV->add_fwd(NE, Da, S32, Db, S32, Dy, S32);
-        ref_out(y, NE, dt);
-        check("add_fwd", dt, shape, Dy, y, NE, M_EXACT);
-        DEV->add_fwd(NE, Da, S32, Db, S32, Da, S32);
-        check("add_fwd in place (y = a)", dt, shape, Da, y, NE, M_EXACT);
-        release();
+        /* every operand of the row's type (and in place); then, in fp16/bf16 rows, one operand fp32 */
+        static const struct {
+            const char *name;
+            int a32, b32, y32;
+        } av[] = {{"add_fwd", 0, 0, 0}, {"add_fwd (a fp32)", 1, 0, 0}, {"add_fwd (b fp32)", 0, 1, 0},
+                  {"add_fwd (y fp32)", 0, 0, 1}};
+        for (int k = 0; k < (dt == F32 ? 1 : 4); k++) {
+            const int at = av[k].a32 ? F32 : dt, bt = av[k].b32 ? F32 : dt, yt = av[k].y32 ? F32 : dt;
+            float *a = h_randn(NE, 0, 1, at), *b = h_randn(NE, 0, 1, bt), *y = h_new(NE);
+            void *Da = d_from(a, NE, at), *Db = d_from(b, NE, bt), *Dy = d_poisoned(NE, yt);
+            REF->add_fwd(NE, a, S32, b, S32, y, S32);
+            DEV->add_fwd(NE, Da, ty(at), Db, ty(bt), Dy, ty(yt));
+            ref_out(y, NE, yt);
+            check_as(av[k].name, dt, yt, shape, Dy, y, NE, M_EXACT);
+            if (k == 0) {
+                DEV->add_fwd(NE, Da, T, Db, T, Da, T);
+                check("add_fwd in place (y = a)", dt, shape, Da, y, NE, M_EXACT);
+            }
+            release();
+        }
     }
     if (want_test("copy_grad")) {
-        float *s = h_randn(NE, 0, 1, dt), *Ds = d_from(s, NE), *Dd = d_poisoned(NE), *dd = h_new(NE);
-        REF->copy_grad(NE, s, S32, dd, S32, 0);
-        DEV->copy_grad(NE, Ds, S32, Dd, S32, 0);
-        ref_out(dd, NE, dt);
-        check("copy_grad", dt, shape, Dd, dd, NE, M_EXACT);
-        float *prior = h_randn(NE, 0, 1, dt), *da = h_copy(prior, NE), *Dda = d_from(prior, NE);
-        REF->copy_grad(NE, s, S32, da, S32, 1);
-        DEV->copy_grad(NE, Ds, S32, Dda, S32, 1);
-        ref_out(da, NE, dt);
-        check("copy_grad acc", dt, shape, Dda, da, NE, M_EXACT);
-        release();
+        /* the row's type both sides; then, in fp16/bf16 rows, converting from fp32 and to fp32 */
+        static const struct {
+            const char *name, *acc_name;
+            int s32, d32;
+        } cv[] = {{"copy_grad", "copy_grad acc", 0, 0},
+                  {"copy_grad from fp32", "copy_grad acc from fp32", 1, 0},
+                  {"copy_grad to fp32", "copy_grad acc to fp32", 0, 1}};
+        for (int k = 0; k < (dt == F32 ? 1 : 3); k++) {
+            const int st = cv[k].s32 ? F32 : dt, to = cv[k].d32 ? F32 : dt;
+            float *s = h_randn(NE, 0, 1, st), *dd = h_new(NE);
+            void *Ds = d_from(s, NE, st), *Dd = d_poisoned(NE, to);
+            REF->copy_grad(NE, s, S32, dd, S32, 0);
+            DEV->copy_grad(NE, Ds, ty(st), Dd, ty(to), 0);
+            ref_out(dd, NE, to);
+            check_as(cv[k].name, dt, to, shape, Dd, dd, NE, M_EXACT);
+            float *prior = h_randn(NE, 0, 1, to), *da = h_copy(prior, NE);
+            void *Dda = d_from(prior, NE, to);
+            REF->copy_grad(NE, s, S32, da, S32, 1);
+            DEV->copy_grad(NE, Ds, ty(st), Dda, ty(to), 1);
+            ref_out(da, NE, to);
+            check_as(cv[k].acc_name, dt, to, shape, Dda, da, NE, M_EXACT);
+            release();
+        }
     }
     if (want_test("scale")) {
         const float as[] = {0.37f, 65536.0f};
         for (int k = 0; k < 2; k++) {
-            float *x = h_randn(NE, 0, 1, dt), *Dx = d_from(x, NE);
+            float *x = h_randn(NE, 0, 1, dt);
+            void *Dx = d_from(x, NE, dt);
             REF->scale(NE, S32, as[k], x);
-            DEV->scale(NE, S32, as[k], Dx);
+            DEV->scale(NE, T, as[k], Dx);
             ref_out(x, NE, dt);
             char op[32];
             snprintf(op, sizeof op, "scale %g", (double)as[k]);
@@ -1244,12 +1455,14 @@ static void test_eltwise(int dt)
     if (want_test("fill")) {
         const float vs[] = {3.25f, -0.0f};
         for (int k = 0; k < 2; k++) {
-            float *x = h_new(NE), *Dx = d_poisoned(NE);
+            float *x = h_new(NE);
+            void *Dx = d_poisoned(NE, dt);
             REF->fill(NE, S32, vs[k], x);
-            DEV->fill(NE, S32, vs[k], Dx);
+            DEV->fill(NE, T, vs[k], Dx);
+            ref_out(x, NE, dt);
             char op[32];
             snprintf(op, sizeof op, "fill %g", (double)vs[k]);
-            cmp_f32(op, dt, shape, d_result(Dx, NE, F32), x, NE, M_BITS);
+            check(op, dt, shape, Dx, x, NE, M_BITS);
             release();
         }
     }
@@ -1269,57 +1482,58 @@ static void test_eltwise(int dt)
             {"sgd skipped (overflow)", 0.9f, 0, 1e-4f, 0, 0, 1},
             {"sgd skipped (diverged)", 0.9f, 0, 1e-4f, 1, 1, 2},
         };
-        for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-            float *p = h_randn(NE, 0, 0.05, dt), *g = h_randn(NE, 0, 0.01, dt), *buf = h_randn(NE, 0, 0.01, dt);
-            int has_buf = v[k].mom != 0;
-            /* as written, then as the loss scaler runs it: the gradient scaled by 1024 (exact) and
-             * 1/scale = 1/1024, on the same inputs (copied first: no further random draws) */
-            float *in[2][3] = {{p, g, buf}, {h_copy(p, NE), h_copy(g, NE), h_copy(buf, NE)}};
-            for (int scaled = 0; scaled < 2; scaled++) {
-                float *p1 = in[scaled][0], *g1 = in[scaled][1], *buf1 = in[scaled][2];
-                if (scaled)
-                    for (int64_t i = 0; i < NE; i++)
-                        g1[i] *= 1024.0f;
-                /* lr, 1/scale, first (sgd_steps == 0) and the skip come from the scalars block */
-                dt_scalars hs = s_clean();
-                hs.lr = 0.1f;
-                hs.inv_scale = scaled ? 1.0f / 1024 : 1.0f;
-                hs.sgd_steps = v[k].first ? 0 : 3;
-                hs.agree[DT_AGREE_OVERFLOW] = v[k].skip == 1;
-                hs.diverged = v[k].skip == 2;
-                const dt_scalars hs0 = hs;
-                dt_scalars *Ds = d_scalars(&hs);
-                float *p0 = v[k].skip ? h_copy(p1, NE) : NULL, *buf0 = v[k].skip ? h_copy(buf1, NE) : NULL;
-                float *Dp = d_from(p1, NE), *Dg = d_from(g1, NE), *Dbuf = d_from(buf1, NE);
-                REF->sgd(NE, p1, S32, g1, S32, has_buf ? buf1 : NULL, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov,
-                         &hs);
-                DEV->sgd(NE, Dp, S32, Dg, S32, has_buf ? Dbuf : NULL, v[k].mom, v[k].damp, v[k].wd, v[k].nesterov,
-                         Ds);
-                ref_out(p1, NE, dt);
-                char op[96];
-                snprintf(op, sizeof op, "%s%s p", v[k].name, scaled ? " 1/scale 1/1024" : "");
-                check(op, dt, shape, Dp, p1, NE, v[k].skip ? M_BITS : M_ELT);
-                if (has_buf) {
-                    ref_out(buf1, NE, dt);
-                    snprintf(op, sizeof op, "%s%s buf", v[k].name, scaled ? " 1/scale 1/1024" : "");
-                    check(op, dt, shape, Dbuf, buf1, NE, v[k].skip ? M_BITS : M_ELT);
+        /* p and g of the row's type (a model without master weights); then, in fp16/bf16 rows, p fp32
+         * and g of the row's type (O2's fp32 master weights, train/sgd.c); the momentum buffer fp32 */
+        for (int master = 0; master <= (dt != F32); master++)
+            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+                const int pt = master ? F32 : dt;
+                float *p = h_randn(NE, 0, 0.05, pt), *g = h_randn(NE, 0, 0.01, dt), *buf = h_randn(NE, 0, 0.01, F32);
+                int has_buf = v[k].mom != 0;
+                /* as written, then as the loss scaler runs it: the gradient scaled by 1024 (exact) and
+                 * 1/scale = 1/1024, on the same inputs (copied first: no further random draws) */
+                float *in[2][3] = {{p, g, buf}, {h_copy(p, NE), h_copy(g, NE), h_copy(buf, NE)}};
+                for (int scaled = 0; scaled < 2; scaled++) {
+                    float *p1 = in[scaled][0], *g1 = in[scaled][1], *buf1 = in[scaled][2];
+                    if (scaled)
+                        for (int64_t i = 0; i < NE; i++)
+                            g1[i] *= 1024.0f;
+                    /* lr, 1/scale, first (sgd_steps == 0) and the skip come from the scalars block */
+                    dt_scalars hs = s_clean();
+                    hs.lr = 0.1f;
+                    hs.inv_scale = scaled ? 1.0f / 1024 : 1.0f;
+                    hs.sgd_steps = v[k].first ? 0 : 3;
+                    hs.agree[DT_AGREE_OVERFLOW] = v[k].skip == 1;
+                    hs.diverged = v[k].skip == 2;
+                    const dt_scalars hs0 = hs;
+                    dt_scalars *Ds = d_scalars(&hs);
+                    float *p0 = v[k].skip ? h_copy(p1, NE) : NULL, *buf0 = v[k].skip ? h_copy(buf1, NE) : NULL;
+                    void *Dp = d_from(p1, NE, pt), *Dg = d_from(g1, NE, dt);
+                    float *Dbuf = d_from(buf1, NE, F32);
+                    REF->sgd(NE, p1, S32, g1, S32, has_buf ? buf1 : NULL, v[k].mom, v[k].damp, v[k].wd,
+                             v[k].nesterov, &hs);
+                    DEV->sgd(NE, Dp, ty(pt), Dg, T, has_buf ? Dbuf : NULL, v[k].mom, v[k].damp, v[k].wd,
+                             v[k].nesterov, Ds);
+                    ref_out(p1, NE, pt);
+                    char tag[48], op[128];
+                    snprintf(tag, sizeof tag, "%s%s", master ? " (p fp32)" : "", scaled ? " 1/scale 1/1024" : "");
+                    snprintf(op, sizeof op, "%s%s p", v[k].name, tag);
+                    check_as(op, dt, pt, shape, Dp, p1, NE, v[k].skip ? M_BITS : M_ELT);
+                    if (has_buf) {
+                        snprintf(op, sizeof op, "%s%s buf", v[k].name, tag);
+                        check_as(op, dt, F32, shape, Dbuf, buf1, NE, v[k].skip ? M_BITS : M_ELT);
+                    }
+                    if (v[k].skip) { /* the reference itself left them as they were */
+                        snprintf(op, sizeof op, "%s%s p unchanged (reference)", v[k].name, tag);
+                        cmp_f32(op, dt, shape, p1, p0, NE, M_BITS);
+                        snprintf(op, sizeof op, "%s%s buf unchanged (reference)", v[k].name, tag);
+                        cmp_f32(op, dt, shape, buf1, buf0, NE, M_BITS);
+                    }
+                    /* sgd only reads the block */
+                    snprintf(op, sizeof op, "%s%s scalars unchanged", v[k].name, tag);
+                    cmp_scalars(op, dt, shape, Ds, &hs0, 0);
                 }
-                if (v[k].skip) { /* the reference itself left them as they were */
-                    ref_out(p0, NE, dt);
-                    ref_out(buf0, NE, dt);
-                    snprintf(op, sizeof op, "%s%s p unchanged (reference)", v[k].name,
-                             scaled ? " 1/scale 1/1024" : "");
-                    cmp_f32(op, dt, shape, p1, p0, NE, M_BITS);
-                    snprintf(op, sizeof op, "%s%s buf unchanged (reference)", v[k].name,
-                             scaled ? " 1/scale 1/1024" : "");
-                    cmp_f32(op, dt, shape, buf1, buf0, NE, M_BITS);
-                }
-                /* sgd only reads the block */
-                snprintf(op, sizeof op, "%s%s scalars unchanged", v[k].name, scaled ? " 1/scale 1/1024" : "");
-                cmp_scalars(op, dt, shape, Ds, &hs0, 0);
+                release();
             }
-            release();
-        }
     }
 }
 
@@ -1348,6 +1562,8 @@ static void test_maxpool(const pool_case *pc, int dt)
     if (dt_pool_desc_set_max(&d, pc->n, pc->h, pc->w, pc->c, pc->k, pc->s, pc->p) != 0)
         return;
     snprintf(shape, sizeof shape, "n%d %dx%dx%d -> %dx%d", d.n, d.h, d.w, d.c, d.oh, d.ow);
+    dt_pool_desc dd = d; /* the device's: x, y and their gradients of the row's type */
+    dd.xt = dd.yt = ty(dt);
     const int64_t nx = (int64_t)d.n * d.h * d.w * d.c, ny = (int64_t)d.n * d.oh * d.ow * d.c;
     const int overlap = d.kh > d.sh || d.kw > d.sw;
     float *x = h_randn(nx, 0, 1, dt);
@@ -1355,10 +1571,11 @@ static void test_maxpool(const pool_case *pc, int dt)
         for (int64_t i = 0; i < nx; i++)
             x[i] = pc->values == 1 ? (float)((int)dt_rng_below(&RNG, 5) - 2) * 0.5f
                                    : -1.0f - (float)dt_rng_below(&RNG, 3);
-    float *y = h_new(ny), *Dx = d_from(x, nx), *Dy = d_poisoned(ny);
+    float *y = h_new(ny);
+    void *Dx = d_from(x, nx, dt), *Dy = d_poisoned(ny, dt);
     uint8_t *am = hold(malloc((size_t)ny), 0), *Dam = d_poisoned_u8(ny);
     REF->maxpool_fwd(&d, x, y, am);
-    DEV->maxpool_fwd(&d, Dx, Dy, Dam);
+    DEV->maxpool_fwd(&dd, Dx, Dy, Dam);
     ref_out(y, ny, dt);
     snprintf(name, sizeof name, "maxpool_fwd y [%s]", pc->name);
     check(name, dt, shape, Dy, y, ny, M_EXACT);
@@ -1368,19 +1585,21 @@ static void test_maxpool(const pool_case *pc, int dt)
     /* backward from the reference's window positions (checked above) */
     uint8_t *Damr = d_bytes((size_t)ny);
     DEV->mem_put(Damr, am, (size_t)ny);
-    float *dy = h_randn(ny, 0, 1, dt), *Ddy = d_from(dy, ny);
+    float *dy = h_randn(ny, 0, 1, dt);
+    void *Ddy = d_from(dy, ny, dt);
     for (int acc = 0; acc <= 1; acc++) {
-        float *dx, *Ddx;
+        float *dx;
+        void *Ddx;
         if (acc) {
             float *p0 = h_randn(nx, 0, 1, dt);
             dx = h_copy(p0, nx);
-            Ddx = d_from(p0, nx);
+            Ddx = d_from(p0, nx, dt);
         } else {
             dx = h_new(nx);
-            Ddx = d_poisoned(nx);
+            Ddx = d_poisoned(nx, dt);
         }
         REF->maxpool_bwd(&d, dy, am, dx, acc);
-        DEV->maxpool_bwd(&d, Ddy, Damr, Ddx, acc);
+        DEV->maxpool_bwd(&dd, Ddy, Damr, Ddx, acc);
         ref_out(dx, nx, dt);
         snprintf(name, sizeof name, "maxpool_bwd%s [%s]", acc ? " acc" : "", pc->name);
         /* overlapping windows sum up to 4 (3x3/2) or 9 (3x3/1) values in an unspecified order */
@@ -1409,26 +1628,31 @@ static void test_avgpool(const avg_case *ac, int dt)
     if (dt_pool_desc_set_adaptive(&d, ac->n, ac->h, ac->w, ac->c, ac->oh, ac->ow) != 0)
         return;
     snprintf(shape, sizeof shape, "n%d %dx%dx%d -> %dx%d", d.n, d.h, d.w, d.c, d.oh, d.ow);
+    dt_pool_desc dd = d; /* the device's: x, y and their gradients of the row's type */
+    dd.xt = dd.yt = ty(dt);
     const int64_t nx = (int64_t)d.n * d.h * d.w * d.c, ny = (int64_t)d.n * d.oh * d.ow * d.c;
-    float *x = h_randn(nx, 0.5, 1, dt), *y = h_new(ny), *Dx = d_from(x, nx), *Dy = d_poisoned(ny);
+    float *x = h_randn(nx, 0.5, 1, dt), *y = h_new(ny);
+    void *Dx = d_from(x, nx, dt), *Dy = d_poisoned(ny, dt);
     REF->avgpool_fwd(&d, x, y);
-    DEV->avgpool_fwd(&d, Dx, Dy);
+    DEV->avgpool_fwd(&dd, Dx, Dy);
     ref_out(y, ny, dt);
     snprintf(name, sizeof name, "avgpool_fwd [%s]", ac->name);
     check(name, dt, shape, Dy, y, ny, M_RED);
-    float *dy = h_randn(ny, 0, 1, dt), *Ddy = d_from(dy, ny);
+    float *dy = h_randn(ny, 0, 1, dt);
+    void *Ddy = d_from(dy, ny, dt);
     for (int acc = 0; acc <= 1; acc++) {
-        float *dx, *Ddx;
+        float *dx;
+        void *Ddx;
         if (acc) {
             float *p0 = h_randn(nx, 0, 1, dt);
             dx = h_copy(p0, nx);
-            Ddx = d_from(p0, nx);
+            Ddx = d_from(p0, nx, dt);
         } else {
             dx = h_new(nx);
-            Ddx = d_poisoned(nx);
+            Ddx = d_poisoned(nx, dt);
         }
         REF->avgpool_bwd(&d, dy, dx, acc);
-        DEV->avgpool_bwd(&d, Ddy, Ddx, acc);
+        DEV->avgpool_bwd(&dd, Ddy, Ddx, acc);
         ref_out(dx, nx, dt);
         snprintf(name, sizeof name, "avgpool_bwd%s [%s]", acc ? " acc" : "", ac->name);
         check(name, dt, shape, Ddx, dx, nx, M_ELT);
@@ -1456,35 +1680,39 @@ static void test_linear(int n, int in, int out, int bias, int dt)
     char name[96], shape[64];
     snprintf(shape, sizeof shape, "n%d %d>%d%s", n, in, out, bias ? " bias" : "");
     const int64_t nx = (int64_t)n * in, ny = (int64_t)n * out, nw = (int64_t)out * in;
+    const dt_dtype T = ty(dt);
     float *x = h_randn(nx, 0, 1, dt), *w = h_randn(nw, 0, 1 / sqrt(in), dt), *b = h_randn(out, 0, 0.5, dt);
-    float *Dx = d_from(x, nx), *Dw = d_from(w, nw), *Db = d_from(b, out);
-    float *y = h_new(ny), *Dy = d_poisoned(ny);
-    plan_scratch(DEV->linear_scratch(n, in, out, S32));
+    void *Dx = d_from(x, nx, dt), *Dw = d_from(w, nw, dt), *Db = d_from(b, out, dt);
+    float *y = h_new(ny);
+    void *Dy = d_poisoned(ny, dt);
+    plan_scratch(DEV->linear_scratch(n, in, out, T));
     REF->linear_fwd(n, in, out, S32, x, w, bias ? b : NULL, y);
-    DEV->linear_fwd(n, in, out, S32, Dx, Dw, bias ? Db : NULL, Dy);
+    DEV->linear_fwd(n, in, out, T, Dx, Dw, bias ? Db : NULL, Dy);
     ref_out(y, ny, dt);
     check("linear_fwd", dt, shape, Dy, y, ny, M_RED);
 
-    float *dy = h_randn(ny, 0, 1, dt), *Ddy = d_from(dy, ny);
+    float *dy = h_randn(ny, 0, 1, dt);
+    void *Ddy = d_from(dy, ny, dt);
     /* variants: (dx wanted, acc_dx, acc_params) */
     static const int V[][3] = {{1, 0, 0}, {1, 1, 1}, {0, 0, 0}};
     for (size_t k = 0; k < 3; k++) {
         const int want_dx = V[k][0], adx = V[k][1], ap = V[k][2];
-        float *dx = NULL, *Ddx = NULL, *dw, *Ddw, *db = NULL, *Ddb = NULL;
+        float *dx = NULL, *dw, *db = NULL;
+        void *Ddx = NULL, *Ddw, *Ddb = NULL;
         if (want_dx) {
             float *p0 = h_randn(nx, 0, 1, dt);
             dx = adx ? h_copy(p0, nx) : h_new(nx);
-            Ddx = adx ? d_from(p0, nx) : d_poisoned(nx);
+            Ddx = adx ? d_from(p0, nx, dt) : d_poisoned(nx, dt);
         }
         float *pw = h_randn(nw, 0, 1, dt), *pb = h_randn(out, 0, 1, dt);
         dw = ap ? h_copy(pw, nw) : h_new(nw);
-        Ddw = ap ? d_from(pw, nw) : d_poisoned(nw);
+        Ddw = ap ? d_from(pw, nw, dt) : d_poisoned(nw, dt);
         if (bias) {
             db = ap ? h_copy(pb, out) : h_new(out);
-            Ddb = ap ? d_from(pb, out) : d_poisoned(out);
+            Ddb = ap ? d_from(pb, out, dt) : d_poisoned(out, dt);
         }
         REF->linear_bwd(n, in, out, S32, x, w, dy, dx, dw, db, adx, ap);
-        DEV->linear_bwd(n, in, out, S32, Dx, Dw, Ddy, Ddx, Ddw, Ddb, adx, ap);
+        DEV->linear_bwd(n, in, out, T, Dx, Dw, Ddy, Ddx, Ddw, Ddb, adx, ap);
         const char *tag = !want_dx ? " (dx NULL)" : adx ? " acc" : "";
         if (want_dx) {
             ref_out(dx, nx, dt);
@@ -1509,20 +1737,23 @@ static void test_flatten(int n, int h, int w, int c, int dt)
     char shape[64];
     snprintf(shape, sizeof shape, "n%d %dx%dx%d", n, h, w, c);
     const int64_t ne = (int64_t)n * h * w * c;
-    float *x = h_randn(ne, 0, 1, dt), *y = h_new(ne), *Dx = d_from(x, ne), *Dy = d_poisoned(ne);
+    const dt_dtype T = ty(dt);
+    float *x = h_randn(ne, 0, 1, dt), *y = h_new(ne);
+    void *Dx = d_from(x, ne, dt), *Dy = d_poisoned(ne, dt);
     REF->flatten_fwd(n, h, w, c, S32, x, y);
-    DEV->flatten_fwd(n, h, w, c, S32, Dx, Dy);
+    DEV->flatten_fwd(n, h, w, c, T, Dx, Dy);
     ref_out(y, ne, dt);
     check("flatten_fwd", dt, shape, Dy, y, ne, M_EXACT);
-    float *dy = h_randn(ne, 0, 1, dt), *Ddy = d_from(dy, ne);
-    float *dx = h_new(ne), *Ddx = d_poisoned(ne);
+    float *dy = h_randn(ne, 0, 1, dt), *dx = h_new(ne);
+    void *Ddy = d_from(dy, ne, dt), *Ddx = d_poisoned(ne, dt);
     REF->flatten_bwd(n, h, w, c, S32, dy, dx, 0);
-    DEV->flatten_bwd(n, h, w, c, S32, Ddy, Ddx, 0);
+    DEV->flatten_bwd(n, h, w, c, T, Ddy, Ddx, 0);
     ref_out(dx, ne, dt);
     check("flatten_bwd", dt, shape, Ddx, dx, ne, M_EXACT);
-    float *p0 = h_randn(ne, 0, 1, dt), *dxa = h_copy(p0, ne), *Ddxa = d_from(p0, ne);
+    float *p0 = h_randn(ne, 0, 1, dt), *dxa = h_copy(p0, ne);
+    void *Ddxa = d_from(p0, ne, dt);
     REF->flatten_bwd(n, h, w, c, S32, dy, dxa, 1);
-    DEV->flatten_bwd(n, h, w, c, S32, Ddy, Ddxa, 1);
+    DEV->flatten_bwd(n, h, w, c, T, Ddy, Ddxa, 1);
     ref_out(dxa, ne, dt);
     check("flatten_bwd acc", dt, shape, Ddxa, dxa, ne, M_EXACT);
     release();
@@ -1532,25 +1763,28 @@ static void test_dropout(int64_t n, float p, uint64_t seed, int dt)
 {
     char name[64], shape[64];
     snprintf(shape, sizeof shape, "n=%lld p=%g", (long long)n, (double)p);
-    float *x = h_randn(n, 0, 1, dt), *y = h_new(n), *Dx = d_from(x, n), *Dy = d_poisoned(n);
+    const dt_dtype T = ty(dt);
+    float *x = h_randn(n, 0, 1, dt), *y = h_new(n);
+    void *Dx = d_from(x, n, dt), *Dy = d_poisoned(n, dt);
     uint8_t *mask = hold(malloc((size_t)n), 0), *Dmask = d_poisoned_u8(n);
     REF->dropout_fwd(n, p, seed, x, S32, y, S32, mask);
-    DEV->dropout_fwd(n, p, seed, Dx, S32, Dy, S32, Dmask);
+    DEV->dropout_fwd(n, p, seed, Dx, T, Dy, T, Dmask);
     ref_out(y, n, dt);
     check("dropout_fwd y", dt, shape, Dy, y, n, M_ELT);
     snprintf(name, sizeof name, "dropout_fwd mask");
     cmp_u8(name, dt, shape, d_result_u8(Dmask, n), mask, n);
     uint8_t *Dm = d_bytes((size_t)n);
     DEV->mem_put(Dm, mask, (size_t)n);
-    float *dy = h_randn(n, 0, 1, dt), *Ddy = d_from(dy, n);
-    float *dx = h_new(n), *Ddx = d_poisoned(n);
+    float *dy = h_randn(n, 0, 1, dt), *dx = h_new(n);
+    void *Ddy = d_from(dy, n, dt), *Ddx = d_poisoned(n, dt);
     REF->dropout_bwd(n, p, mask, dy, S32, dx, S32, 0);
-    DEV->dropout_bwd(n, p, Dm, Ddy, S32, Ddx, S32, 0);
+    DEV->dropout_bwd(n, p, Dm, Ddy, T, Ddx, T, 0);
     ref_out(dx, n, dt);
     check("dropout_bwd", dt, shape, Ddx, dx, n, M_ELT);
-    float *p0 = h_randn(n, 0, 1, dt), *dxa = h_copy(p0, n), *Ddxa = d_from(p0, n);
+    float *p0 = h_randn(n, 0, 1, dt), *dxa = h_copy(p0, n);
+    void *Ddxa = d_from(p0, n, dt);
     REF->dropout_bwd(n, p, mask, dy, S32, dxa, S32, 1);
-    DEV->dropout_bwd(n, p, Dm, Ddy, S32, Ddxa, S32, 1);
+    DEV->dropout_bwd(n, p, Dm, Ddy, T, Ddxa, T, 1);
     ref_out(dxa, n, dt);
     check("dropout_bwd acc", dt, shape, Ddxa, dxa, n, M_ELT);
     release();
@@ -1607,35 +1841,38 @@ static void test_xent(int n, int k, float eps, int dt)
     char shape[64];
     snprintf(shape, sizeof shape, "n%d k%d eps %g", n, k, (double)eps);
     const int64_t nz = (int64_t)n * k;
-    float *z = h_randn(nz, 0, 3, dt), *g = h_new(nz), *Dg = d_poisoned(nz);
+    const dt_dtype T = ty(dt);
+    float *z = h_randn(nz, 0, 3, dt), *g = h_new(nz);
+    void *Dg = d_poisoned(nz, dt);
     int32_t *labels = hold(malloc((size_t)n * sizeof(int32_t)), 0);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)dt_rng_below(&RNG, (uint64_t)k);
     xent_arrange(n, k, z, labels);
     h_round(z, nz, dt);
-    float *Dz = d_from(z, nz);
+    void *Dz = d_from(z, nz, dt);
     int32_t *Dl = d_labels(labels, n); /* labels are device memory */
     dt_scalars hs = s_metrics();
     dt_scalars *Ds = d_scalars(&hs);
     plan_scratch(DEV->xent_scratch(n, k));
     REF->xent(n, k, S32, z, labels, eps, g, &hs);
-    DEV->xent(n, k, S32, Dz, Dl, eps, Dg, Ds);
+    DEV->xent(n, k, T, Dz, Dl, eps, Dg, Ds);
     cmp_scalar("xent loss", dt, shape, d_scalars_get(Ds).loss, hs.loss, M_LOSS);
     cmp_scalars("xent scalars (sums, hits, rows, flag)", dt, shape, Ds, &hs, 1);
     ref_out(g, nz, dt);
     check("xent dlogits", dt, shape, Dg, g, nz, M_RED);
     /* again on the same blocks, without dlogits: the loss as before, the sums added to again */
     REF->xent(n, k, S32, z, labels, eps, NULL, &hs);
-    DEV->xent(n, k, S32, Dz, Dl, eps, NULL, Ds);
+    DEV->xent(n, k, T, Dz, Dl, eps, NULL, Ds);
     cmp_scalar("xent loss (dlogits NULL)", dt, shape, d_scalars_get(Ds).loss, hs.loss, M_LOSS);
     cmp_scalars("xent scalars (dlogits NULL, added)", dt, shape, Ds, &hs, 1);
     /* the loss scaler's factor from the block: dlogits times scale_f, the loss as it was */
     const float sf = 65536.0f;
     hs.scale_f = sf;
     d_scalars_set(Ds, offsetof(dt_scalars, scale_f), &sf, sizeof sf);
-    float *gs = h_new(nz), *Dgs = d_poisoned(nz);
+    float *gs = h_new(nz);
+    void *Dgs = d_poisoned(nz, dt);
     REF->xent(n, k, S32, z, labels, eps, gs, &hs);
-    DEV->xent(n, k, S32, Dz, Dl, eps, Dgs, Ds);
+    DEV->xent(n, k, T, Dz, Dl, eps, Dgs, Ds);
     cmp_scalar("xent loss (scale 65536)", dt, shape, d_scalars_get(Ds).loss, hs.loss, M_LOSS);
     ref_out(gs, nz, dt);
     check("xent dlogits scale 65536", dt, shape, Dgs, gs, nz, M_RED);
@@ -1650,7 +1887,8 @@ static void test_xent_nonfinite(int dt)
     const int n = 9, k = 13;
     const int64_t nz = (int64_t)n * k;
     const char *shape = "n9 k13: NaN, inf, -inf rows";
-    float *z = h_randn(nz, 0, 3, dt), *g = h_new(nz), *Dg = d_poisoned(nz);
+    float *z = h_randn(nz, 0, 3, dt), *g = h_new(nz);
+    void *Dg = d_poisoned(nz, dt);
     int32_t *labels = hold(malloc((size_t)n * sizeof(int32_t)), 0);
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)dt_rng_below(&RNG, (uint64_t)k);
@@ -1658,14 +1896,15 @@ static void test_xent_nonfinite(int dt)
     z[2 * k + 5] = NAN;
     z[5 * k + 0] = INFINITY;
     z[6 * k + 3] = -INFINITY;
-    float *Dz = d_from(z, nz);
+    h_round(z, nz, dt);
+    void *Dz = d_from(z, nz, dt);
     int32_t *Dl = d_labels(labels, n);
     dt_scalars hs = s_metrics();
     const int64_t nonfinite0 = hs.nonfinite_rows;
     dt_scalars *Ds = d_scalars(&hs);
     plan_scratch(DEV->xent_scratch(n, k));
     REF->xent(n, k, S32, z, labels, 0.1f, g, &hs);
-    DEV->xent(n, k, S32, Dz, Dl, 0.1f, Dg, Ds);
+    DEV->xent(n, k, ty(dt), Dz, Dl, 0.1f, Dg, Ds);
     cmp_scalars("xent non-finite rows: scalars", dt, shape, Ds, &hs, 1);
     const dt_scalars got = d_scalars_get(Ds);
     const int pass = LIST || (got.agree[DT_AGREE_OVERFLOW] == 1 && hs.agree[DT_AGREE_OVERFLOW] == 1 &&
@@ -1676,6 +1915,7 @@ static void test_xent_nonfinite(int dt)
         print_scalars("got ", &got);
         print_scalars("want", &hs);
     }
+    ref_out(g, nz, dt);
     check("xent non-finite rows: dlogits", dt, shape, Dg, g, nz, M_RED);
     release();
 }
@@ -1715,8 +1955,7 @@ static void test_misc(void)
             test_xent(37, 1000, 0.0f, dt);
             test_xent(37, 1000, 0.1f, dt);
             test_xent(256, 10, 0.1f, dt);
-            if (dt == F32)
-                test_xent_nonfinite(dt);
+            test_xent_nonfinite(dt);
         }
     }
 }
@@ -1756,7 +1995,7 @@ static void test_round_half(void)
             else /* around the reduced types' ranges: 2^-30 .. 2^20 */
                 x[i] = (float)(dt_rng_normal(&RNG) * ldexp(1.0, (int)dt_rng_below(&RNG, 51) - 30));
         }
-        float *Dx = d_from(x, n);
+        float *Dx = d_from(x, n, F32); /* round_half works on fp32 arrays */
         REF->round_half(n, x, bf16);
         DEV->round_half(n, Dx, bf16);
         char shape[64];
@@ -1790,27 +2029,32 @@ static void test_unscale_check(int dt)
         {"unscale_check inf near the end", 1, 1.0f / 65536, 0},
         {"unscale_check clean leaves a set flag", 0, 1.0f / 1024, 1}, /* it only sets the flag */
         {"unscale_check NaN first", 2, 1.0f / 65536, 0},
-        {"unscale_check overflow", 3, 4.0f, 0},
+        {"unscale_check overflow", 3, 4.0f, 0}, /* fp16: 65504 times 1e34 (below) */
     };
     char shape[32];
     snprintf(shape, sizeof shape, "n=%lld", (long long)n);
     for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
-        float *g = h_randn(n, 0, 4096, dt); /* |g| < 65504: finite in fp16 */
+        float *g = h_randn(n, 0, 4096, dt); /* |g| < 14200: finite in fp16 */
+        /* the overflow by the multiply: fp16 holds at most 65504, so its case multiplies that by 1e34
+         * (over FLT_MAX; the rest stays below 1.5e38) */
+        const int fp16_overflow = v[k].what == 3 && dt == F16;
         if (v[k].what == 1)
             g[n - 2] = INFINITY;
         else if (v[k].what == 2)
             g[0] = NAN;
         else if (v[k].what == 3)
-            g[n / 2] = 3e38f;
-        float *Dg = d_from(g, n), *g0 = h_copy(g, n);
+            g[n / 2] = fp16_overflow ? 65504.0f : 3e38f;
+        h_round(g, n, dt);
+        float *g0 = h_copy(g, n);
+        void *Dg = d_from(g, n, dt);
         /* 1/scale from the block, the flag into it */
         dt_scalars hs = s_clean();
-        hs.inv_scale = v[k].inv;
+        hs.inv_scale = fp16_overflow ? 1e34f : v[k].inv;
         hs.agree[DT_AGREE_OVERFLOW] = v[k].set;
         hs.agree[DT_AGREE_SIGNAL] = 1;
         dt_scalars *Ds = d_scalars(&hs);
         REF->unscale_check(n, S32, g, &hs);
-        DEV->unscale_check(n, S32, Dg, Ds);
+        DEV->unscale_check(n, ty(dt), Dg, Ds);
         const int fr = hs.agree[DT_AGREE_OVERFLOW], fd = d_scalars_get(Ds).agree[DT_AGREE_OVERFLOW];
         const int expect = v[k].what != 0 || v[k].set;
         char op[80];
@@ -1826,7 +2070,7 @@ static void test_unscale_check(int dt)
         cmp_scalars(op, dt, shape, Ds, &hs, 0);
         /* the op only reads g: it comes back bit for bit (on both sides) */
         snprintf(op, sizeof op, "%s g unchanged", v[k].name);
-        cmp_f32(op, dt, shape, d_result(Dg, n, F32), g0, n, M_BITS);
+        check(op, dt, shape, Dg, g0, n, M_BITS);
         snprintf(op, sizeof op, "%s g unchanged (reference)", v[k].name);
         cmp_f32(op, dt, shape, g, g0, n, M_BITS);
         release();
@@ -1925,13 +2169,14 @@ static void test_normalize_u8(int dt)
             u[i] = (uint8_t)dt_rng_below(&RNG, 256);
         uint8_t *Du = d_bytes((size_t)n); /* the batch in device memory, as a step uploads it */
         DEV->mem_put(Du, u, (size_t)n);
-        float *x = h_new(n), *Dx = d_poisoned(n);
+        float *x = h_new(n);
+        void *Dx = d_poisoned(n, dt);
         float dmean[4], dsd[4];
         memcpy(dmean, mean, sizeof dmean);
         memcpy(dsd, sd, sizeof dsd);
         plan_scratch(DEV->normalize_scratch(n));
         REF->normalize_u8(n, c, u, mean, sd, S32, x);
-        DEV->normalize_u8(n, c, Du, dmean, dsd, S32, Dx);
+        DEV->normalize_u8(n, c, Du, dmean, dsd, ty(dt), Dx);
         /* mean and std are read when the op is issued: changing them afterwards changes nothing */
         for (int j = 0; j < 4; j++)
             dmean[j] = dsd[j] = NAN;
@@ -2213,11 +2458,11 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: ops_check [--seed N] [--only GROUP] [--no-model] [--quick] [--list] [--backend cuda|cpu]\n"
                "                 [--verbose] [--model ARCH] [--model-batch N] [--model-size S]\n"
-               "Checks every op of the CUDA backend against the CPU backend (fp32, fp16, bf16), then two\n"
-               "training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem, conv, bn,\n"
-               "relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten, dropout, xent,\n"
-               "round_half, unscale_check, normalize_u8, step_end, model.\n"
-               "--quick: every op once, fp32, small shapes, no model (for compute-sanitizer).\n"
+               "Checks every op of the CUDA backend against the CPU backend (fp32, and fp16 and bf16 storage),\n"
+               "then two training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem,\n"
+               "conv, bn, relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten, dropout,\n"
+               "xent, round_half, unscale_check, normalize_u8, step_end, model.\n"
+               "--quick: every op once, fp32 and fp16, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"
                "Exit 0: all rows pass (--list: always); 1: a row failed; 77: no GPU.\n");
 }
@@ -2289,9 +2534,9 @@ int main(int argc, char **argv)
     MSEED = seed;
     if (!LIST) {
         printf("seed %llu; references: %s (convolutions, models) and %s (other ops)%s\n", (unsigned long long)seed,
-               CREF->name, REF->name, QUICK ? "; --quick: each op once, fp32, small shapes" : "");
-        printf("max rel = max |got - want| / max(|want|, RMS of want); fp16/bf16 rows add 2^-10 / 2^-7 (one ulp) to "
-               "the fp32 tolerance\n");
+               CREF->name, REF->name, QUICK ? "; --quick: each op once, fp32 and fp16, small shapes" : "");
+        printf("max rel = max |got - want| / max(|want|, RMS of want); fp16/bf16 rows: the device's operands stored "
+               "as fp16/bf16, a non-zero fp32 tolerance plus 2^-10 / 2^-7 (one ulp)\n");
         printf("%-40s %-4s %-30s %9s %9s %8s  %s\n", "op", "type", "shape", "max abs", "max rel", "tol", "result");
     }
     if (!table_complete()) {

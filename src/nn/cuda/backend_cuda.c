@@ -8,7 +8,8 @@
  * the first time that thread uses them.
  *
  * Math: cuBLAS runs in CUBLAS_DEFAULT_MATH, which keeps fp32 GEMMs in fp32 (TF32 tensor cores
- * would need CUBLAS_TF32_TENSOR_OP_MATH), so results stay comparable with the CPU backend;
+ * would need CUBLAS_TF32_TENSOR_OP_MATH), so results stay comparable with the CPU backend, while
+ * fp16/bf16 GEMMs (cublasGemmEx, fp32 compute: linear_cublas.c) use tensor cores;
  * cuBLAS's atomics mode stays at its default (not allowed), which keeps its results bit-reproducible
  * run to run on one GPU model. (cuDNN's math type is set per convolution: conv_cudnn.c.)
  *
@@ -19,7 +20,9 @@
  *
  * Scratch (cuda.h): allocated when a model is planned (dt_cuda_reserve_scratch, the table's
  * reserve_scratch), so the ops of a planned model never allocate; a larger request inside an op
- * still works (ops_check calls ops with no model) but counts as unplanned. */
+ * still works (ops_check calls ops with no model) but counts as unplanned.
+ *
+ * Types: fp32, fp16 and bf16 stored for real (storage_types); each op's file says how it computes. */
 #include "config.h"
 
 #include <cublas_v2.h>
@@ -53,7 +56,7 @@ DT_NORETURN void dt_cuda_fatal(const char *what, const char *message)
 
 DT_NORETURN void dt_cuda_bad_type(const char *op, dt_dtype t)
 {
-    dt_error("CUDA backend: %s: operand of type %s, but this backend stores float32 only (storage_types)", op,
+    dt_error("CUDA backend: %s: operand of type %s, which this backend does not store (storage_types)", op,
              dt_dtype_name(t));
     abort();
 }
@@ -355,7 +358,7 @@ void dt_cuda_download(void *dst_host, const void *src, size_t bytes, int queue)
 const dt_backend dt_backend_cuda = {
     .name = "cuda",
     .host_memory = 0,
-    .storage_types = 1u << DT_FLOAT32, /* fp16/bf16 are emulated in fp32 storage (cuda.h) */
+    .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16, /* real half storage (cuda.h) */
     .fuses = DT_FUSE_ALL, /* BN's kernels take the ReLU and the residual (bn.cu) */
     .mem_alloc = dt_cuda_mem_alloc,
     .mem_free = dt_cuda_mem_free,

@@ -1,5 +1,10 @@
-/* bn.cu: batch norm on the GPU, the port of nn/cpu/bn.c (shared helpers and rules: kernels.h), on fp32
- * operands only (d->xt, d->yt, d->pt: the ops abort on another, cuda.h). */
+/* bn.cu: batch norm on the GPU, the port of nn/cpu/bn.c (shared helpers and rules: kernels.h). Storage
+ * types as backend.h says: x and dx d->xt, y and dy d->yt, the parameters, running statistics, dgamma
+ * and dbeta d->pt, the residual and its gradient rt, each fp32, fp16 or bf16; saved, the scratch and
+ * all arithmetic are fp32 or double as in the fp32 code, reduced values widened when loaded and
+ * rounded once when stored. Each kernel is a template on the types it touches only: the per-channel
+ * kernels on TP (they turn the parameters into fp32 scale/shift and dx coefficients, so the big
+ * passes never see TP), the reductions on TX and TY, the element-wise passes on TX, TY and TR. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -32,12 +37,12 @@ static int bn_chunks(int64_t rows, int c)
     return nc < 1 ? 1 : (int)nc;
 }
 
-/* BWD 0: sums of t = x - k and t*t with k = x[row 0] (the forward's shifted sums).
- * BWD 1: sums of g and g*(x - mean) with g = dy masked by the fused ReLU (the backward's sums).
- * part0/part1: [c][nchunk] doubles. */
-template <int BWD>
-static __global__ void bn_partials(int64_t rows, int c, const float *x, const float *dy, const float *saved, int relu,
-                                   const float *ym, int nchunk, double *part0, double *part1)
+/* BWD 0: sums of t = x - k and t*t with k = x[row 0] (the forward's shifted sums; dy and ym unused, TY
+ * any). BWD 1: sums of g and g*(x - mean) with g = dy masked by the fused ReLU (the backward's sums).
+ * x of type TX, dy and ym TY; part0/part1: [c][nchunk] doubles. */
+template <int BWD, typename TX, typename TY>
+static __global__ void bn_partials(int64_t rows, int c, const TX *x, const TY *dy, const float *saved, int relu,
+                                   const TY *ym, int nchunk, double *part0, double *part1)
 {
     __shared__ double sh0[RED_TY][RED_TX], sh1[RED_TY][RED_TX];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -47,7 +52,7 @@ static __global__ void bn_partials(int64_t rows, int c, const float *x, const fl
     if (ch < c) {
         float k = 0.0f, mean = 0.0f, scale = 0.0f, shift = 0.0f;
         if (!BWD) {
-            k = x[ch];
+            k = ld(x, ch);
         } else {
             mean = saved[ch];
             scale = saved[2 * (size_t)c + ch];
@@ -57,14 +62,14 @@ static __global__ void bn_partials(int64_t rows, int c, const float *x, const fl
             const int64_t r0 = b * RB, r1 = r0 + RB < rows ? r0 + RB : rows;
             float f0 = 0.0f, f1 = 0.0f;
             for (int64_t r = r0; r < r1; r++) {
-                const float xv = x[r * c + ch];
+                const float xv = ld(x, r * c + ch);
                 if (!BWD) {
                     const float t = __fsub_rn(xv, k);
                     f0 = __fadd_rn(f0, t);
                     f1 = __fadd_rn(f1, __fmul_rn(t, t));
                 } else {
-                    const float v = dy[r * c + ch];
-                    const float g = ym     ? (ym[r * c + ch] > 0.0f ? v : 0.0f)
+                    const float v = ld(dy, r * c + ch);
+                    const float g = ym     ? (ld(ym, r * c + ch) > 0.0f ? v : 0.0f)
                                     : relu ? (bn_affine(xv, scale, shift) > 0.0f ? v : 0.0f)
                                            : v;
                     f0 = __fadd_rn(f0, g);
@@ -91,9 +96,10 @@ static __global__ void bn_partials(int64_t rows, int c, const float *x, const fl
 
 /* One block per channel: the chunk partials summed by a fixed tree, then
  * BWD 0: A = mean, B = sum of squared deviations (bn.c's first adjustments), N = rows;
- * BWD 1: A = GA = sum dy, B = GB = sum dy*(x-mean), N = rows (GA, GB, N are what SyncBN replaces). */
-template <int BWD>
-static __global__ void bn_reduce(int64_t rows, int c, const float *x, int nchunk, const double *part0,
+ * BWD 1: A = GA = sum dy, B = GB = sum dy*(x-mean), N = rows (GA, GB, N are what SyncBN replaces).
+ * x (type TX) is read by the forward only (its first row, the shift k): the backward passes NULL. */
+template <int BWD, typename TX>
+static __global__ void bn_reduce(int64_t rows, int c, const TX *x, int nchunk, const double *part0,
                                  const double *part1, double *A, double *B, double *GA, double *GB, double *N)
 {
     __shared__ double r0[THREADS], r1[THREADS];
@@ -112,7 +118,7 @@ static __global__ void bn_reduce(int64_t rows, int c, const float *x, int nchunk
                 double dev = __dsub_rn(sq, __dmul_rn(ms, sum));
                 if (dev < 0)
                     dev = 0;
-                A[ch] = __dadd_rn((double)x[ch], ms);
+                A[ch] = __dadd_rn((double)ld(x, ch), ms);
                 B[ch] = dev;
             } else {
                 A[ch] = sum;
@@ -201,81 +207,117 @@ static void bn_sync(const dt_bn_desc *d, int bwd, double *A, double *B, double *
     DT_LAUNCHED("bn_sync_unpack");
 }
 
-/* bn.c's per-channel tail of the training forward, in its order and types */
-static __global__ void bn_train_finalize(int c, const double *A, const double *B, const double *N,
-                                         const float *gamma, const float *beta, float eps, float momentum,
-                                         float *saved, float *running_mean, float *running_var)
+/* bn.c's per-channel tail of the training forward, in its order and types (gamma, beta and the running
+ * statistics of type TP, widened to float as bn.c's params_in does; the running statistics rounded to
+ * float, then to TP, as bn.c stores them) */
+template <typename TP>
+static __global__ void bn_train_finalize(int c, const double *A, const double *B, const double *N, const TP *gamma,
+                                         const TP *beta, float eps, float momentum, float *saved, TP *running_mean,
+                                         TP *running_var)
 {
     GRID_LOOP(ch, c)
     {
         const double mean = A[ch], sq = B[ch], n_all = N[ch];
         const double var = __ddiv_rn(sq, n_all);
         const double invstd = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn(var, (double)eps)));
-        const double g = (double)gamma[ch];
+        const double g = (double)ld(gamma, ch);
         saved[ch] = (float)mean;
         saved[c + ch] = (float)invstd;
         saved[2 * (int64_t)c + ch] = (float)__dmul_rn(g, invstd);
-        saved[3 * (int64_t)c + ch] = (float)__dsub_rn((double)beta[ch], __dmul_rn(__dmul_rn(mean, g), invstd));
+        saved[3 * (int64_t)c + ch] = (float)__dsub_rn((double)ld(beta, ch), __dmul_rn(__dmul_rn(mean, g), invstd));
         const double unbiased = n_all > 1 ? __ddiv_rn(sq, __dsub_rn(n_all, 1.0)) : var;
         const double m = (double)momentum, keep = __dsub_rn(1.0, m);
-        running_mean[ch] = (float)__dadd_rn(__dmul_rn(keep, (double)running_mean[ch]), __dmul_rn(m, mean));
-        running_var[ch] = (float)__dadd_rn(__dmul_rn(keep, (double)running_var[ch]), __dmul_rn(m, unbiased));
+        st(running_mean, ch, (float)__dadd_rn(__dmul_rn(keep, (double)ld(running_mean, ch)), __dmul_rn(m, mean)));
+        st(running_var, ch, (float)__dadd_rn(__dmul_rn(keep, (double)ld(running_var, ch)), __dmul_rn(m, unbiased)));
     }
 }
 
-/* bn.c's inference scale and shift: note running_mean * gamma is a float product there */
-static __global__ void bn_infer_coef(int c, const float *gamma, const float *beta, const float *running_mean,
-                                     const float *running_var, float eps, float *scale, float *shift)
+/* bn.c's inference scale and shift (fp32, from parameters of type TP): note running_mean * gamma is a
+ * float product there */
+template <typename TP>
+static __global__ void bn_infer_coef(int c, const TP *gamma, const TP *beta, const TP *running_mean,
+                                     const TP *running_var, float eps, float *scale, float *shift)
 {
     GRID_LOOP(ch, c)
     {
-        const double invstd = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn((double)running_var[ch], (double)eps)));
-        scale[ch] = (float)__dmul_rn((double)gamma[ch], invstd);
-        shift[ch] = (float)__dsub_rn((double)beta[ch],
-                                     __dmul_rn((double)__fmul_rn(running_mean[ch], gamma[ch]), invstd));
+        const float g = ld(gamma, ch);
+        const double invstd = __ddiv_rn(1.0, __dsqrt_rn(__dadd_rn((double)ld(running_var, ch), (double)eps)));
+        scale[ch] = (float)__dmul_rn((double)g, invstd);
+        const float mg = __fmul_rn(ld(running_mean, ch), g);
+        shift[ch] = (float)__dsub_rn((double)ld(beta, ch), __dmul_rn((double)mg, invstd));
     }
 }
 
 /* y = x*scale + shift per channel (then max(0, .)); with a residual res, y = max(0, x*scale + shift +
- * res) (bn.c's order: the BN output as fp32 holds it, then the add); n = rows*c */
-static __global__ void bn_affine_kernel(int64_t n, int c, const float *x, const float *scale, const float *shift,
-                                        float *y, int relu, const float *res)
+ * res) (bn.c's order: the BN output as fp32 holds it, then the add), rounded to TY once; n = rows*c.
+ * x of type TX, y TY, res TR (TR any when res is NULL); scale and shift are fp32 per channel. vec:
+ * c % 8 == 0 and every pointer 16-byte aligned (the host checks), so each thread takes 8 channels of a
+ * row with load8/store8 (the same expression per element: the same values as the scalar loop). */
+template <typename TX, typename TY, typename TR>
+static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const float *scale, const float *shift, TY *y,
+                                        int relu, const TR *res, int vec)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (vec) { /* i counts groups of 8 elements; cg is the group's channel / 8 */
+        const int c8 = c / 8;
+        const int64_t n8 = n / 8;
+        int cg = (int)(i % c8);
+        const int dcg = (int)(stride % c8);
+        for (; i < n8; i += stride) {
+            const int64_t e = i * 8;
+            const int ch = cg * 8;
+            float xv[8], sc[8], sh[8], rv[8], v[8];
+            load8(x + e, xv);
+            load8(scale + ch, sc);
+            load8(shift + ch, sh);
+            if (res)
+                load8(res + e, rv);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                v[j] = bn_affine(xv[j], sc[j], sh[j]);
+                if (res)
+                    v[j] = __fadd_rn(v[j], rv[j]);
+                if (relu || res)
+                    v[j] = v[j] > 0.0f ? v[j] : 0.0f;
+            }
+            store8(y + e, v);
+            cg += dcg;
+            if (cg >= c8)
+                cg -= c8;
+        }
+        return;
+    }
     int ch = (int)(i % c);
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
-        float v = bn_affine(x[i], scale[ch], shift[ch]);
+        float v = bn_affine(ld(x, i), scale[ch], shift[ch]);
         if (res)
-            v = __fadd_rn(v, res[i]);
+            v = __fadd_rn(v, ld(res, i));
         if (relu || res)
             v = v > 0.0f ? v : 0.0f;
-        y[i] = v;
+        st(y, i, v);
         ch += dch;
         if (ch >= c)
             ch -= c;
     }
 }
 
-/* bn.c's per-channel tail of backward: dgamma, dbeta (local sums A, B) and the coefficients a, k, b of
- * dx = a*g - k*(x-mean) - b (with the possibly synced GA, GB, N) */
+/* bn.c's per-channel tail of backward: dgamma, dbeta (local sums A, B; type TP, added as the rounded
+ * float sum with accumulate_params) and the fp32 coefficients a, k, b of dx = a*g - k*(x-mean) - b
+ * (with the possibly synced GA, GB, N) */
+template <typename TP>
 static __global__ void bn_bwd_finalize(int c, const double *A, const double *B, const double *GA, const double *GB,
-                                       const double *N, const float *gamma, const float *saved, float *dgamma,
-                                       float *dbeta, int accumulate_params, float *coef)
+                                       const double *N, const TP *gamma, const float *saved, TP *dgamma, TP *dbeta,
+                                       int accumulate_params, float *coef)
 {
     GRID_LOOP(ch, c)
     {
         const double invstd = (double)saved[c + ch];
         const double dg = __dmul_rn(B[ch], invstd), db = A[ch];
-        if (accumulate_params) {
-            dgamma[ch] = __fadd_rn(dgamma[ch], (float)dg);
-            dbeta[ch] = __fadd_rn(dbeta[ch], (float)db);
-        } else {
-            dgamma[ch] = (float)dg;
-            dbeta[ch] = (float)db;
-        }
-        const double g = (double)gamma[ch], n_all = N[ch];
+        st_acc(dgamma, ch, (float)dg, accumulate_params);
+        st_acc(dbeta, ch, (float)db, accumulate_params);
+        const double g = (double)ld(gamma, ch), n_all = N[ch];
         const double gi = __dmul_rn(g, invstd);
         coef[ch] = (float)gi;
         coef[c + ch] = (float)__ddiv_rn(__dmul_rn(__dmul_rn(__dmul_rn(gi, invstd), invstd), GB[ch]), n_all);
@@ -283,28 +325,91 @@ static __global__ void bn_bwd_finalize(int c, const double *A, const double *B, 
     }
 }
 
-/* dx; with the block output ym (a BN+add+ReLU tail) the mask comes from it and g also goes to the
- * residual's gradient dr (dr may be dy: each element is read before it is written) */
-static __global__ void bn_bwd_dx(int64_t n, int c, const float *x, const float *dy, const float *saved,
-                                 const float *coef, int relu, float *dx, int accumulate, const float *ym, float *dr,
-                                 int accumulate_dr)
+/* dx (type TX, as x); with the block output ym (a BN+add+ReLU tail; type TY, as dy) the mask comes
+ * from it and g also goes to the residual's gradient dr (type TR, any when dr is NULL; dr may be dy:
+ * each element is read before it is written, by the same thread). The fused ReLU's mask (relu, no ym)
+ * is bn.c's: the fp32 affine value from x and saved > 0, as forward computed it before rounding y.
+ * vec as bn_affine_kernel's. */
+template <typename TX, typename TY, typename TR>
+static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, const float *saved, const float *coef,
+                                 int relu, TX *dx, int accumulate, const TY *ym, TR *dr, int accumulate_dr, int vec)
 {
     const float *mean = saved, *scale = saved + 2 * (int64_t)c, *shift = saved + 3 * (int64_t)c;
     const float *ca = coef, *ck = coef + c, *cb = coef + 2 * (int64_t)c;
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (vec) { /* i counts groups of 8 elements; cg is the group's channel / 8 */
+        const int c8 = c / 8;
+        const int64_t n8 = n / 8;
+        int cg = (int)(i % c8);
+        const int dcg = (int)(stride % c8);
+        for (; i < n8; i += stride) {
+            const int64_t e = i * 8;
+            const int ch = cg * 8;
+            float xv[8], v[8], g[8], r[8], o[8], m[8], a[8], k[8], b[8];
+            load8(x + e, xv);
+            load8(dy + e, v);
+            if (ym) {
+                float yv[8];
+                load8(ym + e, yv);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    g[j] = yv[j] > 0.0f ? v[j] : 0.0f;
+            } else if (relu) {
+                float sc[8], sh[8];
+                load8(scale + ch, sc);
+                load8(shift + ch, sh);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    g[j] = bn_affine(xv[j], sc[j], sh[j]) > 0.0f ? v[j] : 0.0f;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    g[j] = v[j];
+            }
+            if (dr && accumulate_dr) {
+                load8(dr + e, o);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    o[j] = __fadd_rn(o[j], g[j]);
+                store8(dr + e, o);
+            } else if (dr) {
+                store8(dr + e, g);
+            }
+            load8(mean + ch, m);
+            load8(ca + ch, a);
+            load8(ck + ch, k);
+            load8(cb + ch, b);
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                r[j] = __fsub_rn(__fsub_rn(__fmul_rn(a[j], g[j]), __fmul_rn(k[j], __fsub_rn(xv[j], m[j]))), b[j]);
+            if (accumulate) {
+                load8(dx + e, o);
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    o[j] = __fadd_rn(o[j], r[j]);
+                store8(dx + e, o);
+            } else {
+                store8(dx + e, r);
+            }
+            cg += dcg;
+            if (cg >= c8)
+                cg -= c8;
+        }
+        return;
+    }
     int ch = (int)(i % c);
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
-        const float xv = x[i], v = dy[i];
-        const float g = ym     ? (ym[i] > 0.0f ? v : 0.0f)
+        const float xv = ld(x, i), v = ld(dy, i);
+        const float g = ym     ? (ld(ym, i) > 0.0f ? v : 0.0f)
                         : relu ? (bn_affine(xv, scale[ch], shift[ch]) > 0.0f ? v : 0.0f)
                                : v;
         if (dr)
-            dr[i] = accumulate_dr ? __fadd_rn(dr[i], g) : g;
+            st_acc(dr, i, g, accumulate_dr);
         const float r =
             __fsub_rn(__fsub_rn(__fmul_rn(ca[ch], g), __fmul_rn(ck[ch], __fsub_rn(xv, mean[ch]))), cb[ch]);
-        dx[i] = accumulate ? __fadd_rn(dx[i], r) : r;
+        st_acc(dx, i, r, accumulate);
         ch += dch;
         if (ch >= c)
             ch -= c;
@@ -336,17 +441,19 @@ static size_t bn_infer_bytes(const dt_bn_desc *d)
     return 2 * (size_t)d->c * sizeof(float);
 }
 
-/* d's three types: fp32 only (cuda.h) */
-static void bn_types(const char *op, const dt_bn_desc *d)
+/* d's three types (and a residual's rt): each must be one this backend stores (cuda.h). Checked up
+ * front, so an op on an empty shape or bn_scratch aborts on a bad type as the launches would. */
+static void bn_types(const char *op, const dt_bn_desc *d, dt_dtype rt)
 {
-    DT_CUDA_F32(op, d->xt);
-    DT_CUDA_F32(op, d->yt);
-    DT_CUDA_F32(op, d->pt);
+    DT_CUDA_STORED(op, d->xt);
+    DT_CUDA_STORED(op, d->yt);
+    DT_CUDA_STORED(op, d->pt);
+    DT_CUDA_STORED(op, rt);
 }
 
 extern "C" size_t dt_cuda_bn_scratch(const dt_bn_desc *d)
 {
-    bn_types("bn_scratch", d);
+    bn_types("bn_scratch", d, DT_FLOAT32);
     if (d->rows <= 0 || d->c <= 0)
         return 0;
     size_t part, vec, sb, cf, train = bn_train_bytes(d, &part, &vec, &sb, &cf), infer = bn_infer_bytes(d);
@@ -379,13 +486,27 @@ static bn_scratch bn_scratch_get(const dt_bn_desc *d)
     return s;
 }
 
-/* the training forward, with the tail bn_affine_kernel says (relu, or the residual res) */
-static void bn_train(const char *op, const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
-                     void *yv, float *saved, void *running_meanv, void *running_varv, int relu, const float *res)
+/* bn_affine_kernel over d's rows, its three operand types dispatched (rt: res's; any stored type when
+ * res is NULL), 8 channels a thread where c and the pointers allow */
+static void bn_apply(const char *op, const dt_bn_desc *d, const void *x, const float *scale, const float *shift,
+                     void *y, int relu, const void *res, dt_dtype rt, const char *name)
 {
-    bn_types(op, d);
-    const float *x = (const float *)xv, *gamma = (const float *)gammav, *beta = (const float *)betav;
-    float *y = (float *)yv, *running_mean = (float *)running_meanv, *running_var = (float *)running_varv;
+    const int64_t n = d->rows * d->c;
+    const int c = d->c;
+    const int vec = c % 8 == 0 && vec8_ok(x, y, res, scale) && vec8_ok(shift);
+    const unsigned blocks = blocks_for(vec ? n / 8 : n);
+    cudaStream_t st = stream();
+    DT_CUDA_TYPED(op, d->xt, TX, DT_CUDA_TYPED(op, d->yt, TY, DT_CUDA_TYPED(op, rt, TR,
+        bn_affine_kernel<TX, TY, TR><<<blocks, THREADS, 0, st>>>(n, c, (const TX *)x, scale, shift, (TY *)y, relu,
+                                                                  (const TR *)res, vec))));
+    DT_LAUNCHED(name);
+}
+
+/* the training forward, with the tail bn_affine_kernel says (relu, or the residual res of type rt) */
+static void bn_train(const char *op, const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y,
+                     float *saved, void *running_mean, void *running_var, int relu, const void *res, dt_dtype rt)
+{
+    bn_types(op, d, rt);
     const int64_t rows = d->rows;
     const int c = d->c;
     if (rows <= 0 || c <= 0)
@@ -393,81 +514,79 @@ static void bn_train(const char *op, const dt_bn_desc *d, const void *xv, const 
     cudaStream_t st = stream();
     bn_scratch s = bn_scratch_get(d);
     dim3 pb(RED_TX, RED_TY), pg((unsigned)((c + RED_TX - 1) / RED_TX), (unsigned)s.nchunk);
-    bn_partials<0><<<pg, pb, 0, st>>>(rows, c, x, NULL, NULL, 0, NULL, s.nchunk, s.part0, s.part1);
-    DT_LAUNCHED("bn_partials (forward)");
-    bn_reduce<0><<<(unsigned)(c < 65535 ? c : 65535), THREADS, 0, st>>>(rows, c, x, s.nchunk, s.part0, s.part1, s.A,
-                                                                       s.B, s.GA, s.GB, s.N);
-    DT_LAUNCHED("bn_reduce (forward)");
+    const unsigned rg = (unsigned)(c < 65535 ? c : 65535);
+    /* the forward's sums read x only: TY is a placeholder (float) */
+    DT_CUDA_TYPED(op, d->xt, TX, {
+        bn_partials<0, TX, float><<<pg, pb, 0, st>>>(rows, c, (const TX *)x, NULL, NULL, 0, NULL, s.nchunk, s.part0,
+                                                     s.part1);
+        DT_LAUNCHED("bn_partials (forward)");
+        bn_reduce<0, TX><<<rg, THREADS, 0, st>>>(rows, c, (const TX *)x, s.nchunk, s.part0, s.part1, s.A, s.B, s.GA,
+                                                 s.GB, s.N);
+        DT_LAUNCHED("bn_reduce (forward)");
+    });
     if (d->sync)
         bn_sync(d, 0, s.A, s.B, s.GA, s.GB, s.N, s.sbuf);
-    bn_train_finalize<<<blocks_for(c), THREADS, 0, st>>>(c, s.A, s.B, s.N, gamma, beta, d->eps, d->momentum, saved,
-                                                          running_mean, running_var);
+    DT_CUDA_TYPED(op, d->pt, TP,
+                  bn_train_finalize<TP><<<blocks_for(c), THREADS, 0, st>>>(
+                      c, s.A, s.B, s.N, (const TP *)gamma, (const TP *)beta, d->eps, d->momentum, saved,
+                      (TP *)running_mean, (TP *)running_var));
     DT_LAUNCHED("bn_train_finalize");
-    const int64_t n = rows * c;
-    bn_affine_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, saved + 2 * (size_t)c, saved + 3 * (size_t)c, y,
-                                                         relu, res);
-    DT_LAUNCHED("bn_affine_kernel (train)");
+    bn_apply(op, d, x, saved + 2 * (size_t)c, saved + 3 * (size_t)c, y, relu, res, rt, "bn_affine_kernel (train)");
 }
 
 extern "C" void dt_cuda_bn_fwd_train(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
                                      void *yv, float *saved, void *running_meanv, void *running_varv, int relu)
 {
-    bn_train("bn_fwd_train", d, xv, gammav, betav, yv, saved, running_meanv, running_varv, relu, NULL);
+    bn_train("bn_fwd_train", d, xv, gammav, betav, yv, saved, running_meanv, running_varv, relu, NULL, DT_FLOAT32);
 }
 
 extern "C" void dt_cuda_bn_add_relu_fwd_train(const dt_bn_desc *d, const void *xv, const void *gammav,
                                               const void *betav, const void *r, dt_dtype rt, void *yv, float *saved,
                                               void *running_meanv, void *running_varv)
 {
-    DT_CUDA_F32("bn_add_relu_fwd_train", rt);
-    bn_train("bn_add_relu_fwd_train", d, xv, gammav, betav, yv, saved, running_meanv, running_varv, 1,
-             (const float *)r);
+    bn_train("bn_add_relu_fwd_train", d, xv, gammav, betav, yv, saved, running_meanv, running_varv, 1, r, rt);
 }
 
 /* the inference forward, with bn_affine_kernel's tail */
-static void bn_infer(const char *op, const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
-                     const void *running_meanv, const void *running_varv, void *yv, int relu, const float *res)
+static void bn_infer(const char *op, const dt_bn_desc *d, const void *x, const void *gamma, const void *beta,
+                     const void *running_mean, const void *running_var, void *y, int relu, const void *res,
+                     dt_dtype rt)
 {
-    bn_types(op, d);
-    const float *x = (const float *)xv, *gamma = (const float *)gammav, *beta = (const float *)betav;
-    const float *running_mean = (const float *)running_meanv, *running_var = (const float *)running_varv;
-    float *y = (float *)yv;
+    bn_types(op, d, rt);
     const int64_t rows = d->rows;
     const int c = d->c;
     if (rows <= 0 || c <= 0)
         return;
     cudaStream_t st = stream();
     float *scale = (float *)scratch(bn_infer_bytes(d)), *shift = scale + c;
-    bn_infer_coef<<<blocks_for(c), THREADS, 0, st>>>(c, gamma, beta, running_mean, running_var, d->eps, scale, shift);
+    DT_CUDA_TYPED(op, d->pt, TP,
+                  bn_infer_coef<TP><<<blocks_for(c), THREADS, 0, st>>>(c, (const TP *)gamma, (const TP *)beta,
+                                                                       (const TP *)running_mean,
+                                                                       (const TP *)running_var, d->eps, scale, shift));
     DT_LAUNCHED("bn_infer_coef");
-    const int64_t n = rows * c;
-    bn_affine_kernel<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, scale, shift, y, relu, res);
-    DT_LAUNCHED("bn_affine_kernel (infer)");
+    bn_apply(op, d, x, scale, shift, y, relu, res, rt, "bn_affine_kernel (infer)");
 }
 
 extern "C" void dt_cuda_bn_fwd_infer(const dt_bn_desc *d, const void *xv, const void *gammav, const void *betav,
                                      const void *running_meanv, const void *running_varv, void *yv, int relu)
 {
-    bn_infer("bn_fwd_infer", d, xv, gammav, betav, running_meanv, running_varv, yv, relu, NULL);
+    bn_infer("bn_fwd_infer", d, xv, gammav, betav, running_meanv, running_varv, yv, relu, NULL, DT_FLOAT32);
 }
 
 extern "C" void dt_cuda_bn_add_relu_fwd_infer(const dt_bn_desc *d, const void *xv, const void *gammav,
                                               const void *betav, const void *running_meanv,
                                               const void *running_varv, const void *r, dt_dtype rt, void *yv)
 {
-    DT_CUDA_F32("bn_add_relu_fwd_infer", rt);
-    bn_infer("bn_add_relu_fwd_infer", d, xv, gammav, betav, running_meanv, running_varv, yv, 1, (const float *)r);
+    bn_infer("bn_add_relu_fwd_infer", d, xv, gammav, betav, running_meanv, running_varv, yv, 1, r, rt);
 }
 
-/* backward; with ym (the block output of a BN+add+ReLU tail) the mask comes from it and g also goes to
- * the residual's gradient dr */
-static void bn_backward(const char *op, const dt_bn_desc *d, const void *xv, const void *dyv, int relu,
-                        const float *ym, const void *gammav, const float *saved, void *dxv, float *dr,
-                        void *dgammav, void *dbetav, int accumulate_dx, int accumulate_dr, int accumulate_params)
+/* backward; with ym (the block output of a BN+add+ReLU tail, type d->yt) the mask comes from it and g
+ * also goes to the residual's gradient dr (type rt) */
+static void bn_backward(const char *op, const dt_bn_desc *d, const void *x, const void *dy, int relu, const void *ym,
+                        const void *gamma, const float *saved, void *dx, void *dr, dt_dtype rt, void *dgamma,
+                        void *dbeta, int accumulate_dx, int accumulate_dr, int accumulate_params)
 {
-    bn_types(op, d);
-    const float *x = (const float *)xv, *dy = (const float *)dyv, *gamma = (const float *)gammav;
-    float *dx = (float *)dxv, *dgamma = (float *)dgammav, *dbeta = (float *)dbetav;
+    bn_types(op, d, rt);
     const int64_t rows = d->rows;
     const int c = d->c;
     if (rows <= 0 || c <= 0)
@@ -475,19 +594,28 @@ static void bn_backward(const char *op, const dt_bn_desc *d, const void *xv, con
     cudaStream_t st = stream();
     bn_scratch s = bn_scratch_get(d);
     dim3 pb(RED_TX, RED_TY), pg((unsigned)((c + RED_TX - 1) / RED_TX), (unsigned)s.nchunk);
-    bn_partials<1><<<pg, pb, 0, st>>>(rows, c, x, dy, saved, relu, ym, s.nchunk, s.part0, s.part1);
+    DT_CUDA_TYPED(op, d->xt, TX, DT_CUDA_TYPED(op, d->yt, TY,
+        bn_partials<1, TX, TY><<<pg, pb, 0, st>>>(rows, c, (const TX *)x, (const TY *)dy, saved, relu,
+                                                  (const TY *)ym, s.nchunk, s.part0, s.part1)));
     DT_LAUNCHED("bn_partials (backward)");
-    bn_reduce<1><<<(unsigned)(c < 65535 ? c : 65535), THREADS, 0, st>>>(rows, c, x, s.nchunk, s.part0, s.part1, s.A,
-                                                                       s.B, s.GA, s.GB, s.N);
+    /* the backward's reduce reads no x: one instantiation */
+    bn_reduce<1, float><<<(unsigned)(c < 65535 ? c : 65535), THREADS, 0, st>>>(rows, c, NULL, s.nchunk, s.part0,
+                                                                              s.part1, s.A, s.B, s.GA, s.GB, s.N);
     DT_LAUNCHED("bn_reduce (backward)");
     if (d->sync)
         bn_sync(d, 1, s.A, s.B, s.GA, s.GB, s.N, s.sbuf);
-    bn_bwd_finalize<<<blocks_for(c), THREADS, 0, st>>>(c, s.A, s.B, s.GA, s.GB, s.N, gamma, saved, dgamma, dbeta,
-                                                        accumulate_params, s.coef);
+    DT_CUDA_TYPED(op, d->pt, TP,
+                  bn_bwd_finalize<TP><<<blocks_for(c), THREADS, 0, st>>>(c, s.A, s.B, s.GA, s.GB, s.N,
+                                                                         (const TP *)gamma, saved, (TP *)dgamma,
+                                                                         (TP *)dbeta, accumulate_params, s.coef));
     DT_LAUNCHED("bn_bwd_finalize");
     const int64_t n = rows * c;
-    bn_bwd_dx<<<blocks_for(n), THREADS, 0, st>>>(n, c, x, dy, saved, s.coef, relu, dx, accumulate_dx, ym, dr,
-                                                  accumulate_dr);
+    const int vec = c % 8 == 0 && vec8_ok(x, dy, dx, ym) && vec8_ok(dr, saved, s.coef);
+    const unsigned blocks = blocks_for(vec ? n / 8 : n);
+    DT_CUDA_TYPED(op, d->xt, TX, DT_CUDA_TYPED(op, d->yt, TY, DT_CUDA_TYPED(op, rt, TR,
+        bn_bwd_dx<TX, TY, TR><<<blocks, THREADS, 0, st>>>(n, c, (const TX *)x, (const TY *)dy, saved, s.coef, relu,
+                                                          (TX *)dx, accumulate_dx, (const TY *)ym, (TR *)dr,
+                                                          accumulate_dr, vec))));
     DT_LAUNCHED("bn_bwd_dx");
 }
 
@@ -495,8 +623,8 @@ extern "C" void dt_cuda_bn_bwd(const dt_bn_desc *d, const void *xv, const void *
                                const float *saved, void *dxv, void *dgammav, void *dbetav, int accumulate_dx,
                                int accumulate_params)
 {
-    bn_backward("bn_bwd", d, xv, dyv, relu, NULL, gammav, saved, dxv, NULL, dgammav, dbetav, accumulate_dx, 0,
-                accumulate_params);
+    bn_backward("bn_bwd", d, xv, dyv, relu, NULL, gammav, saved, dxv, NULL, DT_FLOAT32, dgammav, dbetav,
+                accumulate_dx, 0, accumulate_params);
 }
 
 extern "C" void dt_cuda_bn_add_relu_bwd(const dt_bn_desc *d, const void *xv, const void *y, const void *dyv,
@@ -504,7 +632,6 @@ extern "C" void dt_cuda_bn_add_relu_bwd(const dt_bn_desc *d, const void *xv, con
                                         void *dgammav, void *dbetav, int accumulate_dx, int accumulate_dr,
                                         int accumulate_params)
 {
-    DT_CUDA_F32("bn_add_relu_bwd", rt);
-    bn_backward("bn_add_relu_bwd", d, xv, dyv, 0, (const float *)y, gammav, saved, dxv, (float *)dr, dgammav, dbetav,
-                accumulate_dx, accumulate_dr, accumulate_params);
+    bn_backward("bn_add_relu_bwd", d, xv, dyv, 0, y, gammav, saved, dxv, dr, rt, dgammav, dbetav, accumulate_dx,
+                accumulate_dr, accumulate_params);
 }

@@ -3,23 +3,35 @@
  * Layouts: activations are NHWC tensors (cuDNN's CUDNN_TENSOR_NHWC with dims n, c, h, w); weights
  * are ours, O,KH,KW,I/groups, which is cuDNN's NHWC filter format ("KRSC") with dims
  * oc, c/groups, kh, kw. Groups through cudnnSetConvolutionGroupCount, dilation in the convolution
- * descriptor (ours counts as cuDNN's does: 1 is none), cross-correlation, fp32 operands (d->t: the
- * ops abort on another, cuda.h) and fp32 compute.
+ * descriptor (ours counts as cuDNN's does: 1 is none), cross-correlation, operands of d->t (fp32,
+ * fp16 or bf16: CUDNN_DATA_FLOAT, _HALF, _BFLOAT16) and fp32 compute (the convolution descriptor's
+ * type: half operands are multiplied exactly and summed in fp32, what backend.h allows).
  *
- * Math: CUDNN_FMA_MATH. CUDNN_DEFAULT_MATH is not enough to keep fp32 in fp32: on Ampere and newer
- * it lets cuDNN run fp32 convolutions on TF32 tensor cores (PyTorch sets FMA math when TF32 is off
- * for the same reason). Results must compare with the CPU reference to fp32 rounding
- * (tests/gpu/ops_check), so no tensor-op math (TF32, fp16/bf16: doc/design.md, "The CUDA backend:
- * the plan").
+ * Math, per pass (each pass has its own convolution descriptor, set to the math type the search
+ * reported for the algorithm it chose). fp32: CUDNN_FMA_MATH, and candidates that use tensor-op
+ * math are refused: CUDNN_DEFAULT_MATH is not enough to keep fp32 in fp32, as on Ampere and newer it
+ * lets cuDNN run fp32 convolutions on TF32 tensor cores (PyTorch sets FMA math when TF32 is off for
+ * the same reason; its default for convolutions is TF32 on: O0 here compares with PyTorch at
+ * torch.backends.cudnn.allow_tf32 = False). Results must compare with the CPU reference to fp32
+ * rounding (tests/gpu/ops_check). fp16 and bf16: CUDNN_TENSOR_OP_MATH, any candidate.
+ *
+ * Channel padding. Tensor-core kernels for NHWC half tensors want channels in multiples of 8; the
+ * stem's 3 image channels are not. A half convolution with groups 1 and c % 8 != 0 therefore runs
+ * cuDNN on channels padded with zeros to the next multiple of 8 (the padded input and weight are
+ * copies in the op's workspace, made per call: the input is the model's, the weight changes every
+ * step); its data gradient is computed padded and the first c channels copied out, its filter
+ * gradient the same way. The zeros add nothing to any sum, so the result is the unpadded
+ * convolution's. DT_CUDA_PAD_CHANNELS=0 in the environment turns it off (for measuring).
  *
  * Planning: dt_cuda_conv_workspace, called when a model is planned for each convolution at every
  * batch size the run will meet, makes the shape's descriptors and chooses the three algorithms by
  * measurement (cudnnFind*Algorithm, which runs each candidate on the GPU with memory it allocates
  * itself: only at planning, never between steps). The choice is the fastest
  * candidate that succeeded, is deterministic (CUDNN_DETERMINISTIC, so a run's results do not depend
- * on the order of atomics), did not use tensor-op math, and needs at most WS_CAP of workspace. When
- * no candidate qualifies, the cap is dropped, then determinism (with a warning); none at all is
- * fatal. The answer is the largest workspace of the three. Note that measurement can choose another
+ * on the order of atomics; only while dt_cuda_set_deterministic is on, the default), keeps to fp32 math
+ * for fp32 operands, and needs at most WS_CAP of workspace. When no candidate qualifies, the cap is
+ * dropped, then determinism (with a warning); none at all is fatal. The answer is the largest
+ * workspace of the three, plus the padded copies' room. Note that measurement can choose another
  * algorithm in another run (timings are noisy), so two runs are bit-identical only when they choose
  * alike; the choices are logged at debug level.
  * Each search is timed and logged at info level, one line per shape (tests/gpu/check.sh reads the
@@ -46,6 +58,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "libdt/comm.h" /* dt_dtype_name */
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -58,14 +71,43 @@
 
 typedef struct conv_entry {
     dt_conv_desc d; /* the key: bias and dx_accumulate cleared */
+    int cpad;       /* the channels cuDNN sees: d.c, or d.c padded to a multiple of 8 */
     cudnnTensorDescriptor_t x, y, b;
     cudnnFilterDescriptor_t w;
-    cudnnConvolutionDescriptor_t conv;
+    cudnnConvolutionDescriptor_t conv[3]; /* per pass (forward, backward data, backward filter): its math */
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
     cudnnConvolutionBwdFilterAlgo_t bwd_filter;
     size_t ws_fwd, ws_data, ws_filter;
+    size_t ws;                 /* cuDNN's part of the workspace: the most of the three, 256-aligned */
+    size_t pad_x, pad_w;       /* bytes of the padded input (or its gradient) and weight (or its gradient) */
 } conv_entry;
+
+enum { PASS_FWD, PASS_DATA, PASS_FILTER };
+static int deterministic = 1; /* dt_cuda_set_deterministic */
+
+void dt_cuda_set_deterministic(int on)
+{
+    deterministic = on != 0;
+}
+
+static cudnnDataType_t cudnn_type(dt_dtype t)
+{
+    return t == DT_FLOAT16 ? CUDNN_DATA_HALF : t == DT_BFLOAT16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+}
+
+/* the channels cuDNN runs d on (see "Channel padding" above) */
+static int padded_channels(const dt_conv_desc *d)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("DT_CUDA_PAD_CHANNELS");
+        off = e && strcmp(e, "0") == 0;
+    }
+    if (off || d->t == DT_FLOAT32 || d->groups != 1 || d->c % 8 == 0)
+        return d->c;
+    return (d->c + 7) & ~7;
+}
 
 static conv_entry **cache;
 static int n_cache, cap_cache;
@@ -106,12 +148,13 @@ static int tensor_math(cudnnMathType_t m)
     return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
-/* index of the fastest candidate that qualifies under the given relaxations, or -1 */
-static int pick_among(const candidate *c, int n, size_t cap, int any_memory, int any_determinism)
+/* index of the fastest candidate that qualifies under the given relaxations, or -1; fp32: no
+ * tensor-op math (TF32) */
+static int pick_among(const candidate *c, int n, int fp32, size_t cap, int any_memory, int any_determinism)
 {
     int best = -1;
     for (int i = 0; i < n; i++) {
-        if (c[i].status != CUDNN_STATUS_SUCCESS || tensor_math(c[i].math) || c[i].time < 0)
+        if (c[i].status != CUDNN_STATUS_SUCCESS || (fp32 && tensor_math(c[i].math)) || c[i].time < 0)
             continue;
         if (!any_determinism && c[i].determinism != CUDNN_DETERMINISTIC)
             continue;
@@ -126,17 +169,18 @@ static int pick_among(const candidate *c, int n, size_t cap, int any_memory, int
 /* the chosen candidate's index; fatal when none ran */
 static int pick(const candidate *c, int n, const char *pass, const dt_conv_desc *d, size_t cap, int hard_cap)
 {
-    int i = pick_among(c, n, cap, 0, 0);
-    if (i < 0 && hard_cap && (i = pick_among(c, n, cap, 0, 1)) >= 0)
+    const int fp32 = d->t == DT_FLOAT32;
+    int i = pick_among(c, n, fp32, cap, 0, !deterministic);
+    if (i < 0 && hard_cap && (i = pick_among(c, n, fp32, cap, 0, 1)) >= 0)
         dt_warn("cuDNN conv %dx%dx%d->%d k%dx%d s%d g%d %s: no deterministic algorithm fits the planned workspace; "
                 "algorithm %d is not deterministic",
                 d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, c[i].algo);
-    if (i < 0 && !hard_cap && (i = pick_among(c, n, cap, 1, 0)) >= 0)
+    if (i < 0 && !hard_cap && (i = pick_among(c, n, fp32, cap, 1, !deterministic)) >= 0)
         dt_warn("cuDNN conv %dx%dx%d->%d k%dx%d s%d g%d %s: every deterministic algorithm needs more than %zu MiB "
                 "of workspace; algorithm %d needs %zu MiB",
                 d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, cap >> 20, c[i].algo,
                 c[i].memory >> 20);
-    if (i < 0 && !hard_cap && (i = pick_among(c, n, cap, 1, 1)) >= 0)
+    if (i < 0 && !hard_cap && deterministic && (i = pick_among(c, n, fp32, cap, 1, 1)) >= 0)
         dt_warn("cuDNN conv %dx%dx%d->%d k%dx%d s%d g%d %s: no deterministic algorithm runs; algorithm %d is not "
                 "deterministic, so runs are not bit-reproducible",
                 d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, pass, c[i].algo);
@@ -160,23 +204,32 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
     int max = 0, got = 0, i;
     double t[3], t0;
 
+    const cudnnDataType_t type = cudnn_type(d->t);
+    const size_t es = dt_cuda_elem_bytes(d->t);
+    e->cpad = padded_channels(d);
+    if (e->cpad != d->c) {
+        e->pad_x = ((size_t)d->n * d->h * d->w * e->cpad * es + 255) & ~(size_t)255;
+        e->pad_w = ((size_t)d->oc * d->kh * d->kw * e->cpad * es + 255) & ~(size_t)255;
+    }
     FATAL_CUDNN(cudnnCreateTensorDescriptor(&e->x));
     FATAL_CUDNN(cudnnCreateTensorDescriptor(&e->y));
     FATAL_CUDNN(cudnnCreateTensorDescriptor(&e->b));
     FATAL_CUDNN(cudnnCreateFilterDescriptor(&e->w));
-    FATAL_CUDNN(cudnnCreateConvolutionDescriptor(&e->conv));
-    FATAL_CUDNN(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, d->n, d->c, d->h, d->w));
-    FATAL_CUDNN(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, d->n, d->oc, d->oh, d->ow));
-    FATAL_CUDNN(cudnnSetTensor4dDescriptor(e->b, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, d->oc, 1, 1));
-    FATAL_CUDNN(cudnnSetFilter4dDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, d->oc, d->c / d->groups, d->kh,
-                                           d->kw));
-    FATAL_CUDNN(cudnnSetConvolution2dDescriptor(e->conv, d->ph, d->pw, d->sh, d->sw, d->dh, d->dw,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    FATAL_CUDNN(cudnnSetConvolutionGroupCount(e->conv, d->groups));
-    FATAL_CUDNN(cudnnSetConvolutionMathType(e->conv, CUDNN_FMA_MATH));
+    FATAL_CUDNN(cudnnSetTensor4dDescriptor(e->x, CUDNN_TENSOR_NHWC, type, d->n, e->cpad, d->h, d->w));
+    FATAL_CUDNN(cudnnSetTensor4dDescriptor(e->y, CUDNN_TENSOR_NHWC, type, d->n, d->oc, d->oh, d->ow));
+    FATAL_CUDNN(cudnnSetTensor4dDescriptor(e->b, CUDNN_TENSOR_NHWC, type, 1, d->oc, 1, 1));
+    FATAL_CUDNN(cudnnSetFilter4dDescriptor(e->w, type, CUDNN_TENSOR_NHWC, d->oc, e->cpad / d->groups, d->kh, d->kw));
+    for (i = 0; i < 3; i++) {
+        FATAL_CUDNN(cudnnCreateConvolutionDescriptor(&e->conv[i]));
+        FATAL_CUDNN(cudnnSetConvolution2dDescriptor(e->conv[i], d->ph, d->pw, d->sh, d->sw, d->dh, d->dw,
+                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        FATAL_CUDNN(cudnnSetConvolutionGroupCount(e->conv[i], d->groups));
+        /* what the search may try; each pass is then set to its algorithm's math */
+        FATAL_CUDNN(cudnnSetConvolutionMathType(e->conv[i], d->t == DT_FLOAT32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+    }
 
     int on, oc, ohh, oww; /* cuDNN must see the output we planned */
-    FATAL_CUDNN(cudnnGetConvolution2dForwardOutputDim(e->conv, e->x, e->w, &on, &oc, &ohh, &oww));
+    FATAL_CUDNN(cudnnGetConvolution2dForwardOutputDim(e->conv[PASS_FWD], e->x, e->w, &on, &oc, &ohh, &oww));
     if (on != d->n || oc != d->oc || ohh != d->oh || oww != d->ow)
         dt_cuda_fatal("cudnnGetConvolution2dForwardOutputDim", "cuDNN's output shape differs from the planned one");
 
@@ -186,14 +239,16 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
         FATAL_CUDNN(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
         max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
         t0 = dt_seconds();
-        FATAL_CUDNN(cudnnFindConvolutionForwardAlgorithm(h, e->x, e->w, e->conv, e->y, max, &got, perf));
+        FATAL_CUDNN(cudnnFindConvolutionForwardAlgorithm(h, e->x, e->w, e->conv[PASS_FWD], e->y, max, &got, perf));
         t[0] = dt_seconds() - t0;
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
         i = pick(c, got, "forward", d, cap, hard_cap);
         e->fwd = perf[i].algo;
-        FATAL_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(h, e->x, e->w, e->conv, e->y, e->fwd, &e->ws_fwd));
+        FATAL_CUDNN(cudnnSetConvolutionMathType(e->conv[PASS_FWD], perf[i].mathType));
+        FATAL_CUDNN(
+            cudnnGetConvolutionForwardWorkspaceSize(h, e->x, e->w, e->conv[PASS_FWD], e->y, e->fwd, &e->ws_fwd));
         e->ws_fwd = e->ws_fwd > perf[i].memory ? e->ws_fwd : perf[i].memory;
     }
     /* backward data */
@@ -202,14 +257,16 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
         FATAL_CUDNN(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
         max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
         t0 = dt_seconds();
-        FATAL_CUDNN(cudnnFindConvolutionBackwardDataAlgorithm(h, e->w, e->y, e->conv, e->x, max, &got, perf));
+        FATAL_CUDNN(
+            cudnnFindConvolutionBackwardDataAlgorithm(h, e->w, e->y, e->conv[PASS_DATA], e->x, max, &got, perf));
         t[1] = dt_seconds() - t0;
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
         i = pick(c, got, "backward data", d, cap, hard_cap);
         e->bwd_data = perf[i].algo;
-        FATAL_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(h, e->w, e->y, e->conv, e->x, e->bwd_data,
+        FATAL_CUDNN(cudnnSetConvolutionMathType(e->conv[PASS_DATA], perf[i].mathType));
+        FATAL_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(h, e->w, e->y, e->conv[PASS_DATA], e->x, e->bwd_data,
                                                                  &e->ws_data));
         e->ws_data = e->ws_data > perf[i].memory ? e->ws_data : perf[i].memory;
     }
@@ -219,27 +276,33 @@ static void build(conv_entry *e, cudnnHandle_t h, size_t cap, int hard_cap)
         FATAL_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
         max = max < 1 ? 1 : max > MAX_ALGOS ? MAX_ALGOS : max;
         t0 = dt_seconds();
-        FATAL_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithm(h, e->x, e->y, e->conv, e->w, max, &got, perf));
+        FATAL_CUDNN(
+            cudnnFindConvolutionBackwardFilterAlgorithm(h, e->x, e->y, e->conv[PASS_FILTER], e->w, max, &got, perf));
         t[2] = dt_seconds() - t0;
         for (i = 0; i < got; i++)
             c[i] = (candidate){(int)perf[i].algo, perf[i].status, perf[i].time, perf[i].memory, perf[i].determinism,
                                perf[i].mathType};
         i = pick(c, got, "backward filter", d, cap, hard_cap);
         e->bwd_filter = perf[i].algo;
-        FATAL_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, e->x, e->y, e->conv, e->w, e->bwd_filter,
-                                                                   &e->ws_filter));
+        FATAL_CUDNN(cudnnSetConvolutionMathType(e->conv[PASS_FILTER], perf[i].mathType));
+        FATAL_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, e->x, e->y, e->conv[PASS_FILTER], e->w,
+                                                                   e->bwd_filter, &e->ws_filter));
         e->ws_filter = e->ws_filter > perf[i].memory ? e->ws_filter : perf[i].memory;
     }
-    dt_debug("cuDNN conv n%d %dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d: algorithms fwd %d / bwd data %d / bwd "
-             "filter %d, workspace %zu / %zu / %zu bytes",
+    dt_debug("cuDNN conv n%d %dx%dx%d->%d k%dx%d s%dx%d p%dx%d d%dx%d g%d %s: algorithms fwd %d / bwd data %d / bwd "
+             "filter %d, workspace %zu / %zu / %zu bytes, channels padded to %d",
              d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->sw, d->ph, d->pw, d->dh, d->dw, d->groups,
-             (int)e->fwd, (int)e->bwd_data, (int)e->bwd_filter, e->ws_fwd, e->ws_data, e->ws_filter);
+             dt_dtype_name(d->t), (int)e->fwd, (int)e->bwd_data, (int)e->bwd_filter, e->ws_fwd, e->ws_data,
+             e->ws_filter, e->cpad);
     size_t ws = e->ws_fwd > e->ws_data ? e->ws_fwd : e->ws_data;
     ws = e->ws_filter > ws ? e->ws_filter : ws;
+    e->ws = (ws + 255) & ~(size_t)255;
+    ws += e->pad_x + e->pad_w;
     /* the format tests/gpu/check.sh reads: "cuDNN conv " ... " search " */
-    dt_info("cuDNN conv n%d %dx%dx%d->%d k%dx%d s%d g%d: search %.2f s (fwd %.2f, bwd data %.2f, bwd filter %.2f); "
-            "algorithms %d/%d/%d; workspace %.1f MiB",
-            d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, t[0] + t[1] + t[2], t[0], t[1], t[2],
+    dt_info("cuDNN conv n%d %dx%dx%d->%d k%dx%d s%d g%d %s: search %.2f s (fwd %.2f, bwd data %.2f, bwd filter "
+            "%.2f); algorithms %d/%d/%d; workspace %.1f MiB",
+            d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, dt_dtype_name(d->t), t[0] + t[1] + t[2],
+            t[0], t[1], t[2],
             (int)e->fwd, (int)e->bwd_data, (int)e->bwd_filter, ws / 1048576.0);
     n_searched++;
     for (i = 0; i < 3; i++)
@@ -259,12 +322,10 @@ void dt_cuda_conv_search_report(void)
     pthread_mutex_unlock(&cache_lock);
 }
 
+/* the caller's workspace: cuDNN's part, then the padded copies' (channel padding) */
 static size_t entry_ws(const conv_entry *e)
 {
-    size_t ws = e->ws_fwd;
-    ws = e->ws_data > ws ? e->ws_data : ws;
-    ws = e->ws_filter > ws ? e->ws_filter : ws;
-    return (ws + 255) & ~(size_t)255;
+    return e->ws + e->pad_x + e->pad_w;
 }
 
 /* a new entry for key, cached; caller holds cache_lock */
@@ -289,7 +350,7 @@ static conv_entry *add_locked(const dt_conv_desc *key, size_t cap, int hard_cap)
 
 size_t dt_cuda_conv_workspace(const dt_conv_desc *d)
 {
-    DT_CUDA_F32("conv_workspace", d->t);
+    DT_CUDA_STORED("conv_workspace", d->t);
     dt_conv_desc key = key_of(d);
     pthread_mutex_lock(&cache_lock);
     conv_entry *e = find_locked(&key);
@@ -323,7 +384,7 @@ static const conv_entry *lookup(const dt_conv_desc *d)
                     "algorithm search mid-run",
                     d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, d->n, planned->d.n);
             dt_cuda_count_unplanned("cuDNN algorithm search", 0);
-            e = add_locked(&key, entry_ws(planned), 1);
+            e = add_locked(&key, planned->ws, 1); /* its padded copies are no larger than planned's */
         }
     }
     pthread_mutex_unlock(&cache_lock);
@@ -335,13 +396,41 @@ static const conv_entry *lookup(const dt_conv_desc *d)
     return e;
 }
 
+/* the workspace's parts: cuDNN's, the padded input (or its gradient), the padded weight (or its gradient) */
+static void *ws_x(const conv_entry *e, void *ws)
+{
+    return (char *)ws + e->ws;
+}
+
+static void *ws_w(const conv_entry *e, void *ws)
+{
+    return (char *)ws + e->ws + e->pad_x;
+}
+
+static int64_t rows_x(const dt_conv_desc *d)
+{
+    return (int64_t)d->n * d->h * d->w;
+}
+
+static int64_t rows_w(const dt_conv_desc *d)
+{
+    return (int64_t)d->oc * d->kh * d->kw;
+}
+
 void dt_cuda_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
-    DT_CUDA_F32("conv_fwd", d->t);
+    DT_CUDA_STORED("conv_fwd", d->t);
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, zero = 0.0f;
-    FATAL_CUDNN(cudnnConvolutionForward(h, &one, e->x, x, e->w, w, e->conv, e->fwd, ws, e->ws_fwd, &zero, e->y, y));
+    if (e->cpad != d->c) {
+        dt_cuda_pad_channels(rows_x(d), d->c, e->cpad, d->t, x, ws_x(e, ws));
+        dt_cuda_pad_channels(rows_w(d), d->c, e->cpad, d->t, w, ws_w(e, ws));
+        x = ws_x(e, ws);
+        w = ws_w(e, ws);
+    }
+    FATAL_CUDNN(cudnnConvolutionForward(h, &one, e->x, x, e->w, w, e->conv[PASS_FWD], e->fwd, ws, e->ws_fwd, &zero,
+                                        e->y, y));
     if (bias) /* y += bias, broadcast over n, h, w */
         FATAL_CUDNN(cudnnAddTensor(h, &one, e->b, bias, &one, e->y, y));
 }
@@ -349,23 +438,37 @@ void dt_cuda_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const
 void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate,
                            void *ws)
 {
-    DT_CUDA_F32("conv_bwd_data", d->t);
+    DT_CUDA_STORED("conv_bwd_data", d->t);
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    FATAL_CUDNN(cudnnConvolutionBackwardData(h, &one, e->w, w, e->y, dy, e->conv, e->bwd_data, ws, e->ws_data, &beta,
-                                             e->x, dx));
+    const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    if (e->cpad == d->c) {
+        FATAL_CUDNN(cudnnConvolutionBackwardData(h, &one, e->w, w, e->y, dy, e->conv[PASS_DATA], e->bwd_data, ws,
+                                                 e->ws_data, &beta, e->x, dx));
+        return;
+    }
+    dt_cuda_pad_channels(rows_w(d), d->c, e->cpad, d->t, w, ws_w(e, ws));
+    FATAL_CUDNN(cudnnConvolutionBackwardData(h, &one, e->w, ws_w(e, ws), e->y, dy, e->conv[PASS_DATA], e->bwd_data,
+                                             ws, e->ws_data, &zero, e->x, ws_x(e, ws)));
+    dt_cuda_unpad_channels(rows_x(d), d->c, e->cpad, d->t, ws_x(e, ws), dx, accumulate);
 }
 
 void dt_cuda_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
                              int accumulate, void *ws)
 {
-    DT_CUDA_F32("conv_bwd_filter", d->t);
+    DT_CUDA_STORED("conv_bwd_filter", d->t);
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    FATAL_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e->x, x, e->y, dy, e->conv, e->bwd_filter, ws, e->ws_filter,
-                                               &beta, e->w, dw));
+    const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    if (e->cpad == d->c) {
+        FATAL_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e->x, x, e->y, dy, e->conv[PASS_FILTER], e->bwd_filter, ws,
+                                                   e->ws_filter, &beta, e->w, dw));
+    } else {
+        dt_cuda_pad_channels(rows_x(d), d->c, e->cpad, d->t, x, ws_x(e, ws));
+        FATAL_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e->x, ws_x(e, ws), e->y, dy, e->conv[PASS_FILTER],
+                                                   e->bwd_filter, ws, e->ws_filter, &zero, e->w, ws_w(e, ws)));
+        dt_cuda_unpad_channels(rows_w(d), d->c, e->cpad, d->t, ws_w(e, ws), dw, accumulate);
+    }
     if (dbias) /* dbias = sums of dy over n, h, w */
         FATAL_CUDNN(cudnnConvolutionBackwardBias(h, &one, e->y, dy, &beta, e->b, dbias));
 }

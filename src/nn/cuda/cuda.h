@@ -3,10 +3,12 @@
  * Contracts are those of the matching dt_backend members in nn/backend.h, on device memory, with the
  * CPU backend (nn/cpu) as the reference: each op must compute what the CPU op computes, to float
  * rounding (ops the CPU does exactly, such as copies, ReLU, max pool, dropout masks and fp16/bf16
- * rounding, bit for bit). Storage is fp32 only (storage_types = 1 << DT_FLOAT32): a model planned
- * with reduced precision on this backend emulates fp16/bf16 in fp32 storage with round_half, so an
- * op never gets another type; one that does (a programming error) logs one line and aborts
- * (dt_cuda_bad_type). Real fp16/bf16 storage: doc/design.md, "The CUDA backend: the plan".
+ * rounding, bit for bit). Storage: fp32, fp16 and bf16 (storage_types), each operand of the type
+ * its descriptor or dt_dtype argument names (nn/backend.h's type rule), computed in fp32 with every
+ * reduced result rounded once when stored; convolutions and linear layers on half operands run on
+ * tensor cores (the products exact, summed in fp32 in cuDNN's and cuBLAS's own order: the one
+ * freedom backend.h allows). Any other dt_dtype is a programming error: one line, and an abort
+ * (dt_cuda_bad_type).
  *
  * Execution: every op is queued on one compute stream (dt_cuda_stream()) and returns without
  * waiting (SyncBN's exchange of statistics aside: its device buffer goes to the communicator); the
@@ -61,16 +63,35 @@ DT_NORETURN void dt_cuda_fatal(const char *what, const char *message);
 #define FATAL_CUDA(call) DT_CUDA_FATAL_IF_(cudaError_t, cudaSuccess, call, dt_errstr_cuda)
 #define FATAL_CUBLAS(call) DT_CUDA_FATAL_IF_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, call, dt_errstr_cublas)
 #define FATAL_CUDNN(call) DT_CUDA_FATAL_IF_(cudnnStatus_t, CUDNN_STATUS_SUCCESS, call, dt_errstr_cudnn)
-/* Types: the ops store DT_FLOAT32 only. DT_CUDA_F32(op, t), once per typed operand at the top of
- * an op: one comparison; any other type t is a programming error (a model never plans a storage
- * type the backend's storage_types lacks), so dt_cuda_bad_type logs "CUDA backend: <op>: operand
- * of type <t>, but this backend stores float32 only" and aborts. */
+/* Types: an op given a dt_dtype that is not DT_FLOAT32, DT_FLOAT16 or DT_BFLOAT16 (a programming
+ * error: descriptors are validated when built) logs "CUDA backend: <op>: operand of type <t>, which
+ * this backend does not store" and aborts. The kernels dispatch on the type with DT_CUDA_TYPED
+ * (kernels.h); C files check with DT_CUDA_STORED(op, t). */
 DT_NORETURN void dt_cuda_bad_type(const char *op, dt_dtype t);
-#define DT_CUDA_F32(op, t)                                                                           \
+#define DT_CUDA_STORED(op, t)                                                                        \
     do {                                                                                             \
-        if ((t) != DT_FLOAT32)                                                                       \
+        if ((t) != DT_FLOAT32 && (t) != DT_FLOAT16 && (t) != DT_BFLOAT16)                            \
             dt_cuda_bad_type(op, t);                                                                 \
     } while (0)
+/* Bytes of one element of a stored type (4 or 2). */
+static inline size_t dt_cuda_elem_bytes(dt_dtype t)
+{
+    return t == DT_FLOAT32 ? 4 : 2;
+}
+/* Algorithm choice (conv_cudnn.c): 1 (the default) keeps to deterministic algorithms, so a run's
+ * results do not depend on the order of atomics (bit-reproducible run to run on one GPU model);
+ * 0 lets cuDNN's search choose the fastest algorithm whatever it is (dtrain's default without
+ * --deterministic: PyTorch's cudnn.benchmark without cudnn.deterministic). Before planning: shapes
+ * already searched keep their choice. */
+void dt_cuda_set_deterministic(int on);
+/* Layout helpers for the C files (layout.cu), queued on the compute stream:
+ * dt_cuda_pad_channels: dst [rows, cpad] = src [rows, c] with channels c..cpad-1 zero (type t both);
+ * dt_cuda_unpad_channels: dst [rows, c] = (or += with accumulate) the first c channels of src
+ * [rows, cpad] (type t both; the sum rounded once);
+ * dt_cuda_broadcast_rows: y [n, k] = b [k] in every row (type t both). */
+void dt_cuda_pad_channels(int64_t rows, int c, int cpad, dt_dtype t, const void *src, void *dst);
+void dt_cuda_unpad_channels(int64_t rows, int c, int cpad, dt_dtype t, const void *src, void *dst, int accumulate);
+void dt_cuda_broadcast_rows(int64_t n, int k, dt_dtype t, const void *b, void *y);
 /* Scratch: one device buffer the ops share for their temporaries (not thread-safe; one op at a
  * time uses it). Planning sizes it: the *_scratch ops say what each planned shape needs and
  * dt_cuda_reserve_scratch (the table's reserve_scratch) allocates the most of them, zeroed, and
@@ -115,7 +136,8 @@ void dt_cuda_event_sync(dt_event *e);
 
 /* --- the ops: dt_cuda_<name> for each op of nn/backend.h's list ----------------------------------
  * conv_cudnn.c     the convolutions: cuDNN, NHWC tensors and KRSC (= our OHWI) filters
- * linear_cublas.c  linear_scratch, linear_fwd, linear_bwd: cuBLAS, fp32
+ * linear_cublas.c  linear_scratch, linear_fwd, linear_bwd: cuBLAS GEMMs in the operands' type, fp32 compute
+ * layout.cu        channel padding and row broadcasts for the two files above
  * our kernels, one file per family as in nn/cpu (kernels.h: what they share):
  *   bn.cu          batch norm (bn_scratch and the three ops)
  *   pool.cu        max and average pooling

@@ -1,119 +1,246 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
  * scale, dropout (with util/rng.c's hash), flatten, sgd, step_end (scalars.h's update in one thread),
  * round_half (util/half.c's conversions), unscale_check, normalize_u8 and its planning op
- * normalize_scratch (shared helpers and rules: kernels.h). Operands are fp32 only: each op first
- * checks its types (DT_CUDA_F32, cuda.h). The step's numbers (lr, 1/scale, the skip, the overflow
- * flag) are read and written in the dt_scalars block on the device, by the kernels: no op here
- * waits for the stream or copies to or from the host. */
+ * normalize_scratch (shared helpers and rules: kernels.h). Each operand is fp32, fp16 or bf16, as its
+ * dt_dtype says: every kernel is a template on the storage types, instantiated through DT_CUDA_TYPED,
+ * and computes the fp32 op, each result rounded once when stored (SGD's momentum stays fp32). The
+ * element-wise kernels move 8 elements at a time with 16-byte accesses when their operands are
+ * aligned (load8/store8), one at a time otherwise and for the tail; both paths apply the same
+ * per-element helper, so they give the same bits. The step's numbers (lr, 1/scale, the skip, the
+ * overflow flag) are read and written in the dt_scalars block on the device, by the kernels: no op
+ * here waits for the stream or copies to or from the host. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
 
+/* --- the two paths of an element-wise kernel ------------------------------------------------------- */
+
+/* An element-wise kernel on n elements gets n8: the chunks of 8 elements (8c .. 8c+7) it walks with
+ * load8/store8, n / 8 when vec8_ok found every operand 16-byte aligned, else 0; then it walks
+ * elements 8*n8 .. n-1 one at a time (the tail, or all of them). The grid covers the larger part. */
+static inline int64_t chunks8(int64_t n, int aligned)
+{
+    return aligned ? n / 8 : 0;
+}
+
+static inline unsigned grid8(int64_t n, int64_t n8)
+{
+    return blocks_for(n8 > 0 ? n8 : n);
+}
+
+/* GRID_LOOP over elements first .. n-1 */
+#define GRID_LOOP_FROM(i, first, n)                                                                            \
+    for (int64_t i = (first) + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* the 8 old values of a destination (p 16-byte aligned) when the op adds into it; zeros, unread,
+ * when it overwrites */
+template <typename T> static __device__ __forceinline__ void load8_old(const T *p, float f[8], int accumulate)
+{
+    if (accumulate) {
+        load8(p, f);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = 0.0f;
+    }
+}
+
+/* what a gradient op stores: v, or with accumulate the fp32 sum of the old value and v (st_acc's rule) */
+static __device__ __forceinline__ float acc_f(float old, float v, int accumulate)
+{
+    return accumulate ? __fadd_rn(old, v) : v;
+}
+
+/* 8 bytes (dropout's mask, normalize_u8's input) in one 8-byte access: at 8c from a 16-byte aligned
+ * base */
+typedef union bytes8 {
+    uint64_t u;
+    uint8_t b[8];
+} bytes8;
+
 /* --- element-wise ---------------------------------------------------------------------------------- */
 
-static __global__ void relu_fwd_kernel(int64_t n, const float *x, float *y)
+static __device__ __forceinline__ float relu(float v)
 {
-    GRID_LOOP(i, n)
+    return v > 0.0f ? v : 0.0f;
+}
+
+/* dy where the ReLU's output y is positive, else 0 */
+static __device__ __forceinline__ float relu_grad(float y, float dy)
+{
+    return y > 0.0f ? dy : 0.0f;
+}
+
+template <typename T> static __global__ void relu_fwd_kernel(int64_t n, int64_t n8, const T *x, T *y)
+{
+    GRID_LOOP(c, n8)
     {
-        const float v = x[i];
-        y[i] = v > 0.0f ? v : 0.0f;
+        float v[8];
+        load8(x + 8 * c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = relu(v[j]);
+        store8(y + 8 * c, v);
     }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(y, i, relu(ld(x, i)));
 }
 
-static __global__ void relu_bwd_kernel(int64_t n, const float *y, const float *dy, float *dx, int accumulate)
+template <typename T>
+static __global__ void relu_bwd_kernel(int64_t n, int64_t n8, const T *y, const T *dy, T *dx, int accumulate)
 {
-    GRID_LOOP(i, n)
+    GRID_LOOP(c, n8)
     {
-        const float g = y[i] > 0.0f ? dy[i] : 0.0f;
-        dx[i] = accumulate ? __fadd_rn(dx[i], g) : g;
+        float a[8], g[8], o[8];
+        load8(y + 8 * c, a);
+        load8(dy + 8 * c, g);
+        load8_old(dx + 8 * c, o, accumulate);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            o[j] = acc_f(o[j], relu_grad(a[j], g[j]), accumulate);
+        store8(dx + 8 * c, o);
     }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st_acc(dx, i, relu_grad(ld(y, i), ld(dy, i)), accumulate);
 }
 
-static __global__ void add_kernel(int64_t n, const float *a, const float *b, float *y)
+template <typename TA, typename TB, typename TY>
+static __global__ void add_kernel(int64_t n, int64_t n8, const TA *a, const TB *b, TY *y)
 {
-    GRID_LOOP(i, n)
-    y[i] = __fadd_rn(a[i], b[i]);
+    GRID_LOOP(c, n8)
+    {
+        float u[8], v[8];
+        load8(a + 8 * c, u);
+        load8(b + 8 * c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            u[j] = __fadd_rn(u[j], v[j]);
+        store8(y + 8 * c, u);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(y, i, __fadd_rn(ld(a, i), ld(b, i)));
 }
 
-static __global__ void accumulate_kernel(int64_t n, const float *src, float *dst)
+/* copy_grad when it adds or converts: dst = src (rounded to TD) or dst + src */
+template <typename TS, typename TD>
+static __global__ void copy_kernel(int64_t n, int64_t n8, const TS *src, TD *dst, int accumulate)
 {
-    GRID_LOOP(i, n)
-    dst[i] = __fadd_rn(dst[i], src[i]);
+    GRID_LOOP(c, n8)
+    {
+        float v[8], o[8];
+        load8(src + 8 * c, v);
+        load8_old(dst + 8 * c, o, accumulate);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            o[j] = acc_f(o[j], v[j], accumulate);
+        store8(dst + 8 * c, o);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st_acc(dst, i, ld(src, i), accumulate);
 }
 
-static __global__ void fill_kernel(int64_t n, float value, float *x)
+template <typename T> static __global__ void fill_kernel(int64_t n, int64_t n8, float value, T *x)
 {
-    GRID_LOOP(i, n)
-    x[i] = value;
+    GRID_LOOP(c, n8)
+    {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = value;
+        store8(x + 8 * c, v);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(x, i, value);
 }
 
-static __global__ void scale_kernel(int64_t n, float a, float *x)
+template <typename T> static __global__ void scale_kernel(int64_t n, int64_t n8, float a, T *x)
 {
-    GRID_LOOP(i, n)
-    x[i] = __fmul_rn(x[i], a);
+    GRID_LOOP(c, n8)
+    {
+        float v[8];
+        load8(x + 8 * c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = __fmul_rn(v[j], a);
+        store8(x + 8 * c, v);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(x, i, __fmul_rn(ld(x, i), a));
 }
 
 extern "C" void dt_cuda_relu_fwd(int64_t n, dt_dtype t, const void *x, void *y)
 {
-    DT_CUDA_F32("relu_fwd", t);
     if (n <= 0)
         return;
-    relu_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)x, (float *)y);
+    const int64_t n8 = chunks8(n, vec8_ok(x, y));
+    DT_CUDA_TYPED("relu_fwd", t, T,
+                  relu_fwd_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (const T *)x, (T *)y));
     DT_LAUNCHED("relu_fwd_kernel");
 }
 
 extern "C" void dt_cuda_relu_bwd(int64_t n, dt_dtype t, const void *y, const void *dy, void *dx, int accumulate)
 {
-    DT_CUDA_F32("relu_bwd", t);
     if (n <= 0)
         return;
-    relu_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)y, (const float *)dy, (float *)dx,
-                                                             accumulate);
+    const int64_t n8 = chunks8(n, vec8_ok(y, dy, dx));
+    DT_CUDA_TYPED("relu_bwd", t, T,
+                  relu_bwd_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (const T *)y, (const T *)dy,
+                                                                             (T *)dx, accumulate));
     DT_LAUNCHED("relu_bwd_kernel");
 }
 
+/* a, b and y each of its own type: 27 instantiations */
 extern "C" void dt_cuda_add_fwd(int64_t n, const void *a, dt_dtype at, const void *b, dt_dtype bt, void *y,
                                 dt_dtype yt)
 {
-    DT_CUDA_F32("add_fwd", at);
-    DT_CUDA_F32("add_fwd", bt);
-    DT_CUDA_F32("add_fwd", yt);
     if (n <= 0)
         return;
-    add_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)a, (const float *)b, (float *)y);
+    const int64_t n8 = chunks8(n, vec8_ok(a, b, y));
+    DT_CUDA_TYPED("add_fwd", at, TA,
+                  DT_CUDA_TYPED("add_fwd", bt, TB,
+                                DT_CUDA_TYPED("add_fwd", yt, TY,
+                                              add_kernel<TA, TB, TY><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                                  n, n8, (const TA *)a, (const TB *)b, (TY *)y))));
     DT_LAUNCHED("add_kernel");
 }
 
+/* A plain copy (same type, no accumulate) is a cudaMemcpyAsync of the bytes; anything else (a sum, a
+ * conversion: fp32 to half rounds, half to fp32 widens, fp16 to bf16 widens then rounds once) is the
+ * copy kernel, as eltwise.c's widening view and rounding put. */
 extern "C" void dt_cuda_copy_grad(int64_t n, const void *src, dt_dtype st, void *dst, dt_dtype dt, int accumulate)
 {
-    DT_CUDA_F32("copy_grad", st);
-    DT_CUDA_F32("copy_grad", dt);
     if (n <= 0)
         return;
-    if (!accumulate) {
+    if (!accumulate && st == dt) {
+        DT_CUDA_STORED("copy_grad", st);
         if (src != dst)
-            DT_CK(cudaMemcpyAsync(dst, src, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+            DT_CK(cudaMemcpyAsync(dst, src, (size_t)n * dt_cuda_elem_bytes(st), cudaMemcpyDeviceToDevice, stream()));
         return;
     }
-    accumulate_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)src, (float *)dst);
-    DT_LAUNCHED("accumulate_kernel");
+    const int64_t n8 = chunks8(n, vec8_ok(src, dst));
+    DT_CUDA_TYPED("copy_grad", st, TS,
+                  DT_CUDA_TYPED("copy_grad", dt, TD,
+                                copy_kernel<TS, TD><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                    n, n8, (const TS *)src, (TD *)dst, accumulate)));
+    DT_LAUNCHED("copy_kernel");
 }
 
 extern "C" void dt_cuda_fill(int64_t n, dt_dtype t, float value, void *x)
 {
-    DT_CUDA_F32("fill", t);
     if (n <= 0)
         return;
-    fill_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, value, (float *)x);
+    const int64_t n8 = chunks8(n, vec8_ok(x));
+    DT_CUDA_TYPED("fill", t, T, fill_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, value, (T *)x));
     DT_LAUNCHED("fill_kernel");
 }
 
 extern "C" void dt_cuda_scale(int64_t n, dt_dtype t, float a, void *x)
 {
-    DT_CUDA_F32("scale", t);
     if (n <= 0)
         return;
-    scale_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, a, (float *)x);
+    const int64_t n8 = chunks8(n, vec8_ok(x));
+    DT_CUDA_TYPED("scale", t, T, scale_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, a, (T *)x));
     DT_LAUNCHED("scale_kernel");
 }
 
@@ -128,59 +255,98 @@ static __device__ __forceinline__ uint64_t dev_hash64(uint64_t a, uint64_t b)
     return z ^ (z >> 31);
 }
 
-static __global__ void dropout_fwd_kernel(int64_t n, uint32_t cut, float scale, uint64_t seed, const float *x, float *y,
-                                          uint8_t *mask)
+/* element i is kept when the top 24 bits of hash(seed, i) are at or above cut (eltwise.c's rule) */
+static __device__ __forceinline__ uint8_t dropout_keep(uint64_t seed, int64_t i, uint32_t cut)
 {
-    GRID_LOOP(i, n)
+    return (uint32_t)(dev_hash64(seed, (uint64_t)i) >> 40) >= cut;
+}
+
+/* a kept value (x forward, dy backward) times 1/(1-p), a dropped one 0 */
+static __device__ __forceinline__ float dropout_value(uint8_t keep, float v, float scale)
+{
+    return keep ? __fmul_rn(v, scale) : 0.0f;
+}
+
+template <typename TX, typename TY>
+static __global__ void dropout_fwd_kernel(int64_t n, int64_t n8, uint32_t cut, float scale, uint64_t seed,
+                                          const TX *x, TY *y, uint8_t *mask)
+{
+    GRID_LOOP(c, n8)
     {
-        const uint8_t keep = (uint32_t)(dev_hash64(seed, (uint64_t)i) >> 40) >= cut;
+        float v[8];
+        bytes8 m;
+        load8(x + 8 * c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            m.b[j] = dropout_keep(seed, 8 * c + j, cut);
+            v[j] = dropout_value(m.b[j], v[j], scale);
+        }
+        store8(y + 8 * c, v);
+        *reinterpret_cast<uint64_t *>(mask + 8 * c) = m.u;
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    {
+        const uint8_t keep = dropout_keep(seed, i, cut);
         mask[i] = keep;
-        y[i] = keep ? __fmul_rn(x[i], scale) : 0.0f;
+        st(y, i, dropout_value(keep, ld(x, i), scale));
     }
 }
 
-static __global__ void dropout_bwd_kernel(int64_t n, float scale, const uint8_t *mask, const float *dy, float *dx,
-                                          int accumulate)
+template <typename TY, typename TX>
+static __global__ void dropout_bwd_kernel(int64_t n, int64_t n8, float scale, const uint8_t *mask, const TY *dy,
+                                          TX *dx, int accumulate)
 {
-    GRID_LOOP(i, n)
+    GRID_LOOP(c, n8)
     {
-        const float v = mask[i] ? __fmul_rn(dy[i], scale) : 0.0f;
-        dx[i] = accumulate ? __fadd_rn(dx[i], v) : v;
+        float g[8], o[8];
+        bytes8 m;
+        m.u = *reinterpret_cast<const uint64_t *>(mask + 8 * c);
+        load8(dy + 8 * c, g);
+        load8_old(dx + 8 * c, o, accumulate);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            o[j] = acc_f(o[j], dropout_value(m.b[j], g[j], scale), accumulate);
+        store8(dx + 8 * c, o);
     }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st_acc(dx, i, dropout_value(mask[i], ld(dy, i), scale), accumulate);
 }
 
 extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y,
                                     dt_dtype yt, uint8_t *mask)
 {
-    DT_CUDA_F32("dropout_fwd", xt);
-    DT_CUDA_F32("dropout_fwd", yt);
     if (n <= 0)
         return;
     /* eltwise.c's constants, computed on the host as there */
     const uint32_t cut = (uint32_t)((double)p * (1u << 24));
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    dropout_fwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, cut, scale, seed, (const float *)x, (float *)y,
-                                                                mask);
+    const int64_t n8 = chunks8(n, vec8_ok(x, y, mask));
+    DT_CUDA_TYPED("dropout_fwd", xt, TX,
+                  DT_CUDA_TYPED("dropout_fwd", yt, TY,
+                                dropout_fwd_kernel<TX, TY><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                    n, n8, cut, scale, seed, (const TX *)x, (TY *)y, mask)));
     DT_LAUNCHED("dropout_fwd_kernel");
 }
 
 extern "C" void dt_cuda_dropout_bwd(int64_t n, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx,
                                     dt_dtype xt, int accumulate)
 {
-    DT_CUDA_F32("dropout_bwd", yt);
-    DT_CUDA_F32("dropout_bwd", xt);
     if (n <= 0)
         return;
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    dropout_bwd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, scale, mask, (const float *)dy, (float *)dx,
-                                                                accumulate);
+    const int64_t n8 = chunks8(n, vec8_ok(mask, dy, dx));
+    DT_CUDA_TYPED("dropout_bwd", yt, TY,
+                  DT_CUDA_TYPED("dropout_bwd", xt, TX,
+                                dropout_bwd_kernel<TY, TX><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                    n, n8, scale, mask, (const TY *)dy, (TX *)dx, accumulate)));
     DT_LAUNCHED("dropout_bwd_kernel");
 }
 
 /* --- flatten --------------------------------------------------------------------------------------- */
 
-/* y[img, ch*h*w + p] = x[img, p, ch], p = y*w + x: one thread per y element */
-static __global__ void flatten_fwd_kernel(int64_t total, int64_t hw, int c, const float *x, float *y)
+/* y[img, ch*h*w + p] = x[img, p, ch], p = y*w + x: one thread per y element, a copy of the stored
+ * element (no conversion: the bits move, as eltwise.c's memcpy) */
+template <typename T> static __global__ void flatten_fwd_kernel(int64_t total, int64_t hw, int c, const T *x, T *y)
 {
     const int64_t per = hw * c;
     GRID_LOOP(o, total)
@@ -192,76 +358,111 @@ static __global__ void flatten_fwd_kernel(int64_t total, int64_t hw, int c, cons
 }
 
 /* one thread per dx element */
-static __global__ void flatten_bwd_kernel(int64_t total, int64_t hw, int c, const float *dy, float *dx,
-                                          int accumulate)
+template <typename T>
+static __global__ void flatten_bwd_kernel(int64_t total, int64_t hw, int c, const T *dy, T *dx, int accumulate)
 {
     const int64_t per = hw * c;
     GRID_LOOP(i, total)
     {
         const int64_t img = i / per, r = i % per;
         const int64_t p = r / c, ch = r % c;
-        const float v = dy[img * per + ch * hw + p];
-        dx[i] = accumulate ? __fadd_rn(dx[i], v) : v;
+        st_acc(dx, i, ld(dy, img * per + ch * hw + p), accumulate);
     }
 }
 
 extern "C" void dt_cuda_flatten_fwd(int n, int h, int w, int c, dt_dtype t, const void *x, void *y)
 {
-    DT_CUDA_F32("flatten_fwd", t);
     const int64_t hw = (int64_t)h * w, total = (int64_t)n * hw * c;
     if (total <= 0)
         return;
-    flatten_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, (const float *)x, (float *)y);
+    DT_CUDA_TYPED("flatten_fwd", t, T,
+                  flatten_fwd_kernel<T><<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, (const T *)x,
+                                                                                     (T *)y));
     DT_LAUNCHED("flatten_fwd_kernel");
 }
 
 extern "C" void dt_cuda_flatten_bwd(int n, int h, int w, int c, dt_dtype t, const void *dy, void *dx, int accumulate)
 {
-    DT_CUDA_F32("flatten_bwd", t);
     const int64_t hw = (int64_t)h * w, total = (int64_t)n * hw * c;
     if (total <= 0)
         return;
-    flatten_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, (const float *)dy, (float *)dx,
-                                                                    accumulate);
+    DT_CUDA_TYPED("flatten_bwd", t, T,
+                  flatten_bwd_kernel<T><<<blocks_for(total), THREADS, 0, stream()>>>(total, hw, c, (const T *)dy,
+                                                                                     (T *)dx, accumulate));
     DT_LAUNCHED("flatten_bwd_kernel");
 }
 
 /* --- SGD and the step's end ------------------------------------------------------------------------ */
 
-/* eltwise.c's dt_cpu_sgd, unfused: the gradient times 1/scale first (a float product, as there). lr,
- * 1/scale, first and the skip come from the scalars block (written by the ops and step_end before
- * this kernel runs on the same stream); a skipped step changes nothing. */
-static __global__ void sgd_kernel(int64_t n, float *p, const float *g, float *buf, float momentum,
-                                  float one_minus_dampening, float wd, int nesterov, const dt_scalars *s)
+/* the update's constants: the op's arguments, and the step's (lr, 1/scale, first) read from the
+ * scalars block by the kernel */
+typedef struct sgd_consts {
+    float momentum, one_minus_dampening, wd, grad_scale, lr;
+    int nesterov, first;
+} sgd_consts;
+
+/* eltwise.c's dt_cpu_sgd on one element, unfused: the new p from p and g, the gradient times 1/scale
+ * first (a float product, as there); *buf, the element's momentum (fp32), is read and written only
+ * when momentum != 0 */
+static __device__ __forceinline__ float sgd_one(float pv, float gv, float *buf, const sgd_consts &k)
+{
+    float d = __fmul_rn(gv, k.grad_scale);
+    if (k.wd != 0.0f)
+        d = __fadd_rn(d, __fmul_rn(k.wd, pv));
+    if (k.momentum != 0.0f) {
+        const float b = k.first ? d : __fadd_rn(__fmul_rn(k.momentum, *buf), __fmul_rn(k.one_minus_dampening, d));
+        *buf = b;
+        d = k.nesterov ? __fadd_rn(d, __fmul_rn(k.momentum, b)) : b;
+    }
+    return __fsub_rn(pv, __fmul_rn(k.lr, d));
+}
+
+/* lr, 1/scale, first and the skip come from the scalars block (written by the ops and step_end before
+ * this kernel runs on the same stream); a skipped step changes nothing. p of type TP, g of TG. */
+template <typename TP, typename TG>
+static __global__ void sgd_kernel(int64_t n, int64_t n8, TP *p, const TG *g, float *buf, sgd_consts args,
+                                  const dt_scalars *s)
 {
     if (dt_scalars_skip(s))
         return;
-    const float grad_scale = s->inv_scale, lr = s->lr;
-    const int first = s->sgd_steps == 0;
-    GRID_LOOP(i, n)
+    sgd_consts k = args;
+    k.grad_scale = s->inv_scale;
+    k.lr = s->lr;
+    k.first = s->sgd_steps == 0;
+    const int mom = k.momentum != 0.0f;
+    GRID_LOOP(c, n8)
     {
-        const float pv = p[i];
-        float d = __fmul_rn(g[i], grad_scale);
-        if (wd != 0.0f)
-            d = __fadd_rn(d, __fmul_rn(wd, pv));
-        if (momentum != 0.0f) {
-            const float b = first ? d : __fadd_rn(__fmul_rn(momentum, buf[i]), __fmul_rn(one_minus_dampening, d));
-            buf[i] = b;
-            d = nesterov ? __fadd_rn(d, __fmul_rn(momentum, b)) : b;
-        }
-        p[i] = __fsub_rn(pv, __fmul_rn(lr, d));
+        float pv[8], gv[8], b[8];
+        load8(p + 8 * c, pv);
+        load8(g + 8 * c, gv);
+        if (mom)
+            load8(buf + 8 * c, b);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            pv[j] = sgd_one(pv[j], gv[j], &b[j], k);
+        store8(p + 8 * c, pv);
+        if (mom)
+            store8(buf + 8 * c, b);
     }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(p, i, sgd_one(ld(p, i), ld(g, i), mom ? buf + i : NULL, k));
 }
 
 extern "C" void dt_cuda_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *buf, float momentum,
                             float dampening, float wd, int nesterov, const dt_scalars *s)
 {
-    DT_CUDA_F32("sgd", pt);
-    DT_CUDA_F32("sgd", gt);
     if (n <= 0)
         return;
-    sgd_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (float *)p, (const float *)g, buf, momentum,
-                                                        1.0f - dampening, wd, nesterov, s);
+    sgd_consts k = {};
+    k.momentum = momentum;
+    k.one_minus_dampening = 1.0f - dampening;
+    k.wd = wd;
+    k.nesterov = nesterov;
+    const int64_t n8 = chunks8(n, vec8_ok(p, g, momentum != 0.0f ? buf : NULL));
+    DT_CUDA_TYPED("sgd", pt, TP,
+                  DT_CUDA_TYPED("sgd", gt, TG,
+                                sgd_kernel<TP, TG><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (TP *)p,
+                                                                                           (const TG *)g, buf, k, s)));
     DT_LAUNCHED("sgd_kernel");
 }
 
@@ -352,28 +553,41 @@ extern "C" void dt_cuda_round_half(int64_t n, float *x, int bf16)
 
 /* --- overflow check ------------------------------------------------------------------------------- */
 
+/* g*inv_scale is inf or NaN: inf - inf and NaN - NaN are NaN */
+static __device__ __forceinline__ int overflows(float g, float inv_scale)
+{
+    const float v = __fmul_rn(g, inv_scale);
+    return !(__fsub_rn(v, v) == 0.0f);
+}
+
 /* g is only read: the multiply by 1/scale is the check's (the update applies it: sgd). A bad value
  * sets the block's overflow flag; a clean one leaves it (it is cleared by step_end, and set by xent
  * too). Every writer writes the same value, so the race between them is harmless. */
-static __global__ void unscale_check_kernel(int64_t n, const float *g, dt_scalars *s)
+template <typename T> static __global__ void unscale_check_kernel(int64_t n, int64_t n8, const T *g, dt_scalars *s)
 {
     const float inv_scale = s->inv_scale;
     int bad = 0;
-    GRID_LOOP(i, n)
+    GRID_LOOP(c, n8)
     {
-        const float v = __fmul_rn(g[i], inv_scale);
-        bad |= !(__fsub_rn(v, v) == 0.0f); /* inf - inf and NaN - NaN are NaN */
+        float v[8];
+        load8(g + 8 * c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            bad |= overflows(v[j], inv_scale);
     }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    bad |= overflows(ld(g, i), inv_scale);
     if (bad)
         s->agree[DT_AGREE_OVERFLOW] = 1;
 }
 
 extern "C" void dt_cuda_unscale_check(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
 {
-    DT_CUDA_F32("unscale_check", t);
     if (n <= 0)
         return;
-    unscale_check_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, (const float *)g, s);
+    const int64_t n8 = chunks8(n, vec8_ok(g));
+    DT_CUDA_TYPED("unscale_check", t, T,
+                  unscale_check_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (const T *)g, s));
     DT_LAUNCHED("unscale_check_kernel");
 }
 
@@ -387,12 +601,32 @@ typedef struct norm_params {
     float mean[NORM_MAXC], std[NORM_MAXC];
 } norm_params;
 
-static __global__ void normalize_u8_kernel(int64_t n, int c, const uint8_t *u, norm_params np, float *x)
+/* eltwise.c's (u / 255 - mean) / std, in fp32 */
+static __device__ __forceinline__ float normalize_one(uint8_t u, float mean, float std)
 {
-    GRID_LOOP(i, n)
+    return __fdiv_rn(__fsub_rn(__fmul_rn((float)u, 1.0f / 255.0f), mean), std);
+}
+
+template <typename T>
+static __global__ void normalize_u8_kernel(int64_t n, int64_t n8, int c, const uint8_t *u, norm_params np, T *x)
+{
+    GRID_LOOP(q, n8)
+    {
+        bytes8 b;
+        float v[8];
+        b.u = *reinterpret_cast<const uint64_t *>(u + 8 * q);
+        int ch = (int)(8 * q % c); /* the channel of element 8q + j, stepped */
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            v[j] = normalize_one(b.b[j], np.mean[ch], np.std[ch]);
+            ch = ch + 1 == c ? 0 : ch + 1;
+        }
+        store8(x + 8 * q, v);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
     {
         const int ch = (int)(i % c);
-        x[i] = __fdiv_rn(__fsub_rn(__fmul_rn((float)u[i], 1.0f / 255.0f), np.mean[ch]), np.std[ch]);
+        st(x, i, normalize_one(u[i], np.mean[ch], np.std[ch]));
     }
 }
 
@@ -406,7 +640,6 @@ extern "C" size_t dt_cuda_normalize_scratch(int64_t n)
 extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean_host,
                                      const float *std_host, dt_dtype t, void *x)
 {
-    DT_CUDA_F32("normalize_u8", t);
     if (n <= 0)
         return;
     if (c < 1 || c > NORM_MAXC)
@@ -416,6 +649,8 @@ extern "C" void dt_cuda_normalize_u8(int64_t n, int c, const uint8_t *u, const f
         np.mean[j] = j < c ? mean_host[j] : 0.0f;
         np.std[j] = j < c ? std_host[j] : 1.0f;
     }
-    normalize_u8_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, c, u, np, (float *)x);
+    const int64_t n8 = chunks8(n, vec8_ok(u, x));
+    DT_CUDA_TYPED("normalize_u8", t, T,
+                  normalize_u8_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, c, u, np, (T *)x));
     DT_LAUNCHED("normalize_u8_kernel");
 }

@@ -1,9 +1,23 @@
 /* kernels.h: what the CUDA backend's own kernels share: launch helpers, device helpers and the rules
  * they all follow (for the *.cu files only). The kernels are one file per family, named as the CPU
  * file each ports (nn/cpu/): bn.cu, eltwise.cu, pool.cu, linear.cu (xent); contracts in nn/cuda/cuda.h
- * and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu. The kernels work on fp32
- * only: each op's host function checks its dt_dtype arguments (DT_CUDA_F32, cuda.h) and then casts
- * its void * operands to float *.
+ * and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu.
+ *
+ * Types (op table v2, nn/backend.h). A tensor operand is stored as float, __half (fp16) or
+ * __nv_bfloat16 (bf16), as its dt_dtype says; every kernel of ours is a template on the storage type
+ * of each typed operand (T, or TX/TY/... where an op's operands may differ), instantiated by the op's
+ * host function through DT_CUDA_TYPED below, which aborts on any other dt_dtype (dt_cuda_bad_type).
+ * Inside a kernel, to_f32 widens what it loads (exactly) and from_f32<T> rounds what it stores (to
+ * nearest even, once: the hardware conversions, cvt.rn). All arithmetic is fp32 (double where the
+ * CPU's is), so an op on half storage gives the fp32 op's result rounded once, as the CPU backend's
+ * real half storage does; the bits agree for every number (NaNs: the hardware gives its canonical
+ * NaN where util/half.c keeps payload bits; compare NaNs as NaNs). BN's statistics, SGD's momentum
+ * and master weights, and the loss are fp32 whatever the activations are.
+ *
+ * Vector access: load8/store8 move 8 consecutive elements with 16-byte instructions (one for 8
+ * halves, two for 8 floats) when vec8_ok says the pointers allow it (16-byte aligned; the model's
+ * arena aligns every tensor to 64 bytes), so a memory-bound kernel reads and writes full sectors;
+ * the elements past the last multiple of 8 (and misaligned operands) take the scalar path.
  *
  * Rounding. The CPU backend is built with -ffp-contract=off; nvcc fuses a*b+c into an FMA by default,
  * which rounds once instead of twice. Every float and double expression whose result is compared with
@@ -50,6 +64,8 @@
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stddef.h>
@@ -123,5 +139,134 @@ static __device__ __forceinline__ float neg_inf(void)
 {
     return __int_as_float((int)0xff800000u);
 }
+
+/* --- storage types ------------------------------------------------------------------------------------ */
+
+/* widening, exact */
+static __device__ __forceinline__ float to_f32(float v)
+{
+    return v;
+}
+static __device__ __forceinline__ float to_f32(__half v)
+{
+    return __half2float(v);
+}
+static __device__ __forceinline__ float to_f32(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+
+/* rounding to the storage type, to nearest even */
+template <typename T> static __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v)
+{
+    return v;
+}
+template <> __device__ __forceinline__ __half from_f32<__half>(float v)
+{
+    return __float2half_rn(v);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+/* p[i] as fp32, and v stored into p[i] */
+template <typename T> static __device__ __forceinline__ float ld(const T *p, int64_t i)
+{
+    return to_f32(p[i]);
+}
+template <typename T> static __device__ __forceinline__ void st(T *p, int64_t i, float v)
+{
+    p[i] = from_f32<T>(v);
+}
+
+/* dst[i] = v, or with accumulate the rounded fp32 sum of the old value and v (backend.h's rule) */
+template <typename T> static __device__ __forceinline__ void st_acc(T *p, int64_t i, float v, int accumulate)
+{
+    p[i] = from_f32<T>(accumulate ? __fadd_rn(to_f32(p[i]), v) : v);
+}
+
+/* Eight consecutive elements p[0..7] (p 16-byte aligned) to and from fp32, with 16-byte accesses. */
+static __device__ __forceinline__ void load8(const float *p, float f[8])
+{
+    const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+static __device__ __forceinline__ void store8(float *p, const float f[8])
+{
+    reinterpret_cast<float4 *>(p)[0] = make_float4(f[0], f[1], f[2], f[3]);
+    reinterpret_cast<float4 *>(p)[1] = make_float4(f[4], f[5], f[6], f[7]);
+}
+template <typename H> static __device__ __forceinline__ void load8_16(const H *p, float f[8])
+{
+    union {
+        uint4 u;
+        H h[8];
+    } v;
+    v.u = *reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        f[j] = to_f32(v.h[j]);
+}
+template <typename H> static __device__ __forceinline__ void store8_16(H *p, const float f[8])
+{
+    union {
+        uint4 u;
+        H h[8];
+    } v;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        v.h[j] = from_f32<H>(f[j]);
+    *reinterpret_cast<uint4 *>(p) = v.u;
+}
+static __device__ __forceinline__ void load8(const __half *p, float f[8])
+{
+    load8_16(p, f);
+}
+static __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float f[8])
+{
+    load8_16(p, f);
+}
+static __device__ __forceinline__ void store8(__half *p, const float f[8])
+{
+    store8_16(p, f);
+}
+static __device__ __forceinline__ void store8(__nv_bfloat16 *p, const float f[8])
+{
+    store8_16(p, f);
+}
+
+/* 1 when every pointer given (NULLs ignored) is 16-byte aligned: the kernels may use load8/store8 at
+ * multiples of 8 elements. Host side, at launch. */
+static inline int vec8_ok(const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL)
+{
+    return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
+}
+
+/* The host side of a typed op: runs the statements after it with T naming the storage type of t
+ * (float, __half or __nv_bfloat16), or aborts naming op (dt_cuda_bad_type) for any other type. Nest
+ * it (with other names than T) for ops whose operands have types of their own:
+ *   DT_CUDA_TYPED("relu_fwd", t, T, relu_fwd_kernel<T><<<blocks_for(n), THREADS, 0, stream()>>>(...));
+ * (statements, not an expression: commas inside template arguments and launches are fine). */
+#define DT_CUDA_TYPED(op, t, T, ...)                                                                           \
+    do {                                                                                                       \
+        switch (t) {                                                                                           \
+        case DT_FLOAT32: {                                                                                     \
+            typedef float T;                                                                                   \
+            __VA_ARGS__;                                                                                       \
+        } break;                                                                                               \
+        case DT_FLOAT16: {                                                                                     \
+            typedef __half T;                                                                                  \
+            __VA_ARGS__;                                                                                       \
+        } break;                                                                                               \
+        case DT_BFLOAT16: {                                                                                    \
+            typedef __nv_bfloat16 T;                                                                           \
+            __VA_ARGS__;                                                                                       \
+        } break;                                                                                               \
+        default:                                                                                               \
+            dt_cuda_bad_type(op, t);                                                                           \
+        }                                                                                                      \
+    } while (0)
 
 #endif

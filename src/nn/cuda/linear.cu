@@ -1,7 +1,9 @@
 /* linear.cu: the softmax cross-entropy (xent) on the GPU, the port of nn/cpu/linear.c's dt_cpu_xent
  * (the loss, the scaled gradient, the top-1/top-5 hits, all into the step's scalars block on the
- * device), and its planning op xent_scratch (shared helpers and rules: kernels.h). The linear layers
- * themselves are cuBLAS calls: linear_cublas.c. */
+ * device), and its planning op xent_scratch (shared helpers and rules: kernels.h). The logits and
+ * dlogits are fp32, fp16 or bf16 (one type t; the kernel is a template on it): a logit is widened as
+ * it is read, as linear.c does, and a gradient rounded once when stored; the loss stays double. The
+ * linear layers themselves are cuBLAS calls: linear_cublas.c. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -16,14 +18,15 @@ static __device__ __forceinline__ double dnan(void)
 /* One block per row (THREADS, a power of two): linear.c's dt_cpu_xent for that row. The max is the
  * CPU's (NaN when z[0] is NaN, else the largest non-NaN value); the sums of exp(z - max) and of z run
  * in double, strided per thread then a fixed tree. loss[row] is the row's term of the CPU's total;
- * dlogits the fp32 gradient times s->scale_f. flags[row]: XENT_HIT1 when no logit is strictly
+ * dlogits the fp32 gradient times s->scale_f, rounded to T. flags[row]: XENT_HIT1 when no logit is strictly
  * above the label's, XENT_HIT5 when fewer than 5 are, XENT_NONFINITE (and neither hit) when the
  * row holds a NaN or an inf, as the CPU counts them (float comparisons). A label outside [0, k) (the
  * caller checks them) gives a NaN loss and a miss instead of a stray read. */
 enum { XENT_HIT1 = 1, XENT_HIT5 = 2, XENT_NONFINITE = 4 };
 
-static __global__ void xent_rows(int n, int k, const float *logits, const int32_t *labels, float eps,
-                                 const dt_scalars *s, float *dlogits, double *loss, int32_t *flags)
+template <typename T>
+static __global__ void xent_rows(int n, int k, const T *logits, const int32_t *labels, float eps, const dt_scalars *s,
+                                 T *dlogits, double *loss, int32_t *flags)
 {
     __shared__ double r0[THREADS], r1[THREADS];
     __shared__ float rm[THREADS];
@@ -31,15 +34,15 @@ static __global__ void xent_rows(int n, int k, const float *logits, const int32_
     const int t = threadIdx.x;
     const float scale = dlogits ? s->scale_f : 1.0f;
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
-        const float *z = logits + (int64_t)row * k;
+        const T *z = logits + (int64_t)row * k;
         const int label = labels[row];
         const int ok = label >= 0 && label < k;
-        const float zl = ok ? z[label] : __int_as_float(0x7fc00000);
+        const float zl = ok ? ld(z, label) : __int_as_float(0x7fc00000);
         /* one pass: the max, the logits strictly above the label's, the non-finite ones */
         float m = neg_inf();
         int above = 0, bad = 0;
         for (int j = t; j < k; j += THREADS) {
-            const float v = z[j];
+            const float v = ld(z, j);
             m = v > m ? v : m;
             above += v > zl;
             bad |= !isfinite(v);
@@ -56,11 +59,11 @@ static __global__ void xent_rows(int n, int k, const float *logits, const int32_
             }
             __syncthreads();
         }
-        const float z0 = z[0];
+        const float z0 = ld(z, 0);
         const double mx = z0 != z0 ? (double)z0 : (double)rm[0];
         double se = 0.0, sz = 0.0;
         for (int j = t; j < k; j += THREADS) {
-            const double v = (double)z[j];
+            const double v = (double)ld(z, j);
             se = __dadd_rn(se, exp(__dsub_rn(v, mx)));
             sz = __dadd_rn(sz, v);
         }
@@ -81,12 +84,12 @@ static __global__ void xent_rows(int n, int k, const float *logits, const int32_
             const double q_other = (double)__fdiv_rn(eps, (float)k);
             const double q_label = __dadd_rn(q_other, __dsub_rn(1.0, (double)eps));
             const double q_rest = __dadd_rn(q_other, 0.0);
-            float *g = dlogits + (int64_t)row * k;
+            T *g = dlogits + (int64_t)row * k;
             for (int j = t; j < k; j += THREADS) {
                 const double q = j == label ? q_label : q_rest;
                 /* the fp32 gradient, then times the loss scaler's factor (a float product, as linear.c) */
-                const float gj = (float)__ddiv_rn(__dsub_rn(exp(__dsub_rn((double)z[j], lse)), q), (double)n);
-                g[j] = __fmul_rn(gj, scale);
+                const float gj = (float)__ddiv_rn(__dsub_rn(exp(__dsub_rn((double)ld(z, j), lse)), q), (double)n);
+                st(g, j, __fmul_rn(gj, scale));
             }
         }
         __syncthreads(); /* the shared arrays are rewritten for the next row */
@@ -156,7 +159,6 @@ extern "C" size_t dt_cuda_xent_scratch(int n, int k)
 extern "C" void dt_cuda_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *labels, float eps,
                              void *dlogits, dt_scalars *s)
 {
-    DT_CUDA_F32("xent", t);
     cudaStream_t st = stream();
     double *loss = NULL;
     int32_t *flags = NULL;
@@ -167,8 +169,10 @@ extern "C" void dt_cuda_xent(int n, int k, dt_dtype t, const void *logits, const
         char *p = (char *)scratch(xent_bytes(n, &o_flags));
         loss = (double *)p;
         flags = (int32_t *)(p + o_flags);
-        xent_rows<<<(unsigned)(n < 65535 ? n : 65535), THREADS, 0, st>>>(n, k, (const float *)logits, labels, eps, s,
-                                                                         (float *)dlogits, loss, flags);
+        const unsigned grid = (unsigned)(n < 65535 ? n : 65535);
+        DT_CUDA_TYPED("xent", t, T,
+                      xent_rows<T><<<grid, THREADS, 0, st>>>(n, k, (const T *)logits, labels, eps, s, (T *)dlogits,
+                                                             loss, flags));
         DT_LAUNCHED("xent_rows");
     }
     xent_finish<<<1, THREADS, 0, st>>>(n, loss, flags, s);

@@ -1,5 +1,7 @@
 /* pool.cu: max and adaptive average pooling on the GPU, the port of nn/cpu/pool.c (shared helpers and
- * rules: kernels.h), on fp32 operands only (d->xt, d->yt: the ops abort on another, cuda.h). */
+ * rules: kernels.h). x and dx are of type d->xt, y and dy of d->yt (fp32, fp16 or bf16; each kernel is a
+ * template on both): values are widened as they are read, summed in fp32 as the CPU sums them, and
+ * rounded once when stored. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -20,14 +22,15 @@ static __device__ int64_t nhwc_pos(int64_t i, int c, int w, int h, int *ch, int 
 
 /* pool.c's rule: start at -inf with argmax at the window's first valid element; take an element when
  * it is greater or NaN (the first maximum wins, NaN propagates, the last NaN wins) */
-static __global__ void maxpool_fwd_kernel(dt_pool_desc d, const float *x, float *y, uint8_t *argmax)
+template <typename TX, typename TY>
+static __global__ void maxpool_fwd_kernel(dt_pool_desc d, const TX *x, TY *y, uint8_t *argmax)
 {
     const int64_t total = (int64_t)d.n * d.oh * d.ow * d.c, in_img = (int64_t)d.h * d.w * d.c;
     GRID_LOOP(o, total)
     {
         int ch, ox, oy;
         const int64_t img = nhwc_pos(o, d.c, d.ow, d.oh, &ch, &ox, &oy);
-        const float *xi = x + img * in_img + ch;
+        const TX *xi = x + img * in_img + ch;
         const int iy0 = oy * d.sh - d.ph, ix0 = ox * d.sw - d.pw;
         uint8_t a = (uint8_t)((iy0 < 0 ? -iy0 : 0) * d.kw + (ix0 < 0 ? -ix0 : 0));
         float cur = neg_inf();
@@ -39,14 +42,14 @@ static __global__ void maxpool_fwd_kernel(dt_pool_desc d, const float *x, float 
                 const int ix = ix0 + kx;
                 if (ix < 0 || ix >= d.w)
                     continue;
-                const float v = xi[((int64_t)iy * d.w + ix) * d.c];
+                const float v = ld(xi, ((int64_t)iy * d.w + ix) * d.c);
                 if (v > cur || v != v) {
                     cur = v;
                     a = (uint8_t)(ky * d.kw + kx);
                 }
             }
         }
-        y[o] = cur;
+        st(y, o, cur);
         argmax[o] = a;
     }
 }
@@ -54,15 +57,15 @@ static __global__ void maxpool_fwd_kernel(dt_pool_desc d, const float *x, float 
 /* Gather: each input element sums dy over the outputs whose window covers it and whose argmax is it,
  * in increasing (oy, ox) order: pool.c's scatter order, from the same start (0.0f or dx), so the
  * float sums are the CPU's. */
-static __global__ void maxpool_bwd_kernel(dt_pool_desc d, const float *dy, const uint8_t *argmax, float *dx,
-                                          int accumulate)
+template <typename TX, typename TY>
+static __global__ void maxpool_bwd_kernel(dt_pool_desc d, const TY *dy, const uint8_t *argmax, TX *dx, int accumulate)
 {
     const int64_t total = (int64_t)d.n * d.h * d.w * d.c;
     GRID_LOOP(i, total)
     {
         int ch, ix, iy;
         const int64_t img = nhwc_pos(i, d.c, d.w, d.h, &ch, &ix, &iy);
-        float acc = accumulate ? dx[i] : 0.0f;
+        float acc = accumulate ? ld(dx, i) : 0.0f;
         /* oy*sh - ph <= iy <= oy*sh - ph + kh - 1 */
         const int ty = iy + d.ph - d.kh + 1, tx = ix + d.pw - d.kw + 1;
         const int oy0 = ty <= 0 ? 0 : (ty + d.sh - 1) / d.sh, ox0 = tx <= 0 ? 0 : (tx + d.sw - 1) / d.sw;
@@ -77,10 +80,10 @@ static __global__ void maxpool_bwd_kernel(dt_pool_desc d, const float *dy, const
                 const int kx = ix - (ox * d.sw - d.pw);
                 const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.c + ch;
                 if ((int)argmax[o] == ky * d.kw + kx)
-                    acc = __fadd_rn(acc, dy[o]);
+                    acc = __fadd_rn(acc, ld(dy, o));
             }
         }
-        dx[i] = acc;
+        st(dx, i, acc);
     }
 }
 
@@ -100,7 +103,7 @@ static __device__ __forceinline__ float win_inv(int y0, int y1, int x0, int x1)
     return __fdiv_rn(1.0f, (float)((y1 - y0) * (x1 - x0)));
 }
 
-static __global__ void avgpool_fwd_kernel(dt_pool_desc d, const float *x, float *y)
+template <typename TX, typename TY> static __global__ void avgpool_fwd_kernel(dt_pool_desc d, const TX *x, TY *y)
 {
     const int64_t total = (int64_t)d.n * d.oh * d.ow * d.c, in_img = (int64_t)d.h * d.w * d.c;
     GRID_LOOP(o, total)
@@ -109,12 +112,12 @@ static __global__ void avgpool_fwd_kernel(dt_pool_desc d, const float *x, float 
         const int64_t img = nhwc_pos(o, d.c, d.ow, d.oh, &ch, &ox, &oy);
         const int y0 = win_start(oy, d.h, d.oh), y1 = win_end(oy, d.h, d.oh);
         const int x0 = win_start(ox, d.w, d.ow), x1 = win_end(ox, d.w, d.ow);
-        const float *xi = x + img * in_img + ch;
+        const TX *xi = x + img * in_img + ch;
         float s = 0.0f;
         for (int iy = y0; iy < y1; iy++)
             for (int ix = x0; ix < x1; ix++)
-                s = __fadd_rn(s, xi[((int64_t)iy * d.w + ix) * d.c]);
-        y[o] = __fmul_rn(s, win_inv(y0, y1, x0, x1));
+                s = __fadd_rn(s, ld(xi, ((int64_t)iy * d.w + ix) * d.c));
+        st(y, o, __fmul_rn(s, win_inv(y0, y1, x0, x1)));
     }
 }
 
@@ -127,14 +130,15 @@ static __device__ __forceinline__ void covering(int i, int in, int out, int *lo,
     *hi = b > out - 1 ? out - 1 : b;
 }
 
-static __global__ void avgpool_bwd_kernel(dt_pool_desc d, const float *dy, float *dx, int accumulate)
+template <typename TX, typename TY>
+static __global__ void avgpool_bwd_kernel(dt_pool_desc d, const TY *dy, TX *dx, int accumulate)
 {
     const int64_t total = (int64_t)d.n * d.h * d.w * d.c;
     GRID_LOOP(i, total)
     {
         int ch, ix, iy;
         const int64_t img = nhwc_pos(i, d.c, d.w, d.h, &ch, &ix, &iy);
-        float acc = accumulate ? dx[i] : 0.0f;
+        float acc = accumulate ? ld(dx, i) : 0.0f;
         int oy0, oy1, ox0, ox1;
         covering(iy, d.h, d.oh, &oy0, &oy1);
         covering(ix, d.w, d.ow, &ox0, &ox1);
@@ -147,58 +151,56 @@ static __global__ void avgpool_bwd_kernel(dt_pool_desc d, const float *dy, float
                 if (ix < x0 || ix >= x1)
                     continue;
                 const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.c + ch;
-                acc = __fadd_rn(acc, __fmul_rn(dy[o], win_inv(y0, y1, x0, x1)));
+                acc = __fadd_rn(acc, __fmul_rn(ld(dy, o), win_inv(y0, y1, x0, x1)));
             }
         }
-        dx[i] = acc;
+        st(dx, i, acc);
     }
 }
 
-/* d's two types: fp32 only (cuda.h) */
-static void pool_types(const char *op, const dt_pool_desc *d)
-{
-    DT_CUDA_F32(op, d->xt);
-    DT_CUDA_F32(op, d->yt);
-}
+/* The host side: x's and y's types from d, the kernel instantiated for the pair (nine in all). */
+#define POOL_TYPED(op, d, ...) DT_CUDA_TYPED(op, (d)->xt, TX, DT_CUDA_TYPED(op, (d)->yt, TY, __VA_ARGS__))
 
 extern "C" void dt_cuda_maxpool_fwd(const dt_pool_desc *d, const void *x, void *y, uint8_t *argmax)
 {
-    pool_types("maxpool_fwd", d);
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0)
         return;
-    maxpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)x, (float *)y, argmax);
+    POOL_TYPED("maxpool_fwd", d,
+               maxpool_fwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TX *)x, (TY *)y,
+                                                                                       argmax));
     DT_LAUNCHED("maxpool_fwd_kernel");
 }
 
 extern "C" void dt_cuda_maxpool_bwd(const dt_pool_desc *d, const void *dy, const uint8_t *argmax, void *dx,
                                     int accumulate)
 {
-    pool_types("maxpool_bwd", d);
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0)
         return;
-    maxpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)dy, argmax, (float *)dx,
-                                                                      accumulate);
+    POOL_TYPED("maxpool_bwd", d,
+               maxpool_bwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TY *)dy, argmax,
+                                                                                       (TX *)dx, accumulate));
     DT_LAUNCHED("maxpool_bwd_kernel");
 }
 
 extern "C" void dt_cuda_avgpool_fwd(const dt_pool_desc *d, const void *x, void *y)
 {
-    pool_types("avgpool_fwd", d);
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0)
         return;
-    avgpool_fwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)x, (float *)y);
+    POOL_TYPED("avgpool_fwd", d,
+               avgpool_fwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TX *)x, (TY *)y));
     DT_LAUNCHED("avgpool_fwd_kernel");
 }
 
 extern "C" void dt_cuda_avgpool_bwd(const dt_pool_desc *d, const void *dy, void *dx, int accumulate)
 {
-    pool_types("avgpool_bwd", d);
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0)
         return;
-    avgpool_bwd_kernel<<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const float *)dy, (float *)dx, accumulate);
+    POOL_TYPED("avgpool_bwd", d,
+               avgpool_bwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TY *)dy, (TX *)dx,
+                                                                                       accumulate));
     DT_LAUNCHED("avgpool_bwd_kernel");
 }
