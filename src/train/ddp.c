@@ -23,6 +23,7 @@ typedef struct bucket {
     int n_params;
     int pending;        /* parameters whose gradient is not final yet this backward */
     dt_event *ready;    /* recorded on the compute queue once its gradients are final */
+    size_t h0, f0;      /* device wire (below): where its gradients start in dev16 and dev32 */
 } bucket;
 
 struct dt_ddp {
@@ -46,6 +47,9 @@ struct dt_ddp {
     dt_comm *bn_comm;   /* SyncBN's own communicator */
     uint16_t *wire;     /* the largest bucket in the wire's reduced type */
     float *wire32;      /* and its fp32 parameters (AMP keeps BN in fp32): they go as fp32 */
+    void *dev16;        /* device wire: every bucket's gradients that go in the reduced type, backend memory */
+    float *dev32;       /* and those that go as fp32 */
+    size_t dev16_n, dev32_n; /* their elements */
     int bn_err;         /* a SyncBN reduction failed: later ones are skipped, the step fails */
     dt_event *written;  /* model_written's */
 };
@@ -66,11 +70,23 @@ static void model_written(dt_ddp *d)
     be->event_sync(d->written);
 }
 
-/* buckets [from, to) are final: their events mark the compute queue now */
+typedef void (*wire_mover)(dt_ddp *d, void *dst, dt_dtype dt, const void *src, dt_dtype st, size_t n);
+static void wire_move(dt_ddp *d, const bucket *k, int to_wire, void *w16, float *w32, wire_mover move, size_t *nh,
+                      size_t *nf);
+static void device_move(dt_ddp *d, void *dst, dt_dtype dt, const void *src, dt_dtype st, size_t n);
+
+/* buckets [from, to) are final: their events mark the compute queue now (after the copies into the
+ * device wire, when there is one) */
 static void buckets_written(dt_ddp *d, int from, int to)
 {
-    for (int i = from; i < to; i++)
-        d->model->be->event_record(d->buckets[i].ready, DT_QUEUE_COMPUTE);
+    for (int i = from; i < to; i++) {
+        const bucket *k = &d->buckets[i];
+        if (d->dev16) {
+            size_t nh, nf;
+            wire_move(d, k, 1, (uint16_t *)d->dev16 + k->h0, d->dev32 + k->f0, device_move, &nh, &nf);
+        }
+        d->model->be->event_record(k->ready, DT_QUEUE_COMPUTE);
+    }
 }
 
 /* the model's SyncBN hook: sums n doubles over the replicas */
@@ -85,12 +101,39 @@ static int bn_sync(void *ctx, double *buf, int n)
     return rc;
 }
 
-/* Packs a bucket's gradients for the wire (to_wire) or unpacks them: a reduced parameter's into
- * d->wire as fp16/bf16 when that is the wire's type, every other into d->wire32 as fp32 (BN's under
- * keep_batchnorm_fp32; reduced ones widened when the wire is fp32); *nh and *nf count the elements of
- * each. Stored reduced, a gradient moves as it is; emulated (fp32 storage of rounded values), it is
- * converted, which gives the same bits. */
-static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_t *nf)
+/* The wire: how gradients stored in several types travel (AMP O2/O3: the reduced type for most,
+ * fp32 for BN's under keep_batchnorm_fp32). A reduced parameter's gradient goes in the wire's reduced
+ * type when that is cfg.wire, every other as fp32 (BN's; reduced ones widened when the wire is fp32,
+ * and rounded back on return). Stored reduced, a gradient moves as it is; emulated (fp32 storage of
+ * rounded values), it is converted, which gives the same bits. Two places hold the wire:
+ *   host memory (a host backend: MPI reads it): wire and wire32, the largest bucket's worth, reused
+ *     by each bucket in turn on the thread that reduces it, moved by host conversions;
+ *   backend memory (a device backend with gradients of several types: NCCL reads it): dev16 and
+ *     dev32, every bucket's region at its h0 and f0, filled by copy_grad ops on the compute queue
+ *     before the bucket's event (buckets_written), reduced in place, and moved back into the
+ *     gradients by ops after the last bucket (unpack_device): no op is issued from the
+ *     communication thread, and the ops of backward are not held behind a copy. */
+
+static void host_move(dt_ddp *d, void *dst, dt_dtype dt, const void *src, dt_dtype st, size_t n)
+{
+    (void)d;
+    if (dt == st)
+        memcpy(dst, src, n * dt_dtype_size(dt));
+    else if (dt == DT_FLOAT32) /* widened */
+        st == DT_BFLOAT16 ? dt_bf16_to_f32_n(n, src, dst) : dt_f16_to_f32_n(n, src, dst);
+    else /* rounded */
+        dt == DT_BFLOAT16 ? dt_f32_to_bf16_n(n, src, dst) : dt_f32_to_f16_n(n, src, dst);
+}
+
+static void device_move(dt_ddp *d, void *dst, dt_dtype dt, const void *src, dt_dtype st, size_t n)
+{
+    d->model->be->copy_grad((int64_t)n, src, st, dst, dt, 0);
+}
+
+/* Moves bucket k's gradients to the wire (to_wire) or back: the reduced-type ones at w16, the others
+ * at w32; *nh and *nf count the elements of each. */
+static void wire_move(dt_ddp *d, const bucket *k, int to_wire, void *w16, float *w32, wire_mover move, size_t *nh,
+                      size_t *nf)
 {
     const dt_dtype half = d->cfg.wire;
     *nh = *nf = 0;
@@ -102,51 +145,76 @@ static void wire_move(dt_ddp *d, const bucket *k, int to_wire, size_t *nh, size_
         void *g = dt_param_grad(d->model, q);
         size_t n = (size_t)q->numel;
         if (dt_param_reduced(d->model, q) && (half == DT_FLOAT16 || half == DT_BFLOAT16)) {
-            uint16_t *w = d->wire + *nh;
-            if (q->dtype == half)
-                memcpy(to_wire ? (void *)w : g, to_wire ? g : (void *)w, n * sizeof(uint16_t));
-            else if (to_wire) /* emulated: fp32 storage */
-                half == DT_BFLOAT16 ? dt_f32_to_bf16_n(n, g, w) : dt_f32_to_f16_n(n, g, w);
+            uint16_t *w = (uint16_t *)w16 + *nh;
+            if (to_wire)
+                move(d, w, half, g, q->dtype, n);
             else
-                half == DT_BFLOAT16 ? dt_bf16_to_f32_n(n, w, g) : dt_f16_to_f32_n(n, w, g);
+                move(d, g, q->dtype, w, half, n);
             *nh += n;
         } else {
-            float *w = d->wire32 + *nf;
-            if (q->dtype == DT_FLOAT32)
-                memcpy(to_wire ? (void *)w : g, to_wire ? g : (void *)w, n * sizeof(float));
-            else if (to_wire) /* stored reduced, sent as fp32: widened, and rounded back */
-                q->dtype == DT_BFLOAT16 ? dt_bf16_to_f32_n(n, g, w) : dt_f16_to_f32_n(n, g, w);
+            float *w = w32 + *nf;
+            if (to_wire)
+                move(d, w, DT_FLOAT32, g, q->dtype, n);
             else
-                q->dtype == DT_BFLOAT16 ? dt_f32_to_bf16_n(n, w, g) : dt_f32_to_f16_n(n, w, g);
+                move(d, g, q->dtype, w, DT_FLOAT32, n);
             *nf += n;
         }
+    }
+}
+
+/* gradients times cfg.grad_scale (after averaging), bucket k's */
+static void scale_bucket(dt_ddp *d, const bucket *k)
+{
+    if (d->cfg.grad_scale == 1.0f)
+        return;
+    for (int j = 0, p = k->first_param; j < k->n_params; p--) {
+        const dt_param *q = &d->model->params[p];
+        if (!dt_param_trainable(q))
+            continue;
+        j++;
+        d->model->be->scale(q->numel, q->dtype, d->cfg.grad_scale, dt_param_grad(d->model, q));
+    }
+}
+
+/* device wire: every bucket back into the gradients, scaled (after the last all-reduce) */
+static void unpack_device(dt_ddp *d)
+{
+    size_t nh, nf;
+    for (int i = 0; i < d->n_buckets; i++) {
+        const bucket *k = &d->buckets[i];
+        wire_move(d, k, 0, (uint16_t *)d->dev16 + k->h0, d->dev32 + k->f0, device_move, &nh, &nf);
+        scale_bucket(d, k);
     }
 }
 
 static int reduce_bucket(dt_ddp *d, int i)
 {
     bucket *k = &d->buckets[i];
-    d->model->be->event_sync(k->ready); /* its gradients complete */
+    d->model->be->event_sync(k->ready); /* its gradients complete (on the device wire: packed) */
+    size_t nh, nf;
+    if (d->dev16) { /* the bucket's regions of the device wire, in place; unpacked after the last */
+        const bucket *next = i + 1 < d->n_buckets ? &d->buckets[i + 1] : NULL;
+        nh = (next ? next->h0 : d->dev16_n) - k->h0;
+        nf = (next ? next->f0 : d->dev32_n) - k->f0;
+        if (nh)
+            DT_TRY(d->comm->ops->allreduce(d->comm, (uint16_t *)d->dev16 + k->h0, (uint16_t *)d->dev16 + k->h0, nh,
+                                           d->cfg.wire, DT_AVG));
+        if (nf)
+            DT_TRY(d->comm->ops->allreduce(d->comm, d->dev32 + k->f0, d->dev32 + k->f0, nf, DT_FLOAT32, DT_AVG));
+        return DT_OK;
+    }
     if (d->wire32) { /* half the bytes for the reduced-type gradients (AMP O2/O3); fp32 ones as fp32 */
-        size_t nh, nf;
-        wire_move(d, k, 1, &nh, &nf);
+        wire_move(d, k, 1, d->wire, d->wire32, host_move, &nh, &nf);
         if (nh)
             DT_TRY(d->comm->ops->allreduce(d->comm, d->wire, d->wire, nh, d->cfg.wire, DT_AVG));
         if (nf)
             DT_TRY(d->comm->ops->allreduce(d->comm, d->wire32, d->wire32, nf, DT_FLOAT32, DT_AVG));
-        wire_move(d, k, 0, &nh, &nf);
+        wire_move(d, k, 0, d->wire, d->wire32, host_move, &nh, &nf);
     } else { /* every gradient fp32, the bucket's range in place */
         float *g = (float *)d->model->grads + k->lo;
         DT_TRY(d->comm->ops->allreduce(d->comm, g, g, (size_t)(k->hi - k->lo), DT_FLOAT32, DT_AVG));
     }
-    if (d->cfg.grad_scale != 1.0f)
-        for (int j = 0, p = k->first_param; j < k->n_params; p--) {
-            const dt_param *q = &d->model->params[p];
-            if (!dt_param_trainable(q))
-                continue;
-            j++;
-            d->model->be->scale(q->numel, q->dtype, d->cfg.grad_scale, dt_param_grad(d->model, q));
-        }
+    scale_bucket(d, k);
     return DT_OK;
 }
 
@@ -242,6 +310,38 @@ static int make_buckets(dt_ddp *d)
     return DT_OK;
 }
 
+/* the device wire (above): each bucket's region in dev16 and dev32, the buckets in order */
+static int make_device_wire(dt_ddp *d)
+{
+    size_t h = 0, f = 0;
+    for (int i = 0; i < d->n_buckets; i++) {
+        bucket *k = &d->buckets[i];
+        k->h0 = h;
+        k->f0 = f;
+        for (int j = 0, p = k->first_param; j < k->n_params; p--) {
+            const dt_param *q = &d->model->params[p];
+            if (!dt_param_trainable(q))
+                continue;
+            j++;
+            if (dt_param_reduced(d->model, q) && (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16))
+                h += (size_t)q->numel;
+            else
+                f += (size_t)q->numel;
+        }
+    }
+    const dt_backend *be = d->model->be;
+    d->dev16_n = h;
+    d->dev32_n = f;
+    d->dev16 = be->mem_alloc((h ? h : 1) * sizeof(uint16_t));
+    d->dev32 = be->mem_alloc((f ? f : 1) * sizeof(float));
+    if (!d->dev16 || !d->dev32) {
+        dt_error("ddp: out of %s memory for the gradients' wire (%.1f MiB)", be->name,
+                 (h * 2.0 + f * 4.0) / 1048576.0);
+        return DT_ERR_NOMEM;
+    }
+    return DT_OK;
+}
+
 /* rank 0's bytes at x (model memory, of any types) to every rank */
 static int broadcast_model(dt_ddp *d, void *x, size_t bytes)
 {
@@ -281,21 +381,18 @@ int dt_ddp_create(dt_ddp **out, dt_model *m, dt_comm *comm, const dt_ddp_cfg *cf
     int typed = 0; /* gradients stored in reduced types: they go through the wire buffers */
     for (int i = 0; i < m->n_params; i++)
         typed |= dt_param_trainable(&m->params[i]) && m->params[i].dtype != DT_FLOAT32;
-    if (!m->be->host_memory && comm->size > 1) { /* device gradients (NCCL): no packing */
-        if (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)
-            d->cfg.wire = DT_FLOAT32; /* the reduced-type gradients are fp32 arrays of rounded values: sent as such */
-        if (typed) {
-            dt_error("ddp: gradients stored in fp16/bf16 on the %s backend: not supported yet", m->be->name);
-            rc = DT_ERR_INPUT;
-        }
-    }
+    const int device = !m->be->host_memory && comm->size > 1; /* gradients in backend memory (NCCL) */
+    if (device && !typed && (d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16))
+        d->cfg.wire = DT_FLOAT32; /* emulated: the reduced-type gradients are fp32 arrays of rounded values, sent so */
+    if (rc == DT_OK && device && typed)
+        rc = make_device_wire(d);
     /* every replica starts from rank 0's weights and buffers */
     if (rc == DT_OK && comm->size > 1) {
         rc = broadcast_model(d, m->weights, m->weights_bytes);
         if (rc == DT_OK && m->n_buffers)
             rc = broadcast_model(d, m->buffers, m->buffers_bytes);
     }
-    if (rc == DT_OK && (typed || d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
+    if (rc == DT_OK && !device && (typed || d->cfg.wire == DT_FLOAT16 || d->cfg.wire == DT_BFLOAT16)) {
         size_t most = 0;
         for (int i = 0; i < d->n_buckets; i++) {
             size_t len = (size_t)(d->buckets[i].hi - d->buckets[i].lo);
@@ -372,17 +469,19 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
         for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
             rc = reduce_bucket(d, i);
-        return rc;
+    } else {
+        pthread_mutex_lock(&d->mu);
+        d->ready_upto = d->n_buckets; /* buckets whose nodes were skipped (unused) go too */
+        pthread_cond_broadcast(&d->cv);
+        while (!d->err && d->done_upto < d->n_buckets)
+            pthread_cond_wait(&d->cv, &d->mu);
+        d->active = 0;
+        if (rc == DT_OK)
+            rc = d->err;
+        pthread_mutex_unlock(&d->mu);
     }
-    pthread_mutex_lock(&d->mu);
-    d->ready_upto = d->n_buckets; /* buckets whose nodes were skipped (unused) go too */
-    pthread_cond_broadcast(&d->cv);
-    while (!d->err && d->done_upto < d->n_buckets)
-        pthread_cond_wait(&d->cv, &d->mu);
-    d->active = 0;
-    if (rc == DT_OK)
-        rc = d->err;
-    pthread_mutex_unlock(&d->mu);
+    if (rc == DT_OK && d->dev16) /* the averages back into the gradients (after every all-reduce returned) */
+        unpack_device(d);
     return rc;
 }
 
@@ -413,6 +512,10 @@ void dt_ddp_free(dt_ddp *d)
     dt_comm_free(d->bn_comm);
     free(d->wire);
     free(d->wire32);
+    if (d->model) {
+        d->model->be->mem_free(d->dev16);
+        d->model->be->mem_free(d->dev32);
+    }
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
     for (int i = 0; d->buckets && i < d->n_buckets; i++)

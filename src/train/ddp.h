@@ -19,7 +19,9 @@
  * weights, buffers or gradients, the backend's queued ops complete (its sync, on the thread that
  * queued them: in creation and sync_buffers before the broadcast, in backward before a bucket goes
  * to the communication thread); each collective is complete when the communicator returns, so
- * the ops queued afterwards read its result. */
+ * the ops queued afterwards read its result. Gradients stored in several types there (AMP O2/O3 on
+ * a device that stores fp16/bf16) travel through a wire in backend memory, filled and emptied by the
+ * backend's copy ops on the thread that issues ops (ddp.c, "The wire"). */
 #ifndef DT_TRAIN_DDP_H
 #define DT_TRAIN_DDP_H
 

@@ -7,8 +7,12 @@
  * after the steps are equal bit for bit. Then the same run with the backend's event waits ignored
  * (the fences removed) must differ: the all-reduces read gradients not written yet. Settings: overlap
  * with small buckets (the communication thread reduces while backward goes on), no overlap, and
- * gradient accumulation; the input comes from host pixels uploaded from a host buffer on the copy
- * queue and normalised after the upload's event each step, the lr with dt_model_step_begin.
+ * gradient accumulation, and AMP O2 (fp16 weights and gradients stored for real, BN's in fp32, the
+ * reduced ones sent as fp16): there the CPU backend packs the gradients on the host and the deferred
+ * one, a device to DDP (host_memory 0), through its wire in backend memory with copy ops (ddp.c,
+ * "The wire"), which must give the same bits; the input comes from host pixels uploaded from a host
+ * buffer on the copy queue and normalised after the upload's event each step, the lr with
+ * dt_model_step_begin.
  * Prints one line per setting on rank 0; exits non-zero when any rank saw a difference where there
  * must be none, or none where there must be one. */
 #include "config.h"
@@ -33,22 +37,24 @@
 enum { HW = 16, B = 4, STEPS = 3, CLASSES = 10, DELAY_US = 50 };
 
 typedef struct result {
-    float *weights, *buffers, *momentum;
+    unsigned char *weights, *buffers, *momentum;
+    size_t weights_bytes, buffers_bytes, momentum_bytes;
     double loss[STEPS];
     int ok;
 } result;
 
-static float *fetch(const dt_backend *be, const float *p, int64_t n)
+static unsigned char *fetch(const dt_backend *be, const void *p, size_t bytes)
 {
-    float *h = malloc((size_t)(n ? n : 1) * sizeof(float));
+    unsigned char *h = malloc(bytes ? bytes : 1);
     if (!h)
         abort();
-    be->mem_get(h, p, (size_t)n * sizeof(float));
+    be->mem_get(h, p, bytes);
     return h;
 }
 
-/* STEPS steps of resnet8 on be under DDP with cfg, accum micro-batches each; a rank's own data */
-static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int accum)
+/* STEPS steps of resnet8 on be under DDP with cfg, accum micro-batches each, at AMP level amp (0 or
+ * 2: fp16 storage, BN fp32); a rank's own data */
+static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int accum, int amp)
 {
     result r = {0};
     const int mb = B / accum;
@@ -62,7 +68,7 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     int32_t y[B];
     float *x = be->mem_alloc(values * sizeof(float));
     r.ok = pixels && u && up && x && dt_model_create(&m, "resnet8", 3, CLASSES, be) == DT_OK &&
-           dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_sgd_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+           (!amp || dt_model_set_amp(&m, amp, 0, 1) == DT_OK) && dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_sgd_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     if (!r.ok)
         return r;
     dt_model_init_weights(&m, 10 + (uint64_t)c->rank, 0); /* different on every rank until DDP's broadcast */
@@ -92,9 +98,12 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
             dt_sgd_step(&o, &m, NULL);
     }
     r.ok = r.ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;
-    r.weights = fetch(be, m.weights, m.n_weights);
-    r.buffers = fetch(be, m.buffers, m.n_buffers);
-    r.momentum = fetch(be, o.momentum_buf, m.n_weights);
+    r.weights_bytes = m.weights_bytes;
+    r.buffers_bytes = m.buffers_bytes;
+    r.momentum_bytes = (size_t)m.n_weights * sizeof(float);
+    r.weights = fetch(be, m.weights, r.weights_bytes);
+    r.buffers = fetch(be, m.buffers, r.buffers_bytes);
+    r.momentum = fetch(be, o.momentum_buf, r.momentum_bytes);
     dt_ddp_free(d);
     dt_sgd_free(&o);
     be->event_sync(up);
@@ -106,11 +115,12 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     return r;
 }
 
-static int same(const result *a, const result *b, int64_t nw, int64_t nb)
+static int same(const result *a, const result *b)
 {
-    return a->ok && b->ok && !memcmp(a->weights, b->weights, (size_t)nw * sizeof(float)) &&
-           !memcmp(a->buffers, b->buffers, (size_t)nb * sizeof(float)) &&
-           !memcmp(a->momentum, b->momentum, (size_t)nw * sizeof(float)) && !memcmp(a->loss, b->loss, sizeof a->loss);
+    return a->ok && b->ok && a->weights_bytes == b->weights_bytes && a->buffers_bytes == b->buffers_bytes &&
+           a->momentum_bytes == b->momentum_bytes && !memcmp(a->weights, b->weights, a->weights_bytes) &&
+           !memcmp(a->buffers, b->buffers, a->buffers_bytes) && !memcmp(a->momentum, b->momentum, a->momentum_bytes) &&
+           !memcmp(a->loss, b->loss, sizeof a->loss);
 }
 
 static void result_free(result *r)
@@ -137,31 +147,30 @@ int main(void)
         fprintf(stderr, "ddp_deferred: needs at least 2 ranks (mpirun -np 2)\n");
         return 1;
     }
-    dt_model probe; /* the sizes of the flat arrays */
-    if (dt_model_create(&probe, "resnet8", 3, CLASSES, &dt_backend_cpu) != DT_OK)
-        return 1;
-    const int64_t nw = probe.n_weights, nb = probe.n_buffers;
-    dt_model_free(&probe);
-
     struct {
         const char *name;
         dt_ddp_cfg cfg;
         int accum, fenced; /* fenced 0: the deferred backend ignores event waits */
+        int amp;
     } runs[] = {
-        {"overlap, 4 KiB buckets", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1}, 1, 1},
+        {"overlap, 4 KiB buckets", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1}, 1, 1, 0},
         {"no overlap", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1, .no_overlap = 1}, 1,
-         1},
-        {"overlap, 2 accumulation steps", {.bucket_bytes = 4096, .first_bucket_bytes = 1024}, 2, 1},
-        {"overlap, fences removed", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1}, 1, 0},
+         1, 0},
+        {"overlap, 2 accumulation steps", {.bucket_bytes = 4096, .first_bucket_bytes = 1024}, 2, 1, 0},
+        {"O2 fp16 gradients, overlap, 2 accumulation steps",
+         {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .wire = DT_FLOAT16}, 2, 1, 2},
+        {"O2 fp16 gradients, no overlap",
+         {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .no_overlap = 1, .wire = DT_FLOAT16}, 1, 1, 2},
+        {"overlap, fences removed", {.bucket_bytes = 4096, .first_bucket_bytes = 1024, .broadcast_buffers = 1}, 1, 0, 0},
     };
     int bad = 0;
     for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
-        result ref = train(&dt_backend_cpu, c, &runs[k].cfg, runs[k].accum);
+        result ref = train(&dt_backend_cpu, c, &runs[k].cfg, runs[k].accum, runs[k].amp);
         uint64_t ran0 = dt_deferred_ops_run();
-        result def = train(dt_deferred_backend(DELAY_US, !runs[k].fenced), c, &runs[k].cfg, runs[k].accum);
+        result def = train(dt_deferred_backend(DELAY_US, !runs[k].fenced), c, &runs[k].cfg, runs[k].accum, runs[k].amp);
         uint64_t ran = dt_deferred_ops_run() - ran0;
         int ok = all_max(c, !(ref.ok && def.ok)) == 0;
-        int differ = all_max(c, !same(&ref, &def, nw, nb));
+        int differ = all_max(c, !same(&ref, &def));
         int fine = ok && differ == !runs[k].fenced;
         bad += !fine;
         if (c->rank == 0)
