@@ -253,6 +253,37 @@ static __global__ void bn_infer_coef(int c, const TP *gamma, const TP *beta, con
  * x of type TX, y TY, res TR (TR any when res is NULL); scale and shift are fp32 per channel. vec:
  * c % 8 == 0 and every pointer 16-byte aligned (the host checks), so each thread takes 8 channels of a
  * row with load8/store8 (the same expression per element: the same values as the scalar loop). */
+/* The per-element arithmetic of the two big passes, shared by their vector and scalar paths (so the
+ * two give the same bits). The affine pass's output: bn(x), plus the residual r when there is one,
+ * then the ReLU (relu, or always with a residual: the BN+add+ReLU tail). */
+static __device__ __forceinline__ float bn_out(float x, float scale, float shift, int has_res, float r, int relu)
+{
+    float v = bn_affine(x, scale, shift);
+    if (has_res)
+        v = __fadd_rn(v, r);
+    if (relu || has_res)
+        v = v > 0.0f ? v : 0.0f;
+    return v;
+}
+
+/* backward's g: dy where the block output ym is positive (a tail), where the fused ReLU's fp32 value
+ * from x was (relu), else dy */
+static __device__ __forceinline__ float bn_grad_in(float dy, int has_ym, float ym, int relu, float x, float scale,
+                                                   float shift)
+{
+    if (has_ym)
+        return ym > 0.0f ? dy : 0.0f;
+    if (relu)
+        return bn_affine(x, scale, shift) > 0.0f ? dy : 0.0f;
+    return dy;
+}
+
+/* dx = a*g - k*(x - mean) - b, bn.c's order */
+static __device__ __forceinline__ float bn_dx_value(float g, float x, float mean, float a, float k, float b)
+{
+    return __fsub_rn(__fsub_rn(__fmul_rn(a, g), __fmul_rn(k, __fsub_rn(x, mean))), b);
+}
+
 template <typename TX, typename TY, typename TR>
 static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const float *scale, const float *shift, TY *y,
                                         int relu, const TR *res, int vec)
@@ -267,20 +298,15 @@ static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const flo
         for (; i < n8; i += stride) {
             const int64_t e = i * 8;
             const int ch = cg * 8;
-            float xv[8], sc[8], sh[8], rv[8], v[8];
+            float xv[8], sc[8], sh[8], rv[8] = {0}, v[8];
             load8(x + e, xv);
             load8(scale + ch, sc);
             load8(shift + ch, sh);
             if (res)
                 load8(res + e, rv);
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                v[j] = bn_affine(xv[j], sc[j], sh[j]);
-                if (res)
-                    v[j] = __fadd_rn(v[j], rv[j]);
-                if (relu || res)
-                    v[j] = v[j] > 0.0f ? v[j] : 0.0f;
-            }
+            for (int j = 0; j < 8; j++)
+                v[j] = bn_out(xv[j], sc[j], sh[j], res != NULL, rv[j], relu);
             store8(y + e, v);
             cg += dcg;
             if (cg >= c8)
@@ -291,12 +317,7 @@ static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const flo
     int ch = (int)(i % c);
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
-        float v = bn_affine(ld(x, i), scale[ch], shift[ch]);
-        if (res)
-            v = __fadd_rn(v, ld(res, i));
-        if (relu || res)
-            v = v > 0.0f ? v : 0.0f;
-        st(y, i, v);
+        st(y, i, bn_out(ld(x, i), scale[ch], shift[ch], res != NULL, res ? ld(res, i) : 0.0f, relu));
         ch += dch;
         if (ch >= c)
             ch -= c;
@@ -346,27 +367,18 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, co
         for (; i < n8; i += stride) {
             const int64_t e = i * 8;
             const int ch = cg * 8;
-            float xv[8], v[8], g[8], r[8], o[8], m[8], a[8], k[8], b[8];
+            float xv[8], v[8], g[8], r[8], o[8], m[8], a[8], k[8], b[8], yv[8] = {0}, sc[8] = {0}, sh[8] = {0};
             load8(x + e, xv);
             load8(dy + e, v);
             if (ym) {
-                float yv[8];
                 load8(ym + e, yv);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    g[j] = yv[j] > 0.0f ? v[j] : 0.0f;
             } else if (relu) {
-                float sc[8], sh[8];
                 load8(scale + ch, sc);
                 load8(shift + ch, sh);
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    g[j] = bn_affine(xv[j], sc[j], sh[j]) > 0.0f ? v[j] : 0.0f;
-            } else {
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    g[j] = v[j];
             }
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                g[j] = bn_grad_in(v[j], ym != NULL, yv[j], relu, xv[j], sc[j], sh[j]);
             if (dr && accumulate_dr) {
                 load8(dr + e, o);
 #pragma unroll
@@ -382,7 +394,7 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, co
             load8(cb + ch, b);
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                r[j] = __fsub_rn(__fsub_rn(__fmul_rn(a[j], g[j]), __fmul_rn(k[j], __fsub_rn(xv[j], m[j]))), b[j]);
+                r[j] = bn_dx_value(g[j], xv[j], m[j], a[j], k[j], b[j]);
             if (accumulate) {
                 load8(dx + e, o);
 #pragma unroll
@@ -401,15 +413,11 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, co
     int ch = (int)(i % c);
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
-        const float xv = ld(x, i), v = ld(dy, i);
-        const float g = ym     ? (ld(ym, i) > 0.0f ? v : 0.0f)
-                        : relu ? (bn_affine(xv, scale[ch], shift[ch]) > 0.0f ? v : 0.0f)
-                               : v;
+        const float xv = ld(x, i);
+        const float g = bn_grad_in(ld(dy, i), ym != NULL, ym ? ld(ym, i) : 0.0f, relu, xv, scale[ch], shift[ch]);
         if (dr)
             st_acc(dr, i, g, accumulate_dr);
-        const float r =
-            __fsub_rn(__fsub_rn(__fmul_rn(ca[ch], g), __fmul_rn(ck[ch], __fsub_rn(xv, mean[ch]))), cb[ch]);
-        st_acc(dx, i, r, accumulate);
+        st_acc(dx, i, bn_dx_value(g, xv, mean[ch], ca[ch], ck[ch], cb[ch]), accumulate);
         ch += dch;
         if (ch >= c)
             ch -= c;
