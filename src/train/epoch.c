@@ -45,7 +45,9 @@ static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums,
         *sums = r->progress.sums;
     dt_progress_clock clock;
     clock.epoch_start = dt_seconds() - sums->seconds;
-    *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, first);
+    /* the last step's: resumed after the epoch's last step (stopped in its validation), no step runs
+     * here and the epoch's line must carry the lr that step had, not the next one's */
+    *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, first > 0 ? first - 1 : 0);
     clock.mark = dt_seconds();
     clock.mark_images = sums->images;
     dt_run_sums_to_backend(r, sums);

@@ -7,7 +7,12 @@
 # Slurm 22.05 details that matter: SlurmdParameters=config_overrides lets a node claim more CPUs
 # than the machine has; every per-node path (spool, pid, log, TmpFS) carries %n, or pmix steps of
 # two nodes collide; plain files are not accepted as GPU devices; batch_sched_delay=0 starts jobs
-# at once; FirstJobId differs per cluster (see below).
+# at once; FirstJobId differs per cluster (see below). Every "node" is this one host, so /tmp and
+# /dev/shm are shared by both nodes and by the clusters of tests running in parallel, which a real
+# cluster never does: a TaskProlog gives each run of a job on each node its own TMPDIR, where Open MPI
+# keeps its session directory and its shared-memory segments (an Epilog removes it). Without it,
+# one job's Open MPI removing its session directories raced another's creating them, and MPI_Init
+# crashed (twice in CI, under load).
 CL_NODES=${CL_NODES:-2}
 CL_CPUS=${CL_CPUS:-4}
 CL_GPUS=${CL_GPUS:-4}
@@ -62,7 +67,24 @@ SlurmdParameters=config_overrides
 KillWait=2
 SchedulerParameters=batch_sched_delay=0,sched_min_interval=0
 GresTypes=gpu
+TaskProlog=$CL/etc/task_prolog
+Epilog=$CL/etc/epilog
 EOC
+  # $CL/state/tmp-NODE/job.JOB.RESTARTS: one per run of a job on a node (a requeued job's steps count
+  # from 0 again and have the same PMIx namespace, so the run count is in the name)
+  cat > "$CL/etc/task_prolog" <<EOP
+#!/bin/sh
+d=$CL/state/tmp-\$SLURMD_NODENAME/job.\$SLURM_JOB_ID.\${SLURM_RESTART_COUNT:-0}
+mkdir -p "\$d" && echo "export TMPDIR=\$d" && echo "export OMPI_MCA_btl_vader_backing_directory=\$d"
+exit 0
+EOP
+  # an epilog that fails drains the node, so this one always succeeds
+  cat > "$CL/etc/epilog" <<EOP
+#!/bin/sh
+rm -rf "$CL/state/tmp-\$SLURMD_NODENAME/job.\$SLURM_JOB_ID".*
+exit 0
+EOP
+  chmod 0755 "$CL/etc/task_prolog" "$CL/etc/epilog"
   echo "AutoDetect=off" > "$CL/etc/gres.conf"
   i=1
   while [ $i -le "$CL_NODES" ]; do

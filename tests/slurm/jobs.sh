@@ -46,3 +46,14 @@ job_wait() {
 job_field() {
   scontrol show job "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1
 }
+
+# job_debug ID: what Slurm knows of a job, for a failure's log: scontrol show job, and the daemons' log
+# lines that name it
+job_debug() {
+  echo "--- scontrol show job $1"
+  scontrol show job "$1" 2>&1
+  for f in "$CL"/log/*.log; do
+    echo "--- $f, lines naming job $1"
+    grep -e "$1" "$f" | tail -n 40
+  done
+}

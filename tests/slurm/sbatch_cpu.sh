@@ -16,7 +16,7 @@ job_wait "$id" 300
 out="$DT_TMP/job-$id.out"
 cat "$out"
 [ "$(job_field "$id" JobState)" = COMPLETED ] && [ "$(job_field "$id" ExitCode)" = 0:0 ] ||
-  fail "job $id: $(job_field "$id" JobState), exit $(job_field "$id" ExitCode)"
+  { job_debug "$id"; fail "job $id: $(job_field "$id" JobState), exit $(job_field "$id" ExitCode)"; }
 grep -q "dtrain-srun: job $id (run 0 after requeues): srun '--mpi=pmix'" "$out" || fail "dtrain-srun did not say how it ran"
 grep -q "dtrain-srun: dtrain finished" "$out" || fail "no closing line"
 pass "sbatch slurm/cpu_2x2.sbatch: job $id COMPLETED, exit 0:0, under srun --mpi=pmix"
@@ -47,7 +47,8 @@ DT_DATA="$DT_TMP/nowhere" DT_ARGS="" id=$(sbatch --parsable --cpus-per-task=1 --
   "$top_srcdir/slurm/cpu_2x2.sbatch")
 job_wait "$id" 120
 cat "$DT_TMP/job-$id.out"
-[ "$(job_field "$id" ExitCode)" = 2:0 ] || fail "a bad data path: job exit $(job_field "$id" ExitCode), expected 2:0"
+[ "$(job_field "$id" ExitCode)" = 2:0 ] ||
+  { job_debug "$id"; fail "a bad data path: job exit $(job_field "$id" ExitCode), expected 2:0"; }
 grep -q "error: .*$DT_TMP/nowhere" "$DT_TMP/job-$id.out" || fail "the job's output does not name the bad path"
 grep -q "dtrain-srun: error: dtrain refused its input (exit 2)" "$DT_TMP/job-$id.out" || fail "no closing line for exit 2"
 pass "a bad DT_DATA: the job ends with exit 2 and the line naming the path"

@@ -22,7 +22,7 @@ wait_for() {
   grep -q "$2" "$1" || { cat "$1"; fail "waited 60 s for '$2'"; }
 }
 
-"$DTRAIN" $args --epochs 3 --results "$DT_TMP/v" "$DT_TMP/fm" >"$DT_TMP/v.out" 2>"$DT_TMP/v.err" &
+"$DTRAIN" $args --warmup-epochs 2 --epochs 3 --results "$DT_TMP/v" "$DT_TMP/fm" >"$DT_TMP/v.out" 2>"$DT_TMP/v.err" &
 pid=$!
 wait_for "$DT_TMP/v.err" "epoch 0 \[5/5\]"
 # at once: the pass (500 batches) has begun or is about to; a signal that lands in the last step
@@ -34,13 +34,20 @@ grep -E "signal|stopped|valid|error" "$DT_TMP/v.err" || true
 grep -q "epoch 0: validation top-1" "$DT_TMP/v.err" && fail "SIGTERM during validation: the pass ran to its end"
 grep -q '"kind":"epoch"' "$DT_TMP"/v/*/metrics.jsonl && fail "the interrupted epoch was logged before its validation"
 grep -q '"kind":"end","reason":"signal","epoch":0,' "$DT_TMP"/v/*/metrics.jsonl || fail "no end line at epoch 0"
-expect_status 0 "$DTRAIN" $args --epochs 2 --resume auto --results "$DT_TMP/v" "$DT_TMP/fm"
+expect_status 0 "$DTRAIN" $args --warmup-epochs 2 --epochs 2 --resume auto --results "$DT_TMP/v" "$DT_TMP/fm"
 grep -q "resuming from .* at epoch 0, step 5" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume at epoch 0's validation"; }
 grep -q "epoch 0: validation top-1" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "the resumed run did not validate epoch 0"; }
 for e in 0 1; do
   grep '"kind":"epoch","epoch":'$e, "$DT_TMP"/v/*/metrics.jsonl | grep -q '"val_top1":[0-9]' ||
     fail "epoch $e has no validated epoch line: $(grep '"kind":"epoch"' "$DT_TMP"/v/*/metrics.jsonl)"
 done
+# the resumed epoch line carries its last step's lr (in warm-up, each step's differs); it once
+# carried the next step's, as a requeued Slurm job's metrics showed
+lr_of() { grep "$1" "$DT_TMP"/v/*/metrics.jsonl | sed -n 's/.*"lr":\([^,]*\),.*/\1/p'; }
+step_lr=$(lr_of '"kind":"step","epoch":0,"epoch_step":5,')
+epoch_lr=$(lr_of '"kind":"epoch","epoch":0,')
+[ -n "$step_lr" ] && [ "$step_lr" = "$epoch_lr" ] ||
+  fail "epoch 0's line has lr '$epoch_lr', its last step had '$step_lr'"
 pass "SIGTERM during validation: the pass ends, exit 3; --resume validates epoch 0 and logs it, then trains epoch 1"
 
 "$DTRAIN" $args --epochs 50 --results "$DT_TMP/h" "$DT_TMP/fm" >"$DT_TMP/h.out" 2>"$DT_TMP/h.err" &
