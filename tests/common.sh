@@ -18,6 +18,23 @@ expect_status() {
   [ "$got" -eq "$want" ] || { cat "$DT_TMP/out" "$DT_TMP/err"; fail "'$*' exited $got, expected $want"; }
 }
 
+# use_mpirun [OPTION...]: skip unless built with MPI and mpirun is here; MPIRUN is then the mpirun
+# command line the tests use (oversubscribed, one OpenMP thread per rank, as root where root runs it)
+# with OPTION... added
+use_mpirun() {
+  [ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
+  command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
+  MPIRUN="mpirun --oversubscribe $* -x OMP_NUM_THREADS=1"
+  if [ "$(id -u)" -eq 0 ]; then MPIRUN="$MPIRUN --allow-run-as-root"; fi
+}
+
+# fmnist_packed DIR: Debian's Fashion-MNIST packed by dtpack into DIR, or skip
+fmnist_packed() {
+  fm_src=/usr/share/datasets/fashion-mnist
+  [ -f "$fm_src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm_src (Debian: dataset-fashion-mnist)"
+  expect_status 0 "$top_builddir/dtpack" fashion-mnist "$fm_src" -o "$1"
+}
+
 # fmnist_idx: Debian's Fashion-MNIST (dataset-fashion-mnist) decompressed into $DT_TMP, or skip
 fmnist_idx() {
   fm_src=/usr/share/datasets/fashion-mnist

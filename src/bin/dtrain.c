@@ -23,7 +23,7 @@ enum {
     OPT_LOG_LEVEL = 256, OPT_NPROC, OPT_EPOCHS, OPT_LR, OPT_NO_LR_SCALING, OPT_WARMUP, OPT_SCHEDULE, OPT_LR_STEPS,
     OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_SMOOTH, OPT_DESIRED, OPT_SEED, OPT_SYNTHETIC, OPT_MAX_STEPS, OPT_THREADS,
     OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
-    OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
+    OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAPH, OPT_NO_GRAPH, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE
 };
@@ -77,6 +77,8 @@ static void usage(FILE *out)
             "Data parallelism:\n"
             "      --bucket-mb X         gradient bucket size (default 25)   --first-bucket-mb X (default 1)\n"
             "      --no-overlap          all-reduce after backward instead of during it\n"
+            "      --graph, --no-graph   each step as captured graphs launched again (default: on with --device\n"
+            "                            cuda; not with --accum-steps or --sync-bn; on the CPU only for tests)\n"
             "      --sync-bn             batch-norm statistics over all ranks\n"
             "      --comm-timeout S      seconds before a collective fails (default 600)\n"
             "      --nproc-per-node N    without Slurm: run N workers here, one per GPU (CPU runs use mpirun)\n"
@@ -147,6 +149,8 @@ int main(int argc, char **argv)
         {"bucket-mb", required_argument, NULL, OPT_BUCKET},
         {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
         {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
+        {"graph", no_argument, NULL, OPT_GRAPH},
+        {"no-graph", no_argument, NULL, OPT_NO_GRAPH},
         {"sync-bn", no_argument, NULL, OPT_SYNC_BN},
         {"accum-steps", required_argument, NULL, OPT_ACCUM},
         {"comm-timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -240,6 +244,8 @@ int main(int argc, char **argv)
         case OPT_BUCKET: bad = num("--bucket-mb", optarg, 1e-3, 1e5, &cfg.bucket_mb); break;
         case OPT_FIRST_BUCKET: bad = num("--first-bucket-mb", optarg, 1e-3, 1e5, &cfg.first_bucket_mb); break;
         case OPT_NO_OVERLAP: cfg.no_overlap = 1; break;
+        case OPT_GRAPH: cfg.graph = 1; break;
+        case OPT_NO_GRAPH: cfg.graph = 0; break;
         case OPT_SYNC_BN: cfg.sync_bn = 1; break;
         case OPT_ACCUM: bad = dt_parse_long("--accum-steps", optarg, 1, 1024, &v) || ((cfg.accum_steps = (int)v), 0); break;
         case OPT_TIMEOUT: bad = num("--comm-timeout", optarg, 1, 1e7, &cfg.comm_timeout); break;

@@ -134,6 +134,7 @@ typedef struct dt_bn_desc {
 #define DT_PP_NAME_(type, name) name
 #define DT_PP_COMMA_() ,
 #define DT_PP_NOTHING_()
+#define DT_PP_UNPAREN_(...) __VA_ARGS__
 #define DT_PP_CAT_(a, b) DT_PP_CAT2_(a, b)
 #define DT_PP_CAT2_(a, b) a##b
 #define DT_PP_NARG_(...) DT_PP_NTH_(__VA_ARGS__, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
@@ -307,6 +308,8 @@ enum dt_backend_op { DT_OPS(DT_BACKEND_OP_ENUM) DT_BACKEND_OP_COUNT };
 
 /* an event of a backend's queues (dt_backend.event_*): opaque */
 typedef struct dt_event dt_event;
+/* a captured graph of ops (dt_backend.graph_*): opaque */
+typedef struct dt_graph dt_graph;
 enum { DT_QUEUE_COMPUTE, DT_QUEUE_COPY, DT_QUEUES };
 
 /* Fusable patterns of a model's node list (dt_backend.fuses):
@@ -376,6 +379,26 @@ typedef struct dt_backend {
      * batch that passes it (model.h, dt_model_max_batch). */
     int64_t max_tensor_elems;
 
+    /* Graphs: a stretch of work captured once and launched again and again (a CUDA graph), so the
+     * host issues one launch instead of every op. NULL on a backend without them (dt_backend_cpu:
+     * every op runs as issued); all four or none. graph_begin() starts capturing on the calling
+     * thread: the ops it issues to either queue from then on, its uploads, downloads and the event
+     * records and waits between them, are kept and not run, until graph_end(), which returns them
+     * as a graph (NULL after one line when the capture failed), still not run. graph_launch(g) runs
+     * a graph on the compute queue, issued like an op: as if its work were issued again with the
+     * same arguments and pointers; an upload reads its host buffer, and a download writes its own,
+     * when the launch runs it, so what changes between launches lives in memory (the step's in
+     * scalars, the batch). An event recorded inside a capture is recorded by every launch at that
+     * point (event_sync and event_wait after a launch wait for it there), and an event wait inside
+     * orders the two queues inside the graph. While capturing, nothing may allocate, free, wait on
+     * the host (event_sync, mem_get, mem_put) or return a result (the planning ops): a backend
+     * fails there (CUDA) or says so and aborts (dt_cpu_graph_backend). DT_OK from graph_begin, or
+     * an error after one line. */
+    int (*graph_begin)(void);
+    dt_graph *(*graph_end)(void);
+    void (*graph_launch)(dt_graph *g);
+    void (*graph_destroy)(dt_graph *g);
+
     /* the ops, one member each: ret (*name)(parameters) */
 #define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;
     DT_OPS(DT_OP_MEMBER)
@@ -392,6 +415,12 @@ extern const dt_backend dt_backend_cpu_ref;
  * on device memory. It exists only in builds with CUDA (HAVE_CUDA in config.h): code that names it
  * elsewhere fails to link. */
 extern const dt_backend dt_backend_cuda;
+
+/* dt_backend_cpu with graphs (nn/cpu/capture.c): while a thread captures, its ops are kept instead of
+ * run, and a launch runs them; dtrain --graph on the CPU, and the tests of the trainer's graph path */
+const dt_backend *dt_cpu_graph_backend(void);
+/* the ops and copies a graph of dt_cpu_graph_backend holds */
+size_t dt_cpu_graph_size(const dt_graph *g);
 
 /* dt_backend_cpu's bf16 convolutions on oneDNN's own bf16 kernels (on by default; used where this
  * CPU has them: AMX; not oneDNN's reference kernels, nor its AVX512-BF16 ones, see conv_dnnl.c): the same products summed in

@@ -793,10 +793,15 @@ static void upload_io(dt_model *m, void *dst, const void *src, size_t bytes)
     be->event_wait(DT_QUEUE_COMPUTE, m->io_event);
 }
 
+void dt_model_step_upload(dt_model *m)
+{
+    upload_io(m, m->scalars, &m->host_io[0], DT_SCALARS_IN_BYTES);
+}
+
 void dt_model_step_begin(dt_model *m, float lr, int64_t step, int32_t signal)
 {
     dt_model_step_write(m, lr, step, signal);
-    upload_io(m, m->scalars, &m->host_io[0], DT_SCALARS_IN_BYTES);
+    dt_model_step_upload(m);
 }
 
 int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n)
@@ -811,20 +816,35 @@ int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n)
     return DT_OK;
 }
 
+void dt_model_labels_upload(dt_model *m, int n)
+{
+    upload_io(m, m->labels, host_labels(m), (size_t)n * sizeof(int32_t));
+}
+
 int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n)
 {
     DT_TRY(dt_model_write_labels(m, labels_host, n));
-    upload_io(m, m->labels, host_labels(m), (size_t)n * sizeof *labels_host);
+    dt_model_labels_upload(m, n);
     return DT_OK;
+}
+
+void dt_model_step_download(dt_model *m)
+{
+    m->be->download(&m->host_io[1], m->scalars, DT_SCALARS_OUT_BYTES, DT_QUEUE_COMPUTE);
+}
+
+const dt_scalars *dt_model_step_wait(dt_model *m)
+{
+    const dt_backend *be = m->be;
+    be->event_record(m->io_event, DT_QUEUE_COMPUTE);
+    be->event_sync(m->io_event);
+    return &m->host_io[1];
 }
 
 const dt_scalars *dt_model_step_out(dt_model *m)
 {
-    const dt_backend *be = m->be;
-    be->download(&m->host_io[1], m->scalars, DT_SCALARS_OUT_BYTES, DT_QUEUE_COMPUTE);
-    be->event_record(m->io_event, DT_QUEUE_COMPUTE);
-    be->event_sync(m->io_event);
-    return &m->host_io[1];
+    dt_model_step_download(m);
+    return dt_model_step_wait(m);
 }
 
 
@@ -941,6 +961,14 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         profile_tick(m, 1, m->nodes[0].op, t);
     m->step++;
     return DT_OK;
+}
+
+void dt_model_host_step(dt_model *m)
+{
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].op == DT_OP_BN)
+            m->counts[m->params[m->nodes[i].param[DT_NODE_BATCHES_TRACKED]].off]++;
+    m->step++;
 }
 
 void dt_model_profile_report(dt_model *m, FILE *f)

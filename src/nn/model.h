@@ -260,10 +260,18 @@ void dt_model_step_begin(dt_model *m, float lr, int64_t step, int32_t signal);
  * queue, the compute queue waiting for it */
 int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n);
 /* the host-buffer halves of the two (no upload issued): what a replayed step (a captured graph,
- * whose recorded uploads read the host buffer again) needs before it is replayed */
+ * whose recorded uploads read the host buffer again) needs before it is replayed; they wait for
+ * the host buffer's last copy first (event_sync: never inside a capture) */
 void dt_model_step_write(dt_model *m, float lr, int64_t step, int32_t signal);
 int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n);
+/* and the upload halves (issued only: what a capture keeps): the in scalars, n labels */
+void dt_model_step_upload(dt_model *m);
+void dt_model_labels_upload(dt_model *m, int n);
 int dt_model_loss_async(dt_model *m, int n, float eps);
+/* dt_model_step_download issues the out part's download (what a capture keeps), dt_model_step_wait
+ * waits for it and returns the host copy; dt_model_step_out does both */
+void dt_model_step_download(dt_model *m);
+const dt_scalars *dt_model_step_wait(dt_model *m);
 const dt_scalars *dt_model_step_out(dt_model *m);
 /* the whole block to the host and back (mem_get, mem_put: setup, checkpoints, progress lines),
  * made first when the model has none yet; DT_OK or DT_ERR_NOMEM after one line */
@@ -271,6 +279,10 @@ int dt_model_get_scalars(dt_model *m, dt_scalars *host);
 int dt_model_put_scalars(dt_model *m, const dt_scalars *host);
 /* the metrics part (loss, loss sum, hits, rows) of from into the model's block (mem_put; zeros clear it) */
 void dt_model_put_metrics(dt_model *m, const dt_scalars *from);
+/* What a training forward and backward count on the host, without running them: each BN's batches
+ * tracked, and the model's step (dropout's seeds). For a step launched as a captured graph, which
+ * ran their ops but not their host code. */
+void dt_model_host_step(dt_model *m);
 /* Backward of the last forward: parameter gradients into grads (added when accumulate). */
 int dt_model_backward(dt_model *m, int n, int accumulate);
 

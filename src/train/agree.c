@@ -130,6 +130,7 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_double(out, "--bucket-mb", cfg->bucket_mb);
     put_double(out, "--first-bucket-mb", cfg->first_bucket_mb);
     put_flag(out, "--no-overlap", cfg->no_overlap);
+    put_tri(out, "--graph", cfg->graph);
     put_flag(out, "--sync-bn", cfg->sync_bn);
     put_str(out, "--resume", cfg->resume);
     put_str(out, "--pretrained", cfg->pretrained);

@@ -246,25 +246,47 @@ static int comm_rank(const dt_comm *comm)
     return comm ? comm->rank : 0;
 }
 
-int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, const dt_scalars **out)
+void dt_amp_check(dt_model *m)
 {
-    const dt_backend *be = m->be;
     check_grads(m);
-    if (comm && comm->size > 1) { /* the step's one collective: overflow and stop signal, max over the ranks */
-        be->event_record(m->io_event, DT_QUEUE_COMPUTE); /* the communicator reads what the ops wrote */
-        be->event_sync(m->io_event);
-        DT_TRY(comm->ops->allreduce(comm, m->scalars->agree, m->scalars->agree, DT_AGREE_N, DT_INT32, DT_MAX));
-    }
+}
+
+int dt_amp_agree(dt_comm *comm, dt_model *m)
+{
+    if (!comm || comm->size < 2)
+        return DT_OK;
+    /* the step's one collective: overflow and stop signal, max over the ranks */
+    const dt_backend *be = m->be;
+    be->event_record(m->io_event, DT_QUEUE_COMPUTE); /* the communicator reads what the ops wrote */
+    be->event_sync(m->io_event);
+    return comm->ops->allreduce(comm, m->scalars->agree, m->scalars->agree, DT_AGREE_N, DT_INT32, DT_MAX);
+}
+
+void dt_amp_update(dt_sgd *opt, dt_model *m, float *master)
+{
     dt_sgd_step(opt, m, master); /* skipped by the ops on an overflow; on the fp32 masters when there are */
     if (master) /* the model gets them rounded (a skipped step copies back what is there) */
         master_copy(m, master, 0);
     dt_model_round_params(m); /* emulation: what the model stores, rounded */
-    const dt_scalars *o = dt_model_step_out(m);
+    dt_model_step_download(m);
+}
+
+const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m)
+{
+    const dt_scalars *o = dt_model_step_wait(m);
     scaler_from_scalars(s, o);
     opt->steps = o->sgd_steps;
     if (o->skipped && s->dynamic && !o->diverged && comm_rank(comm) == 0)
         say_overflow(s, o->step);
-    *out = o;
+    return o;
+}
+
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, const dt_scalars **out)
+{
+    dt_amp_check(m);
+    DT_TRY(dt_amp_agree(comm, m));
+    dt_amp_update(opt, m, master);
+    *out = dt_amp_finish(s, comm, opt, m);
     return DT_OK;
 }
 

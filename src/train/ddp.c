@@ -448,7 +448,7 @@ int dt_ddp_before_forward(dt_ddp *d)
     return d->cfg.broadcast_buffers ? dt_ddp_sync_buffers(d) : DT_OK;
 }
 
-int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
+int dt_ddp_backward_issue(dt_ddp *d, int n, int accumulate, int sync, int capture)
 {
     int comm = sync && d->comm->size > 1;
     pthread_mutex_lock(&d->mu);
@@ -456,32 +456,63 @@ int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
         d->buckets[i].pending = d->buckets[i].n_params;
     d->ready_upto = d->done_upto = 0;
     d->err = 0;
-    d->active = comm && d->have_thread;
+    d->active = comm && d->have_thread && !capture; /* a capture runs nothing: the thread waits for the launch */
     pthread_mutex_unlock(&d->mu);
-    d->model->on_grads = d->active ? on_grads : NULL;
+    d->model->on_grads = comm && d->have_thread ? on_grads : NULL;
     int rc = dt_model_backward(d->model, n, accumulate);
     d->model->on_grads = on_grads;
     if (rc == DT_OK && d->bn_err) /* a SyncBN reduction of this forward or backward failed */
         rc = d->bn_err;
     if (!comm)
         return rc;
-    buckets_written(d, d->active ? d->ready_upto : 0, d->n_buckets); /* the rest (without overlap: all) */
+    buckets_written(d, d->have_thread ? d->ready_upto : 0, d->n_buckets); /* the rest (without overlap: all) */
+    pthread_mutex_lock(&d->mu);
+    d->ready_upto = d->n_buckets; /* buckets whose nodes were skipped (unused) go too */
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+int dt_ddp_reduce(dt_ddp *d)
+{
+    int rc = DT_OK;
+    if (d->comm->size < 2)
+        return DT_OK;
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
         for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
             rc = reduce_bucket(d, i);
-    } else {
-        pthread_mutex_lock(&d->mu);
-        d->ready_upto = d->n_buckets; /* buckets whose nodes were skipped (unused) go too */
-        pthread_cond_broadcast(&d->cv);
-        while (!d->err && d->done_upto < d->n_buckets)
-            pthread_cond_wait(&d->cv, &d->mu);
-        d->active = 0;
-        if (rc == DT_OK)
-            rc = d->err;
-        pthread_mutex_unlock(&d->mu);
+        return rc;
     }
-    if (rc == DT_OK && d->dev16) /* the averages back into the gradients (after every all-reduce returned) */
+    pthread_mutex_lock(&d->mu);
+    if (!d->active) { /* a launched graph's backward: every bucket goes now, each waiting on its event */
+        d->done_upto = 0;
+        d->err = 0;
+        d->active = 1;
+    }
+    d->ready_upto = d->n_buckets;
+    pthread_cond_broadcast(&d->cv);
+    while (!d->err && d->done_upto < d->n_buckets)
+        pthread_cond_wait(&d->cv, &d->mu);
+    d->active = 0;
+    rc = d->err;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+void dt_ddp_unpack(dt_ddp *d)
+{
+    if (d->dev16 && d->comm->size > 1) /* the averages back into the gradients (after every all-reduce returned) */
         unpack_device(d);
+}
+
+int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)
+{
+    int rc = dt_ddp_backward_issue(d, n, accumulate, sync, 0);
+    if (rc != DT_OK || !sync)
+        return rc;
+    rc = dt_ddp_reduce(d);
+    if (rc == DT_OK)
+        dt_ddp_unpack(d);
     return rc;
 }
 

@@ -56,6 +56,17 @@ int dt_ddp_before_forward(dt_ddp *d);
 int dt_ddp_sync_buffers(dt_ddp *d);
 /* dt_model_backward, plus (when sync) the averaged gradients on every rank at return. */
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync);
+/* dt_ddp_backward in three parts, for a step captured as graphs (train/step.c):
+ * dt_ddp_backward_issue: the backward and, when sync, each bucket's event (and its copies into the
+ *   device wire) recorded at its point; capture 1: nothing goes to the communication thread (a
+ *   capture runs nothing), else buckets go as they are final (overlap);
+ * dt_ddp_reduce: every bucket's all-reduce, each after its event (after a graph's launch, its events
+ *   are the launch's marks, so the reductions still overlap what of backward is left); returns
+ *   once all are done (or the first error);
+ * dt_ddp_unpack: the device wire's averages back into the gradients (ops; nothing elsewhere). */
+int dt_ddp_backward_issue(dt_ddp *d, int n, int accumulate, int sync, int capture);
+int dt_ddp_reduce(dt_ddp *d);
+void dt_ddp_unpack(dt_ddp *d);
 int dt_ddp_buckets(const dt_ddp *d);
 void dt_ddp_free(dt_ddp *d);
 

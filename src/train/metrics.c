@@ -46,8 +46,8 @@ static int write_run_json(dt_run *r)
         json_array_append_new(lr_steps, json_integer(cfg->lr_steps[i]));
     json_t *j = json_pack(
         "{s:s, s:s, s:s?, s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:s, s:o, s:f, s:f, s:f, s:f, s:I, s:i, "
-        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:s?, s:i, s:s?, s:i, s:i, s:s, s:s, "
-        "s:s, s:o}",
+        "s:{s:i, s:s, s:b, s:b, s:s, s:f}, s:{s:f, s:f, s:b, s:b, s:i}, s:b, s:b, s:s?, s:i, s:s?, s:i, s:i, s:s, "
+        "s:s, s:s, s:o}",
         "dtrain", PACKAGE_VERSION, "arch", cfg->arch, "data", cfg->data,
         "launch", dt_launch_kind_name(r->launch.kind), "world_size", r->launch.size,
         "device", cfg->cuda ? "cuda" : "cpu", "batch_per_rank", cfg->batch,
@@ -63,7 +63,7 @@ static int write_run_json(dt_run *r)
         "ddp",
             "bucket_mb", cfg->bucket_mb, "first_bucket_mb", cfg->first_bucket_mb, "overlap", !cfg->no_overlap,
             "sync_bn", cfg->sync_bn, "accum_steps", cfg->accum_steps,
-        "deterministic", cfg->deterministic, "pretrained", cfg->pretrained, "start_epoch", cfg->start_epoch,
+        "deterministic", cfg->deterministic, "graphs", r->graphs, "pretrained", cfg->pretrained, "start_epoch", cfg->start_epoch,
         "slurm_job_id", getenv("SLURM_JOB_ID"), "nodes", r->nodes, "ranks_per_node", r->launch.local_size,
         "dataset", r->dataset_name, "started", r->started, "run_dir", r->dir,
         "desired_acc", cfg->desired_acc > 0 ? json_real(cfg->desired_acc) : json_null());

@@ -56,24 +56,30 @@ int dt_run_alloc_batch(dt_run *r)
     return DT_OK;
 }
 
-/* values uint8 pixels (host, channels last) into the model's input: copied into the staging buffer
- * (once the last upload from it is done), uploaded on the copy queue, normalised on the compute
- * queue after it */
-static void upload_and_normalise(dt_run *r, const uint8_t *pixels, int64_t values)
+/* values uint8 pixels (host, channels last) into the staging buffer, once the last upload from it is
+ * done */
+static void stage_pixels(dt_run *r, const uint8_t *pixels, int64_t values)
+{
+    r->model.be->event_sync(r->upload_event);
+    memcpy(r->staging, pixels, (size_t)values);
+}
+
+/* and from there into the model's input (issued only): uploaded on the copy queue, normalised on the
+ * compute queue after it */
+static void upload_pixels(dt_run *r, int64_t values)
 {
     const dt_backend *be = r->model.be;
-    be->event_sync(r->upload_event);
-    memcpy(r->staging, pixels, (size_t)values);
     be->upload(r->pixels, r->staging, (size_t)values, DT_QUEUE_COPY);
     be->event_record(r->upload_event, DT_QUEUE_COPY);
     be->event_wait(DT_QUEUE_COMPUTE, r->upload_event);
     be->normalize_u8(values, r->channels, r->pixels, r->mean, r->std, DT_FLOAT32, r->input);
 }
 
-/* The next training batch into the model's input and labels, *n images: 1, 0 when this rank's loader
- * has no more this epoch, or an error (a label out of range). With --synthetic, the same random
- * batch every time. */
-static int next_batch(dt_run *r, dt_epoch_sums *sums, int *n)
+/* The next training batch into the host buffers, *n images: its labels into the model's, its uint8
+ * pixels (channels last) into the staging buffer, each once the last upload from it is done. 1, 0
+ * when this rank's loader has no more this epoch, or an error (a label out of range). With
+ * --synthetic, the same random batch every time. */
+static int next_batch_host(dt_run *r, dt_epoch_sums *sums, int *n)
 {
     double t = dt_seconds();
     const uint8_t *pixels = r->synthetic;
@@ -88,10 +94,17 @@ static int next_batch(dt_run *r, dt_epoch_sums *sums, int *n)
         labels = b->y;
         *n = b->n;
     }
-    DT_TRY(dt_model_upload_labels(&r->model, labels, *n));
-    upload_and_normalise(r, pixels, (int64_t)*n * r->image_size * r->image_size * r->channels);
+    DT_TRY(dt_model_write_labels(&r->model, labels, *n));
+    stage_pixels(r, pixels, (int64_t)*n * r->image_size * r->image_size * r->channels);
     sums->data_seconds += dt_seconds() - t;
     return 1;
+}
+
+/* and from the host buffers into the model's labels and input (issued only) */
+static void next_batch_upload(dt_run *r, int n)
+{
+    dt_model_labels_upload(&r->model, n);
+    upload_pixels(r, (int64_t)n * r->image_size * r->image_size * r->channels);
 }
 
 /* The step's end as the ranks agreed it (out: the step's out scalars): the stop signal, and for a
@@ -142,19 +155,165 @@ int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)
     return DT_OK;
 }
 
+/* --- a step as graphs (--graph: the default on CUDA; doc/design.md, "CUDA v2") -------------------------
+ * Captured once, at the second full batch of the run, and launched at every full batch after it (the
+ * first is issued: what a library does at its first call, CUDA's lazy loading of a kernel, cuDNN's
+ * and cuBLAS's first-use set-up, happens outside the graph):
+ *   A  the uploads (in scalars, labels, pixels), normalisation, forward, loss and backward, with each
+ *      DDP bucket's event (and its copies into the device wire) at its point;
+ *   B  the device wire's averages back into the gradients, the loss scaler's check;
+ *   C  the optimiser, the scaler's update and the out scalars' download.
+ * Between them, as issued, the step's collectives: DDP's all-reduces (dt_ddp_reduce: each bucket
+ * after its event, which every launch of A records at its point, so they overlap the rest of A's
+ * backward) and the ranks' agreement (dt_amp_agree); every collective keeps its deadline, which a
+ * collective captured inside a graph could not. One rank alone has no collective: one graph holds A,
+ * B and C. The host part stays outside: the loader's batch into the host buffers, the lr and the
+ * signal into the model's, the wait at the end. A step that cannot be captured runs as issued: a
+ * short batch (an epoch's last), and a run with gradient accumulation or SyncBN (collectives inside
+ * forward and backward), or a model with dropout (its seed is an argument: the host's step count),
+ * has no graphs at all (dt_run_graphs_wanted). A capture that fails (one line)
+ * turns graphs off for the run: the segment is then issued, and the rest of the run as without
+ * --graph. */
+
+enum { SEG_A = 1, SEG_B = 2, SEG_C = 4 };
+
+/* segment(s) segs of a step on n images, issued; capture: while capturing (DDP then holds its buckets
+ * until dt_ddp_reduce) */
+static int issue_segments(dt_run *r, unsigned segs, int n, int capture)
+{
+    if (segs & SEG_A) {
+        dt_model_step_upload(&r->model);
+        next_batch_upload(r, n);
+        DT_TRY(dt_model_forward(&r->model, r->input, n));
+        DT_TRY(dt_model_loss_async(&r->model, n, (float)r->cfg->label_smoothing));
+        DT_TRY(dt_ddp_backward_issue(r->ddp, n, 0, 1, capture));
+    }
+    if (segs & SEG_B) {
+        dt_ddp_unpack(r->ddp);
+        dt_amp_check(&r->model);
+    }
+    if (segs & SEG_C)
+        dt_amp_update(&r->opt, &r->model, r->amp.master);
+    return DT_OK;
+}
+
+/* the graph of segments segs (slot k): captured the first time, then launched; *failed: the capture
+ * failed (one line) and nothing of it ran */
+static int run_graph(dt_run *r, int k, unsigned segs, int n, int *failed)
+{
+    const dt_backend *be = r->model.be;
+    *failed = 0;
+    if (r->graph[k]) {
+        be->graph_launch(r->graph[k]);
+        if (segs & SEG_A) /* what forward and backward count on the host (BN's batches, the model's step) */
+            dt_model_host_step(&r->model);
+        return DT_OK;
+    }
+    if (be->graph_begin() != DT_OK) {
+        *failed = 1;
+        return DT_OK;
+    }
+    int rc = issue_segments(r, segs, n, 1);
+    dt_graph *g = be->graph_end();
+    if (rc != DT_OK) {
+        be->graph_destroy(g);
+        return rc;
+    }
+    if (!g) {
+        *failed = 1;
+        return DT_OK;
+    }
+    r->graph[k] = g;
+    if (k == 0 && r->launch.rank == 0) /* what tests/gpu/summary.py looks for */
+        dt_info("step %lld: the training step captured as graphs; every full batch from here launches them",
+                (long long)r->comm->step);
+    be->graph_launch(g);
+    return DT_OK;
+}
+
+int dt_run_graphs_wanted(const dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    const int asked = cfg->graph < 0 ? cfg->cuda : cfg->graph;
+    if (!asked || !r->model.be->graph_begin || cfg->accum_steps != 1 || cfg->sync_bn)
+        return 0;
+    /* dropout's seed is the host's step count, an argument a graph would keep: not yet */
+    for (int i = 0; i < r->model.n_nodes; i++)
+        if (r->model.nodes[i].op == DT_OP_DROPOUT && r->model.nodes[i].attr.drop_prob > 0)
+            return 0;
+    return 1;
+}
+
+void dt_run_graphs_free(dt_run *r)
+{
+    for (int k = 0; k < 3; k++)
+        if (r->graph[k]) {
+            r->model.be->graph_destroy(r->graph[k]);
+            r->graph[k] = NULL;
+        }
+}
+
+/* segments segs (graph slot k) on n images: launched as a graph when graphs is set and the run has
+ * them, else issued */
+static int segment(dt_run *r, int k, unsigned segs, int n, int graphs)
+{
+    if (graphs && r->graphs) {
+        int failed;
+        int rc = run_graph(r, k, segs, n, &failed);
+        if (!failed)
+            return rc;
+        dt_warn("the training step could not be captured as a graph (the line above says why): running without "
+                "graphs");
+        r->graphs = 0;
+        dt_run_graphs_free(r);
+    }
+    return issue_segments(r, segs, n, 0);
+}
+
+/* the step's issued part on n images, in segments with the collectives between them; graphs: as
+ * graphs where the run has them */
+static int step_segments(dt_run *r, int n, dt_comm *comm, int graphs)
+{
+    if (!comm || comm->size < 2) /* no collective: one graph */
+        return segment(r, 0, SEG_A | SEG_B | SEG_C, n, graphs);
+    DT_TRY(segment(r, 0, SEG_A, n, graphs));
+    DT_TRY(dt_ddp_reduce(r->ddp));
+    DT_TRY(segment(r, 1, SEG_B, n, graphs));
+    DT_TRY(dt_amp_agree(comm, &r->model));
+    return segment(r, 2, SEG_C, n, graphs);
+}
+
 int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
 {
     const dt_train_cfg *cfg = r->cfg;
     float label_smoothing = (float)cfg->label_smoothing;
+    dt_comm *comm = r->device_comm ? r->device_comm : r->comm;
     int n;
-    /* the step's lr, number and this rank's stop signal into the model's scalars (an upload) */
-    dt_model_step_begin(&r->model, (float)lr, step, dt_run_local_signal());
+    /* the step's lr, number and this rank's stop signal into the model's host buffer */
+    dt_model_step_write(&r->model, (float)lr, step, dt_run_local_signal());
+    r->comm->step = step;
+    if (r->graphs) { /* one batch (no accumulation): the host part, then the graphs (a short batch: issued) */
+        int got = next_batch_host(r, sums, &n); /* x, y = next(loader) */
+        if (got <= 0)
+            return got;
+        sums->images += n;
+        sums->steps++;
+        DT_TRY(dt_ddp_before_forward(r->ddp));
+        int full = n == cfg->batch, warm = r->graph_warm >= 1;
+        if (full && !warm)
+            r->graph_warm++;
+        DT_TRY(step_segments(r, n, comm, full && warm));
+        step_outcome(r, dt_amp_finish(&r->amp.scaler, comm, &r->opt, &r->model));
+        return DT_OK;
+    }
+    dt_model_step_upload(&r->model);
     for (int micro = 0; micro < cfg->accum_steps; micro++) { /* gradient accumulation: sync after the last */
-        int got = next_batch(r, sums, &n);                  /* x, y = next(loader) */
+        int got = next_batch_host(r, sums, &n);             /* x, y = next(loader) */
         if (got < 0)
             return got;
         if (got == 0) /* the epoch's data ran out: the step ends with the batches it had */
             break;
+        next_batch_upload(r, n);
         DT_TRY(dt_ddp_before_forward(r->ddp));
         DT_TRY(dt_model_forward(&r->model, r->input, n)); /* out = model(x) */
         DT_TRY(dt_model_loss_async(&r->model, n, label_smoothing)); /* loss = criterion(out, y): on the backend */
@@ -166,9 +325,7 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
     /* scaler.step(optimizer); scaler.update(): skipped on every rank when any saw NaN or inf; the one
      * collective of the step (overflow and stop signal) and the one wait */
     const dt_scalars *out;
-    r->comm->step = step;
-    DT_TRY(dt_amp_step(&r->amp.scaler, r->device_comm ? r->device_comm : r->comm, &r->opt, &r->model,
-                       r->amp.master, &out));
+    DT_TRY(dt_amp_step(&r->amp.scaler, comm, &r->opt, &r->model, r->amp.master, &out));
     step_outcome(r, out);
     return DT_OK;
 }
@@ -196,7 +353,9 @@ int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
     double t0 = dt_seconds();
     dt_scalars acc = {.scale_f = 1};
     while ((rc = dt_loader_next(r->val_loader, &b)) == 1) {
-        upload_and_normalise(r, b->x, (int64_t)b->n * b->h * b->w * b->c);
+        const int64_t values = (int64_t)b->n * b->h * b->w * b->c;
+        stage_pixels(r, b->x, values);
+        upload_pixels(r, values);
         DT_TRY(dt_model_forward(&r->model, r->input, b->n));
         dt_model_get_logits(&r->model, b->n, r->logits);
         for (int i = 0; i < b->n; i++)

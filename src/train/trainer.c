@@ -56,6 +56,7 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->accum_steps = 1;
     cfg->comm_timeout = 600;
     cfg->max_nonfinite = 10;
+    cfg->graph = -1;
 }
 
 /* every rank's verdict on a start-up phase: the worst status wins (a rank that passed gets
@@ -142,7 +143,8 @@ static int connect_ranks(dt_run *r)
 static int build_model(dt_run *r)
 {
     const dt_train_cfg *cfg = r->cfg;
-    const dt_backend *be = &dt_backend_cpu;
+    /* --graph on the CPU: its backend with graphs (what CUDA's are, on the CPU: nothing is faster) */
+    const dt_backend *be = cfg->graph > 0 ? dt_cpu_graph_backend() : &dt_backend_cpu;
 #ifdef HAVE_CUDA
     if (cfg->cuda)
         be = &dt_backend_cuda;
@@ -243,6 +245,9 @@ static int start_ddp(dt_run *r)
         DT_TRY(dt_rundir_share_resumed(r));
     if (cfg->pretrained) /* O2's master copy of the weights rank 0 loaded */
         dt_amp_master_from_model(&r->amp, &r->model);
+    r->graphs = dt_run_graphs_wanted(r);
+    if (r->launch.rank == 0)
+        dt_debug("training steps %s", r->graphs ? "as graphs (captured at the second full batch)" : "issued op by op");
     /* the scaler (as set, or resumed) and the optimiser's step count where the step's ops read them */
     return dt_amp_put_state(&r->amp.scaler, r->opt.steps, &r->model);
 }
@@ -314,6 +319,8 @@ static void release(dt_run *r)
     dt_log_close_file();
     if (r->lock_fd >= 0)
         close(r->lock_fd);
+    if (r->have_model)
+        dt_run_graphs_free(r);
     dt_ddp_free(r->ddp);
     dt_loader_free(r->train_loader);
     dt_loader_free(r->val_loader);

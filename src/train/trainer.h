@@ -54,6 +54,7 @@ typedef struct dt_train_cfg {
     long max_nonfinite;         /* a static loss scale: stop after this many non-finite steps in a row (10) */
     double bucket_mb, first_bucket_mb;
     int no_overlap, sync_bn, accum_steps;
+    int graph;                  /* the step as graphs: 1 --graph, 0 --no-graph, -1 (default) on with --device cuda */
     double comm_timeout;
 } dt_train_cfg;
 

@@ -66,6 +66,9 @@ typedef struct dt_run {
     uint8_t *pixels;            /* one batch's uint8 pixels (the backend's memory), normalised into input */
     uint8_t *staging;           /* the host buffer they are uploaded from (the backend's host_alloc) */
     dt_event *upload_event;     /* after the last upload from staging */
+    int graphs;                 /* the step runs as graphs (step.c; dt_run_graphs_wanted) */
+    dt_graph *graph[3];         /* its graphs, captured at the second full batch */
+    int graph_warm;             /* full batches issued so far before the capture (one: warm-up) */
 
     char dir[4096];             /* results/<run id> (rank 0 writes) */
     int lock_fd;                /* rank 0: the run directory's lock (rundir.c), or -1 */
@@ -118,6 +121,10 @@ int dt_run_alloc_batch(dt_run *r);
  * r->diverged when the run cannot recover (said once, by rank 0); a stop signal the ranks agreed on
  * in the step's collective sets r->stopped_by. */
 int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums);
+/* 1 when the run's steps are to be graphs: --graph (or --device cuda without --no-graph), a backend
+ * with graphs, no gradient accumulation, no SyncBN (step.c, "a step as graphs") */
+int dt_run_graphs_wanted(const dt_run *r);
+void dt_run_graphs_free(dt_run *r);
 /* The epoch's loss and hits so far (*sums: zero, or a resumed epoch's) into the model's scalars,
  * where the steps add to them in order (so that a resumed epoch sums exactly as an uninterrupted
  * one); dt_run_sums_from_backend copies them back into *sums, *loss (may be NULL) the last batch's mean

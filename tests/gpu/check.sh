@@ -42,7 +42,7 @@
 #   - each stage's command line is printed and run as on the device, with overrides appended that
 #     make it fit a CPU (getopt takes the last value): ops_check --list, nccl_one (it must skip for
 #     want of a GPU), ops_check --quick --list, dtrain ... --device cpu --crop 32 -b 2 --max-steps 4
-#     -p 2, the PyTorch script ... --device cpu --size 32 -b 2 --warmup 1 --steps 2;
+#     -p 2 --graph (the CPU's graphs, so that the summary's graph line is read as on CUDA), the PyTorch script ... --device cpu --size 32 -b 2 --warmup 1 --steps 2;
 #   - the summary is made from those logs by the same tests/gpu/summary.py, which fails (one line
 #     naming the stage) when a stage's output is not in the format it reads;
 #   - the bundle's size is checked (tests/gpu/bundle.sh's limit).
@@ -357,7 +357,7 @@ SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanit
 if [ "$DRY" = 1 ]; then
     X_OPS=(--list)
     RUN_BATCH=2
-    X_DTRAIN=(--device cpu --crop 32 -b "$RUN_BATCH" --max-steps 4 -p 2 --threads 2)
+    X_DTRAIN=(--device cpu --crop 32 -b "$RUN_BATCH" --max-steps 4 -p 2 --threads 2 --graph)
     X_TORCH=(--device cpu --size 32 -b "$RUN_BATCH" --warmup 1 --steps 2)
     # PyTorch is not in the bundle (the GPU machine has its own): a python3 here that has it
     for py in ${DT_REHEARSAL_PYTHON:-} python3 /usr/bin/python3; do

@@ -120,6 +120,9 @@
  * 1e-5, 1e-3, 2e-3, wider (cuDNN's algorithms may round differently from oneDNN's). So at O2 the
  * model check finds gross errors (a missing loss scale, master weights not updated, a wrong
  * accumulate), while the fp16/bf16 rows above check each op closely.
+ * Then, per level, the step as a graph: 3 steps with step 1 captured and launched and step 2
+ * launched again must equal the same 3 steps issued on the same backend, bit for bit (ops_check
+ * keeps to deterministic algorithms); with --backend cpu, on the CPU's graph table.
  */
 #include "config.h"
 
@@ -2198,9 +2201,10 @@ static uint64_t MSEED; /* from --seed: the model's weights and batches */
 #define MCLASSES 10
 #define MLR 0.01f
 
+#define MSTEPS_MAX 3
 typedef struct trained {
-    double loss[2];
-    int skipped[2];
+    double loss[MSTEPS_MAX];
+    int skipped[MSTEPS_MAX];
     double scale;
     int tail_ok;     /* the smaller batch's forward and backward ran */
     long unplanned;  /* device allocations inside ops after planning (CUDA) */
@@ -2234,10 +2238,42 @@ static float *fetch_params(const dt_model *m, int buffers)
     return h;
 }
 
-/* two SGD steps (momentum, weight decay, label smoothing) at opt level `level` on fixed random
- * uint8 batches, then a forward and backward of a smaller batch (planned with the full one, as an
- * epoch's last); *m_out keeps the model's parameter table for the comparison */
-static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_model *m)
+/* the device part of one training step as dtrain issues it (train/step.c): the in scalars, pixels
+ * and labels uploaded from their host buffers (the pixels on the copy queue, the compute queue
+ * waiting for them), normalisation, forward, the loss, backward, the scaler's check, the optimiser and
+ * the download of the out scalars. Nothing here waits on the host: a capture keeps all of it. */
+typedef struct step_io {
+    dt_sgd *opt;
+    dt_amp *amp;
+    float *x;              /* the normalised batch */
+    uint8_t *u, *ud;       /* its uint8 pixels: the host buffer, the uploaded copy */
+    dt_event *up;          /* after the upload from u */
+    size_t nu;
+} step_io;
+
+static int issue_step(const dt_backend *be, dt_model *m, const step_io *io)
+{
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
+    dt_model_step_upload(m);
+    be->upload(io->ud, io->u, io->nu, DT_QUEUE_COPY);
+    be->event_record(io->up, DT_QUEUE_COPY);
+    be->event_wait(DT_QUEUE_COMPUTE, io->up);
+    be->normalize_u8((int64_t)io->nu, 3, io->ud, mean, sd, S32, io->x);
+    dt_model_labels_upload(m, MB);
+    if (dt_model_forward(m, io->x, MB) != DT_OK || dt_model_loss_async(m, MB, 0.1f) != DT_OK ||
+        dt_model_backward(m, MB, 0) != DT_OK)
+        return 0;
+    dt_amp_check(m);
+    dt_amp_update(io->opt, m, io->amp->master);
+    return 1;
+}
+
+/* `steps` SGD steps (momentum, weight decay, label smoothing) at opt level `level` on fixed random
+ * uint8 batches, as dtrain runs them; with graph, step 0 issued, step 1 captured as a graph and
+ * launched, the steps after it launched again (train/step.c's single-rank path: be needs graphs).
+ * Without graph, then a forward and backward of a smaller batch (planned with the full one, as an
+ * epoch's last). *m keeps the model's parameter table for the comparison. */
+static int train_steps(const dt_backend *be, int level, int bf16, int steps, int graph, trained *t, dt_model *m)
 {
     dt_sgd opt;
     dt_amp amp;
@@ -2257,36 +2293,50 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     const long unplanned0 = dt_cuda_unplanned_allocs();
     t->weights0 = fetch_params(m, 0);
     t->buffers0 = fetch_params(m, 1);
-    const size_t nu = (size_t)MB * MS * MS * 3;
-    float *x = be->mem_alloc(nu * sizeof(float));
-    uint8_t *u = be->host_alloc(nu), *ud = be->mem_alloc(nu); /* the host buffer, the uploaded copy */
+    step_io io = {.opt = &opt, .amp = &amp, .nu = (size_t)MB * MS * MS * 3};
+    io.x = be->mem_alloc(io.nu * sizeof(float));
+    io.u = be->host_alloc(io.nu);
+    io.ud = be->mem_alloc(io.nu);
+    io.up = be->event_create();
     int32_t *y = malloc((size_t)MB * sizeof(int32_t));
-    dt_event *up = be->event_create();
-    if (!x || !u || !ud || !y || !up)
+    if (!io.x || !io.u || !io.ud || !y || !io.up)
         exit(1);
-    const float mean[3] = {0.485f, 0.456f, 0.406f}, sd[3] = {0.229f, 0.224f, 0.225f};
-    dt_rng g;
-    dt_rng_seed(&g, MSEED, 1);
-    for (int s = 0; ok && s < 2; s++) { /* a step as dtrain runs it (train/step.c) */
-        dt_model_step_begin(m, MLR, s, 0);
-        be->event_sync(up);
-        for (size_t i = 0; i < nu; i++)
-            u[i] = (uint8_t)dt_rng_below(&g, 256);
+    dt_graph *g = NULL;
+    dt_rng r;
+    dt_rng_seed(&r, MSEED, 1);
+    for (int s = 0; ok && s < steps; s++) {
+        /* the host part: the in scalars, the batch into the host buffers (once the last upload from
+         * them is done) */
+        dt_model_step_write(m, MLR, s, 0);
+        be->event_sync(io.up);
+        for (size_t i = 0; i < io.nu; i++)
+            io.u[i] = (uint8_t)dt_rng_below(&r, 256);
         for (int i = 0; i < MB; i++)
-            y[i] = (int32_t)dt_rng_below(&g, MCLASSES);
-        be->upload(ud, u, nu, DT_QUEUE_COPY);
-        be->event_record(up, DT_QUEUE_COPY);
-        be->event_wait(DT_QUEUE_COMPUTE, up);
-        be->normalize_u8((int64_t)nu, 3, ud, mean, sd, S32, x);
-        const dt_scalars *out = NULL;
-        ok = dt_model_upload_labels(m, y, MB) == DT_OK && dt_model_forward(m, x, MB) == DT_OK &&
-             dt_model_loss_async(m, MB, 0.1f) == DT_OK && dt_model_backward(m, MB, 0) == DT_OK &&
-             dt_amp_step(&amp.scaler, NULL, &opt, m, amp.master, &out) == DT_OK;
+            y[i] = (int32_t)dt_rng_below(&r, MCLASSES);
+        ok = dt_model_write_labels(m, y, MB) == DT_OK;
+        if (ok && (!graph || s == 0)) {
+            ok = issue_step(be, m, &io);
+        } else if (ok && !g) {
+            ok = be->graph_begin() == DT_OK;
+            int issued = ok && issue_step(be, m, &io);
+            g = ok ? be->graph_end() : NULL;
+            ok = issued && g;
+            if (ok)
+                be->graph_launch(g);
+        } else if (ok) {
+            be->graph_launch(g);
+            dt_model_host_step(m); /* what forward and backward count on the host */
+        }
+        if (!ok)
+            break;
+        const dt_scalars *out = dt_amp_finish(&amp.scaler, NULL, &opt, m);
         dt_scalars sc;
-        ok = ok && dt_model_get_scalars(m, &sc) == DT_OK; /* the step's loss (a check may read it) */
+        ok = dt_model_get_scalars(m, &sc) == DT_OK; /* the step's loss (a check may read it) */
         t->loss[s] = sc.loss;
         t->skipped[s] = out ? out->skipped : -1;
     }
+    if (g)
+        be->graph_destroy(g);
     t->nw = m->n_weights;
     t->nb = m->n_buffers;
     t->scale = amp.scaler.scale;
@@ -2295,19 +2345,30 @@ static int train2(const dt_backend *be, int level, int bf16, trained *t, dt_mode
     t->momentum = fetch(be, opt.momentum_buf, m->n_weights);
     t->master = amp.master ? fetch(be, amp.master, m->n_weights) : NULL;
     double tail_loss = 0;
-    t->tail_ok = ok && dt_model_forward(m, x, tail) == DT_OK &&
+    t->tail_ok = ok && !graph && dt_model_forward(m, io.x, tail) == DT_OK &&
                  dt_model_loss(m, y, tail, 0.1f, &tail_loss) == DT_OK && dt_model_backward(m, tail, 0) == DT_OK;
     drain(be);
     t->unplanned = dt_cuda_unplanned_allocs() - unplanned0;
-    be->event_sync(up);
-    be->event_destroy(up);
-    be->mem_free(x);
-    be->mem_free(ud);
-    be->host_free(u);
+    be->event_sync(io.up);
+    be->event_destroy(io.up);
+    be->mem_free(io.x);
+    be->mem_free(io.ud);
+    be->host_free(io.u);
     free(y);
     dt_sgd_free(&opt);
     dt_amp_free(&amp);
     return ok;
+}
+
+/* floats of a and b (n each; both NULL: none) whose bits differ */
+static int64_t bits_differ(const float *a, const float *b, int64_t n)
+{
+    if (!a || !b)
+        return a != b ? n : 0;
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return d;
 }
 
 static void drop_trained(trained *t)
@@ -2369,6 +2430,48 @@ static void cmp_tensors(const char *what, const char *level, const dt_model *m, 
     n_failed += !pass;
 }
 
+/* The step as a graph (train/step.c): 3 steps with step 1 captured and launched and step 2 launched
+ * again equal the same 3 steps issued, on the backend under test (the CPU's: its graph table),
+ * bit for bit: the losses and skips of every step, weights, BN statistics, momentum, O2's master
+ * weights and the loss scale. ops_check keeps to deterministic algorithms, so a launch runs what
+ * issuing runs; what changes between steps (the lr's step, the batch) must travel through memory. */
+static void test_model_graph(int level, int bf16, const char *name)
+{
+    const dt_backend *be = DEV->graph_begin ? DEV : DEV == &dt_backend_cpu ? dt_cpu_graph_backend() : DEV;
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s b%d, 3 steps: 1 captured, 2 launched", MARCH, MB);
+    if (LIST) {
+        list_row("model steps as a graph = issued", name, shape);
+        return;
+    }
+    if (!be->graph_begin) {
+        row("model steps as a graph = issued", name, "the backend has no graphs", 0, 0, M_EXACT, 0, 0);
+        return;
+    }
+    trained a, b;
+    dt_model ma, mb;
+    int ok_a = train_steps(be, level, bf16, 3, 0, &a, &ma), ok_b = train_steps(be, level, bf16, 3, 1, &b, &mb);
+    int ok = ok_a && ok_b;
+    int64_t d = 0;
+    if (ok) {
+        for (int s = 0; s < 3; s++)
+            d += memcmp(&a.loss[s], &b.loss[s], sizeof(double)) != 0 || a.skipped[s] != b.skipped[s];
+        d += bits_differ(a.weights, b.weights, a.nw) + bits_differ(a.momentum, b.momentum, a.nw) +
+             bits_differ(a.master, b.master, a.nw) + bits_differ(a.buffers, b.buffers, a.nb) +
+             (memcmp(&a.scale, &b.scale, sizeof(double)) != 0);
+        if (d)
+            printf("      %lld values differ; losses %.9g %.9g %.9g (issued) vs %.9g %.9g %.9g (graph)\n", (long long)d,
+                   a.loss[0], a.loss[1], a.loss[2], b.loss[0], b.loss[1], b.loss[2]);
+    } else {
+        printf("      the steps did not run%s\n", DEV == &dt_backend_cuda ? " (DT_LOG_LEVEL=debug: the capture's error)" : "");
+    }
+    row("model steps as a graph = issued", name, shape, (double)d, (double)d, M_EXACT, 0, ok && d == 0);
+    drop_trained(&a);
+    drop_trained(&b);
+    dt_model_free(&ma);
+    dt_model_free(&mb);
+}
+
 static void test_model(void)
 {
     if (!want_test("model"))
@@ -2386,8 +2489,8 @@ static void test_model(void)
     for (size_t k = 0; k < sizeof L / sizeof L[0]; k++) {
         trained a, b;
         dt_model ma, mb;
-        int ok_a = train2(CREF, L[k].level, L[k].bf16, &a, &ma);
-        int ok_b = train2(DEV, L[k].level, L[k].bf16, &b, &mb);
+        int ok_a = train_steps(CREF, L[k].level, L[k].bf16, 2, 0, &a, &ma);
+        int ok_b = train_steps(DEV, L[k].level, L[k].bf16, 2, 0, &b, &mb);
         char shape[96];
         snprintf(shape, sizeof shape, "%s b%d %dx%d, 2 steps", MARCH, MB, MS, MS);
         row("model training runs", L[k].name, shape, 0, 0, M_EXACT, 0, ok_a && ok_b);
@@ -2431,6 +2534,7 @@ static void test_model(void)
         drop_trained(&b);
         dt_model_free(&ma);
         dt_model_free(&mb);
+        test_model_graph(L[k].level, L[k].bf16, L[k].name);
     }
 }
 

@@ -8,9 +8,9 @@
 # 2. tests/gpu/check.sh --dry-run BUILD_DIR: every stage as on the device but the GPU (see check.sh);
 #    it must end "rehearsal: passed";
 # 3. the same bundle less one library (lib/fallback/libgomp.so.1): the rehearsal must fail, naming it;
-# 4. the logs of 2, with one stage's output format changed at a time (dtrain's progress lines, the
-#    PyTorch script's RESULT line, ops_check's last line): tests/gpu/summary.py must fail, naming
-#    the stage;
+# 4. the logs of 2, with one stage's output format changed at a time (dtrain's progress lines and
+#    the line saying its step was captured as graphs, the PyTorch script's RESULT line, ops_check's
+#    last line): tests/gpu/summary.py must fail, naming the stage;
 # 5. check.sh in device mode, here: each stage fails or skips at once for want of a GPU, and what it
 #    leaves for the device tool to bring back is at most 8 files (the tool's limit), summary.txt
 #    among them.
@@ -74,6 +74,8 @@ format_change() { # format_change STAGE SED-EXPRESSION: summary.py must fail nam
 check "summary.py fails when dtrain's progress lines change (img/s -> images/s)" \
     format_change dtrain-O2 's| img/s | images/s |'
 check "summary.py fails when the PyTorch script's RESULT line loses img_s" format_change torch-fp16 's| img_s=[^ ]*||'
+check "summary.py fails when dtrain's graph line changes (captured as graphs -> captured)" \
+    format_change dtrain-O0 's|captured as graphs|captured|'
 check "summary.py fails when ops_check's last line changes" format_change ops_check 's|^ops_check: \([0-9]*\) rows|ops_check: \1 checks|'
 check "summary.py reads the unchanged logs without complaint" \
     python3 tests/gpu/summary.py --mode rehearsal --logs "$WORK/good" --batch 256 --run-batch 2

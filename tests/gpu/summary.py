@@ -21,6 +21,9 @@ PROGRESS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\S* .*\binfo: ep
                       r"([\d.]+) img/s\b")
 # the CUDA backend's line per planned convolution shape (src/nn/cuda/conv_cudnn.c)
 SEARCH = re.compile(r"cuDNN conv (.*?): search ([\d.]+) s")
+# train/step.c: the step captured as graphs, or a capture that failed and the run went on without
+GRAPHS = re.compile(r"step (\d+): the training step captured as graphs")
+NO_GRAPHS = re.compile(r"could not be captured as a graph")
 # bench/torch_gpu_resnet50.py's last line
 RESULT_KEYS = ("precision", "batch", "steps", "input", "img_s", "peak_alloc_mib", "torch", "device")
 # tests/gpu/ops_check.c: the last line of a run, and of --list
@@ -91,6 +94,23 @@ def dtrain_speed(s, name, batch):
         (t1, s1, _, _), (t2, s2, loss, _) = pts[0], pts[-1]
         return (s2 - s1) * batch / (t2 - t1), "%d-%d" % (s1, s2), loss, searches
     return None, None, pts[-1][2] if pts else None, searches
+
+
+def graphs_note(s, name, dry):
+    """whether dtrain's steps ran as graphs, as its log says (the rehearsal runs with --graph: there
+    a run that ended well must say so)"""
+    text = s.text(name)
+    if NO_GRAPHS.search(text):
+        return "%s: steps ran WITHOUT graphs, the capture failed: %s" % (name, s.last_error(name))
+    m = GRAPHS.search(text)
+    if m:
+        return "%s: steps as graphs from step %s" % (name, m.group(1))
+    if s.st.get(name, {}).get("rc") == 0:
+        if dry:
+            bad_format(name, "dtrain --graph ended well but printed no 'step N: the training step captured as "
+                       "graphs' line")
+        return "%s: steps issued op by op (no graph line)" % name
+    return "%s: no graph line (the run failed)" % name
 
 
 def torch_result(s, name):
@@ -210,6 +230,8 @@ def main():
             notes.append("%s: the loss is %s" % (d, loss))
         if dv is None:
             notes.append("%s: %s %s" % (d, s.verdict(d), s.last_error(d)))
+        if s.ran(d):
+            notes.append(graphs_note(s, d, dry))
         if tv is None:
             notes.append("%s: %s %s" % (t, s.verdict(t), s.last_error(t)))
         if tr and tr.get("input") != "host":

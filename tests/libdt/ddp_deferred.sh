@@ -4,10 +4,7 @@
 # overlap, without, with accumulation, and at O2 with fp16 gradients (the device wire's copies against
 # the host's packing); with the backend's event waits ignored, different.
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
-MPIRUN="mpirun --oversubscribe -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+use_mpirun
 expect_status 0 timeout 300 $MPIRUN -np 2 "$top_builddir/tests/libdt/ddp_deferred"
 cat "$DT_TMP/out"
 [ "$(grep -c "equal the CPU backend's: as they must" "$DT_TMP/out")" -eq 5 ] ||

@@ -5,10 +5,7 @@
 # SyncBN with BN in training mode, whose batch statistics are then the whole batch's (weights and
 # running statistics compared). tests/libdt/ddp_check.c says how.
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
-MPIRUN="mpirun --oversubscribe -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+use_mpirun
 expect_status 0 timeout 300 $MPIRUN -np 4 "$top_builddir/tests/libdt/ddp_check" resnet8 4
 cat "$DT_TMP/out"
 [ "$(grep -c "replicas identical yes" "$DT_TMP/out")" -eq 7 ] || fail "not every setting gave identical replicas"

@@ -5,10 +5,7 @@
 # broadcast of buffers, gradient buckets with and without overlap, accumulation, sync_buffers).
 # tests/libdt/ddp_order.c records both with wrappers over the MPI communicator and the CPU backend.
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
-MPIRUN="mpirun --oversubscribe -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+use_mpirun
 expect_status 0 timeout 300 $MPIRUN -np 2 "$top_builddir/tests/libdt/ddp_order"
 cat "$DT_TMP/out"
 grep -q "without a sync, is caught: yes; with one, passes: yes; a collective from an unbound thread is caught: yes" \

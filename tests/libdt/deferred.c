@@ -1,10 +1,10 @@
-/* deferred.c: the deferred test backend (deferred.h). Every op of nn/backend.h's list gets a job
- * type holding its arguments (from DT_OPS_TYPED: each parameter's type and name), a function that
- * runs dt_backend_cpu's op on them, and the table member that queues the job (or, for an op with a
- * result, waits for the compute queue and runs it at once). */
+/* deferred.c: the deferred test backend (deferred.h). Every op of nn/backend.h's list is kept as a
+ * job of dt_backend_cpu's op (nn/jobs.h) and queued by the table's member (an op with a result
+ * waits for the compute queue and runs at once). */
 #include "config.h"
 
 #include "deferred.h"
+#include "nn/jobs.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -13,25 +13,7 @@
 
 #define CPU dt_backend_cpu
 
-typedef struct job job;
-struct job {
-    void (*run)(job *j);
-    job *next;
-    union { /* the descriptor the op reads, copied when queued */
-        dt_conv_desc conv;
-        dt_bn_desc bn;
-        dt_pool_desc pool;
-    } desc;
-    void *owned; /* freed after the job ran (normalize_u8's copies of its host arrays) */
-};
-
-/* record and replay (deferred.h): the ops kept while recording */
-static struct {
-    int active;   /* this process uses the replay backend: ops run at once */
-    int on;       /* recording now */
-    job *head, *tail;
-    size_t kept;
-} rec;
+typedef dt_job job; /* nn/jobs.h: an op call kept with its arguments */
 
 static struct {
     pthread_mutex_t mu;
@@ -53,8 +35,6 @@ static void pause_us(unsigned us)
     nanosleep(&t, NULL);
 }
 
-static void job_free(job *j);
-
 static void *worker(void *arg)
 {
     const int k = (int)(intptr_t)arg;
@@ -65,7 +45,7 @@ static void *worker(void *arg)
         job *j = q.head[k];
         pthread_mutex_unlock(&q.mu);
         pause_us(q.delay_us);
-        j->run(j);
+        dt_job_run(j);
         pthread_mutex_lock(&q.mu);
         q.head[k] = j->next;
         if (!q.head[k])
@@ -73,7 +53,7 @@ static void *worker(void *arg)
         q.done[k]++;
         q.ran++;
         pthread_cond_broadcast(&q.cv);
-        job_free(j);
+        dt_job_free(j);
     }
     return NULL;
 }
@@ -109,36 +89,10 @@ static void drain(int k)
     wait_done(k, upto);
 }
 
-/* the replay backend's: j joins the recording */
-static void keep(job *j)
-{
-    j->next = NULL;
-    if (rec.tail)
-        rec.tail->next = j;
-    else
-        rec.head = j;
-    rec.tail = j;
-    rec.kept++;
-}
-
-static void job_free(job *j)
-{
-    free(j->owned);
-    free(j);
-}
-
-/* an op with no result: queued on queue k (deferred), or run at once and kept while recording (replay) */
+/* an op with no result: queued on queue k */
 static void submit_to(job *j, int k)
 {
-    if (!rec.active) {
-        enqueue(k, j);
-        return;
-    }
-    j->run(j);
-    if (rec.on)
-        keep(j);
-    else
-        job_free(j);
+    enqueue(k, j);
 }
 
 static void submit(job *j)
@@ -146,130 +100,29 @@ static void submit(job *j)
     submit_to(j, DT_QUEUE_COMPUTE);
 }
 
-static void *job_new(size_t bytes, void (*run)(job *))
-{
-    job *j = calloc(1, bytes);
-    if (!j)
-        abort();
-    j->run = run;
-    return j;
-}
-
-/* a descriptor argument points at the job's copy; any other argument stays as it is */
-static void keep_conv(job *j, void *slot)
-{
-    const dt_conv_desc **p = slot;
-    j->desc.conv = **p;
-    *p = &j->desc.conv;
-}
-static void keep_bn(job *j, void *slot)
-{
-    const dt_bn_desc **p = slot;
-    j->desc.bn = **p;
-    *p = &j->desc.bn;
-}
-static void keep_pool(job *j, void *slot)
-{
-    const dt_pool_desc **p = slot;
-    j->desc.pool = **p;
-    *p = &j->desc.pool;
-}
-static void keep_value(job *j, void *slot)
-{
-    (void)j;
-    (void)slot;
-}
-
 /* --- the ops ------------------------------------------------------------------------------------
- * For op `name`: struct job_name (the job and its arguments), run_name (dt_backend_cpu's op on them)
- * and def_name (the member: queues the job, or waits and runs an op with a result at once). */
-#define MEMBER_(type, name) type name;
-#define STORE_(type, name) j->a.name = name;
-#define KEEP_(type, name)                                                                                     \
-    _Generic(j->a.name, const dt_conv_desc *: keep_conv, const dt_bn_desc *: keep_bn,                         \
-             const dt_pool_desc *: keep_pool, default: keep_value)(&j->hdr, (void *)&j->a.name);
-#define STORED_(type, name) j->a.name
-#define JOB_(name, ...)                                                                                       \
-    struct job_##name *j = job_new(sizeof *j, run_##name);                                                    \
-    DT_PP_MAP_(STORE_, DT_PP_NOTHING_, __VA_ARGS__)                                                           \
-    DT_PP_MAP_(KEEP_, DT_PP_NOTHING_, __VA_ARGS__)
-#define QUEUED_void(name, ...)                                                                                \
-    JOB_(name, __VA_ARGS__)                                                                                   \
-    submit(&j->hdr);
-/* an op with a result: at once (after the queue); recorded too, its result then unused on replay */
-#define AT_ONCE_(name, ...)                                                                                   \
-    if (rec.active && rec.on) {                                                                               \
-        JOB_(name, __VA_ARGS__)                                                                               \
-        keep(&j->hdr);                                                                                        \
-    }                                                                                                         \
+ * For op `name`, def_name (the member): queues dt_job_name (nn/jobs.h) on the compute queue, or, for
+ * an op with a result, waits for the compute queue and runs it at once. */
+#define QUEUED_void(name, params, args) submit(dt_job_##name(&CPU, DT_PP_UNPAREN_ args));
+#define AT_ONCE_(name, params, args)                                                                          \
     drain(DT_QUEUE_COMPUTE);                                                                                  \
-    return CPU.name(DT_PP_MAP_(DT_PP_NAME_, DT_PP_COMMA_, __VA_ARGS__));
+    return CPU.name(DT_PP_UNPAREN_ args);
 #define QUEUED_int AT_ONCE_
 #define QUEUED_double AT_ONCE_
 #define QUEUED_size_t AT_ONCE_
-#define DEFER(name, ret, ...)                                                                                 \
-    struct job_##name {                                                                                       \
-        job hdr;                                                                                              \
-        struct {                                                                                              \
-            DT_PP_MAP_(MEMBER_, DT_PP_NOTHING_, __VA_ARGS__)                                                  \
-        } a;                                                                                                  \
-    };                                                                                                        \
-    static inline void run_##name(job *h)                                                                     \
+#define DEFER(name, ret, params, args)                                                                        \
+    static ret def_##name params                                                                              \
     {                                                                                                         \
-        struct job_##name *j = (struct job_##name *)(void *)h;                                                \
-        (void)CPU.name(DT_PP_MAP_(STORED_, DT_PP_COMMA_, __VA_ARGS__));                                       \
-    }                                                                                                         \
-    static inline ret def_##name(DT_PP_MAP_(DT_PP_DECL_, DT_PP_COMMA_, __VA_ARGS__))                          \
-    {                                                                                                         \
-        QUEUED_##ret(name, __VA_ARGS__)                                                                       \
+        QUEUED_##ret(name, params, args)                                                                      \
     }
-DT_OPS_TYPED(DEFER)
+DT_OPS(DEFER)
 #undef DEFER
 
-/* normalize_u8 reads host arrays when issued: copies of them go with the job */
-static void def_normalize_u8_copied(int64_t n, int c, const uint8_t *u, const float *mean_host, const float *std_host,
-                                    dt_dtype t, void *x)
-{
-    struct job_normalize_u8 *j = job_new(sizeof *j, run_normalize_u8);
-    float *own = malloc(2 * (size_t)c * sizeof(float));
-    if (!own)
-        abort();
-    memcpy(own, mean_host, (size_t)c * sizeof(float));
-    memcpy(own + c, std_host, (size_t)c * sizeof(float));
-    j->hdr.owned = own;
-    j->a.n = n;
-    j->a.c = c;
-    j->a.u = u;
-    j->a.mean_host = own;
-    j->a.std_host = own + c;
-    j->a.t = t;
-    j->a.x = x;
-    submit(&j->hdr);
-}
-
 /* upload and download: a copy job on the queue they name, reading its source when it runs (the host
- * keeps the host buffer until an event after the copy); recorded and replayed like an op, so a
- * replayed step takes what the host put in the buffer since, as a captured graph's copy does */
-struct job_copy {
-    job hdr;
-    void *dst;
-    const void *src;
-    size_t bytes;
-};
-
-static void run_copy(job *h)
-{
-    struct job_copy *j = (struct job_copy *)(void *)h;
-    memcpy(j->dst, j->src, j->bytes);
-}
-
+ * keeps the host buffer until an event after the copy) */
 static void def_copy_queued(void *dst, const void *src, size_t bytes, int queue)
 {
-    struct job_copy *j = job_new(sizeof *j, run_copy);
-    j->dst = dst;
-    j->src = src;
-    j->bytes = bytes;
-    submit_to(&j->hdr, queue);
+    submit_to(dt_job_copy(dst, src, bytes), queue);
 }
 
 /* --- memory: ordered after the compute queue, complete on return ------------------------------- */
@@ -340,9 +193,10 @@ static void run_wait(job *h)
 
 static void def_event_wait(int queue, dt_event *e)
 {
-    if (rec.active) /* the replay backend runs everything at once: nothing to wait for */
-        return;
-    struct job_wait *j = job_new(sizeof *j, run_wait);
+    struct job_wait *j = calloc(1, sizeof *j);
+    if (!j)
+        abort();
+    j->hdr.run = run_wait;
     pthread_mutex_lock(&q.mu);
     j->e = *e;
     pthread_mutex_unlock(&q.mu);
@@ -350,18 +204,17 @@ static void def_event_wait(int queue, dt_event *e)
 }
 
 /* --- the table -------------------------------------------------------------------------------------- */
-static dt_backend deferred, replaying;
+static dt_backend deferred;
 
 /* t: dt_backend_cpu with every member that runs an op, moves memory or orders them replaced */
-static void make_table(dt_backend *t, const char *name, int host_memory)
+static void make_table(dt_backend *t)
 {
     *t = CPU;
-    t->name = name;
-    t->host_memory = host_memory;
+    t->name = "cpu-deferred";
+    t->host_memory = 0; /* code takes a device backend's paths */
 #define SET(name, ret, params, args) t->name = def_##name;
     DT_OPS(SET)
 #undef SET
-    t->normalize_u8 = def_normalize_u8_copied;
     t->mem_put = def_mem_put;
     t->mem_get = def_mem_get;
     t->upload = def_copy_queued;
@@ -384,7 +237,7 @@ const dt_backend *dt_deferred_backend(unsigned delay_us, int ignore_events)
     q.started = 1;
     pthread_mutex_unlock(&q.mu);
     if (start) {
-        make_table(&deferred, "cpu-deferred", 0);
+        make_table(&deferred);
         for (int k = 0; k < DT_QUEUES; k++)
             if (pthread_create(&q.thread[k], NULL, worker, (void *)(intptr_t)k) != 0)
                 abort();
@@ -398,34 +251,4 @@ uint64_t dt_deferred_ops_run(void)
     uint64_t n = q.ran;
     pthread_mutex_unlock(&q.mu);
     return n;
-}
-
-const dt_backend *dt_replay_backend(void)
-{
-    if (!rec.active) {
-        make_table(&replaying, "cpu-replay", 1);
-        rec.active = 1;
-    }
-    return &replaying;
-}
-
-void dt_replay_record(int on)
-{
-    if (on) { /* a new recording */
-        while (rec.head) {
-            job *j = rec.head;
-            rec.head = j->next;
-            job_free(j);
-        }
-        rec.tail = NULL;
-        rec.kept = 0;
-    }
-    rec.on = on;
-}
-
-size_t dt_replay_run(void)
-{
-    for (job *j = rec.head; j; j = j->next)
-        j->run(j);
-    return rec.kept;
 }

@@ -4,10 +4,7 @@
 # pkg-config; and a rank that never arrives makes the others fail within the timeout, naming the
 # operation and the step, instead of hanging.
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
-MPIRUN="mpirun --oversubscribe -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+use_mpirun
 
 # install into a private prefix and build the example with pkg-config, as a user would
 make -C "$top_builddir" install DESTDIR="$DT_TMP/inst" >/dev/null 2>&1 || fail "make install failed"

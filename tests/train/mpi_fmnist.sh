@@ -3,13 +3,8 @@
 # for one epoch (468 steps of 2 x 64 images, cosine): the validation set is counted once over the ranks (10000
 # images) and top-1 passes 75% (measured here: 82.8%).
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
-src=/usr/share/datasets/fashion-mnist
-[ -f "$src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $src (Debian: dataset-fashion-mnist)"
-MPIRUN="mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
+use_mpirun --bind-to none
+fmnist_packed "$DT_TMP/fm"
 expect_status 0 timeout 600 $MPIRUN -np 2 "$top_builddir/dtrain" -a resnet8 -b 64 -j 1 --epochs 1 \
   --lr 0.4 --lr-schedule cosine --wd 5e-4 -p 100 --results "$DT_TMP/res" "$DT_TMP/fm"
 grep -E "info: (epoch|done|resnet8)" "$DT_TMP/err"

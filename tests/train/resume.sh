@@ -8,15 +8,10 @@
 # architecture is refused in one line (exit 2), and a stale temporary file from a killed writer does
 # not stop --resume auto from finding the real one.
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
+use_mpirun --bind-to none
 py=${DT_PYTHON_TORCH:-}
 [ -n "$py" ] && "$py" -c 'import h5py, numpy' 2>/dev/null || skip "no Python with h5py (Debian: python3-h5py)"
-src=/usr/share/datasets/fashion-mnist
-[ -f "$src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $src (Debian: dataset-fashion-mnist)"
-MPIRUN="mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
-expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
+fmnist_packed "$DT_TMP/fm"
 # scaler_of NAME: the loss scale (stored as the double's bits) and the clean-step count in NAME's checkpoint
 scaler_of() {
   "$py" -c 'import glob, struct, sys, h5py
@@ -27,33 +22,8 @@ run() { expect_status 0 timeout 600 $MPIRUN -np 2 "$top_builddir/dtrain" -a resn
   --lr-schedule cosine --wd 5e-4 -p 0 --deterministic "$@" "$DT_TMP/fm"; }
 # same NAME_A NAME_B: the final checkpoints and the epoch lines of metrics.jsonl are equal
 same() {
-  "$py" - "$DT_TMP" "$1" "$2" <<'PY' || fail "the resumed run ($2) differs from the straight one ($1)"
-import glob, json, sys, h5py, numpy as np
-d, na, nb = sys.argv[1:]
-a = h5py.File(glob.glob("%s/%s/*/checkpoint.h5" % (d, na))[0], "r")
-b = h5py.File(glob.glob("%s/%s/*/checkpoint.h5" % (d, nb))[0], "r")
-for k in ("epoch", "step", "global_step", "model_step"):
-    assert a.attrs[k] == b.attrs[k], "%s: %s vs %s" % (k, a.attrs[k], b.attrs[k])
-bad = [k for k in a["model"] if not np.array_equal(a["model"][k][()], b["model"][k][()])]
-assert not bad, "tensors differ: %s" % bad[:5]
-assert np.array_equal(a["optimizer/momentum"][()], b["optimizer/momentum"][()]), "momentum differs"
-assert ("amp" in a) == ("amp" in b)
-if "amp" in a:
-    assert np.array_equal(a["amp/master"][()], b["amp/master"][()]), "master weights differ"
-sa, sb = dict(a["scaler"].attrs), dict(b["scaler"].attrs)
-assert sa.keys() == sb.keys() and all(np.array_equal(sa[k], sb[k]) for k in sa), "scaler: %s vs %s" % (sa, sb)
-def epochs(n):
-    lines = [json.loads(l) for f in glob.glob("%s/%s/*/metrics.jsonl" % (d, n)) for l in open(f)]
-    return [l for l in lines if l["kind"] == "epoch"]
-ea, eb = epochs(na), epochs(nb)
-assert [l["epoch"] for l in ea] == [l["epoch"] for l in eb], "epochs logged: %s vs %s" % (ea, eb)
-keys = ("step", "lr", "train_loss", "train_top1", "train_top5", "val_loss", "val_top1", "val_top5", "loss_scale", "overflows")
-for la, lb in zip(ea, eb):
-    diff = [k for k in keys if la[k] != lb[k]]
-    assert not diff, "epoch %d: %s" % (la["epoch"], ["%s %r vs %r" % (k, la[k], lb[k]) for k in diff])
-print("%s = %s: %d tensors, momentum%s, scaler and %d epoch lines bit for bit, step %d" % (
-    na, nb, len(a["model"]), ", master weights" if "amp" in a else "", len(ea), a.attrs["global_step"]))
-PY
+  "$py" "$top_srcdir/tests/train/same_run.py" "$DT_TMP" "$1" "$2" ||
+    fail "the resumed run ($2) differs from the straight one ($1)"
 }
 run --epochs 2 --results "$DT_TMP/a"
 run --epochs 2 --results "$DT_TMP/b" --max-steps 300

@@ -10,10 +10,7 @@
 # naming the ranks and the option, and create no run directory; the same options train 2 steps.
 . "$top_srcdir/tests/common.sh"
 . "$top_srcdir/tests/data/common.sh"
-[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin)"
-command -v mpirun >/dev/null || skip "no mpirun (Debian: openmpi-bin)"
-MPIRUN="mpirun --oversubscribe --bind-to none -x OMP_NUM_THREADS=1"
-[ "$(id -u)" -eq 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"
+use_mpirun --bind-to none
 pids="$DT_TMP/pids" # every rank's pid (the wrapper's, which becomes dtrain's or strace's)
 : >"$pids"
 cleanup() { # a rank left stopped or hanging by a failed check: woken and ended, by its pid

@@ -1,25 +1,26 @@
-/* test_replay.c: one training step recorded and replayed, as a CUDA graph would be (op table v2:
- * "everything planned, nothing lazy", and the step's numbers on the device).
+/* test_replay.c: one training step captured as a graph and launched again, as a CUDA graph is (op
+ * table v2: "everything planned, nothing lazy", and the step's numbers on the device).
  *
  * resnet8 trains at O1 (real fp16 storage, the dynamic loss scaler growing every 2 clean steps) on
- * the record-and-replay backend (tests/libdt/deferred.h) as dtrain runs a step: the step's lr (a
- * schedule that changes every step), number and signal uploaded from the model's host buffer, the
- * batch's pixels and labels uploaded from host buffers, normalised, forward, the loss, backward,
- * the scaler's step and the download of its results. Step 0 runs normally, step 1 runs while
- * every op and copy is recorded with its pointers and arguments, and steps 2.. only write their
- * host buffers (lr, pixels, labels) and replay the recording. The same steps on the CPU backend, run
- * normally, must leave the same weights, BN statistics, momentum, gradients, logits and step scalars
- * (loss, hits, loss scale) after every step, bit for bit: the step's op sequence, its memory and its
- * scratch are the same from step to step, and what changes between steps travels through memory.
- * Then the property is broken on purpose: a replay whose host does not write the step's in scalars
- * (its lr) keeps the recorded learning rate, and must differ. */
+ * dt_cpu_graph_backend (nn/cpu/capture.c: while capturing, ops are kept and not run; a launch runs
+ * them) as dtrain runs a step: the step's lr (a schedule that changes every step), number and signal
+ * uploaded from the model's host buffer, the batch's pixels and labels uploaded from host buffers,
+ * normalised, forward, the loss, backward, the scaler's step and the download of its results. Step 0
+ * runs as issued; step 1's host writes its buffers, then everything from the uploads to the download
+ * is captured (nothing of it runs: the capture would abort on a host wait or an allocation) and
+ * launched; steps 2.. only write their host buffers (lr, pixels, labels) and launch the graph. The
+ * same steps on the CPU backend, run as issued, must leave the same weights, BN statistics,
+ * momentum, gradients, logits and step scalars (loss, hits, loss scale) after every step, bit for
+ * bit: the step's op sequence, its memory and its scratch are the same from step to step, and what
+ * changes between steps travels through memory. Then the property is broken on purpose: a launch
+ * whose host does not write the step's in scalars (its lr) keeps the captured learning rate, and
+ * must differ. */
 #include "config.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../libdt/deferred.h"
 #include "nn/model.h"
 #include "tap.h"
 #include "train/amp.h"
@@ -73,19 +74,37 @@ static void fill(run *r, int s)
         r->y[i] = (int32_t)dt_rng_below(&g, CLASSES);
 }
 
-/* one step as dtrain runs it (train/step.c) */
-static void step(run *r, int s)
+/* step s's host part: the in scalars, the pixels and the labels into the host buffers */
+static void host_part(run *r, int s, int write_in)
+{
+    if (write_in)
+        dt_model_step_write(&r->m, lr_of(s), s, 0);
+    fill(r, s);
+    r->ok = r->ok && dt_model_write_labels(&r->m, r->y, N) == DT_OK;
+}
+
+/* the rest of the step, issued only (what a capture keeps): uploads, normalisation, forward, loss,
+ * backward, the scaler's check and the optimiser, the download of the out scalars */
+static void issued_part(run *r)
 {
     static const float mean[3] = {0.5f, 0.4f, 0.3f}, std[3] = {0.25f, 0.2f, 0.3f};
     const dt_backend *be = r->m.be;
-    dt_model_step_begin(&r->m, lr_of(s), s, 0);
-    fill(r, s);
+    dt_model_step_upload(&r->m);
     be->upload(r->u, r->staging, VALUES, DT_QUEUE_COPY);
     be->normalize_u8(VALUES, 3, r->u, mean, std, DT_FLOAT32, r->x);
-    const dt_scalars *out;
-    r->ok = r->ok && dt_model_upload_labels(&r->m, r->y, N) == DT_OK && dt_model_forward(&r->m, r->x, N) == DT_OK &&
-            dt_model_loss_async(&r->m, N, 0.1f) == DT_OK && dt_model_backward(&r->m, N, 0) == DT_OK &&
-            dt_amp_step(&r->amp.scaler, NULL, &r->opt, &r->m, r->amp.master, &out) == DT_OK;
+    dt_model_labels_upload(&r->m, N);
+    r->ok = r->ok && dt_model_forward(&r->m, r->x, N) == DT_OK && dt_model_loss_async(&r->m, N, 0.1f) == DT_OK &&
+            dt_model_backward(&r->m, N, 0) == DT_OK;
+    dt_amp_check(&r->m);
+    dt_amp_update(&r->opt, &r->m, r->amp.master);
+}
+
+/* one step as dtrain runs it (train/step.c) */
+static void step(run *r, int s)
+{
+    host_part(r, s, 1);
+    issued_part(r);
+    dt_amp_finish(&r->amp.scaler, NULL, &r->opt, &r->m);
 }
 
 /* everything the step leaves in backend memory, as bytes */
@@ -124,25 +143,30 @@ static void finish(run *r)
     dt_model_free(&r->m);
 }
 
-/* STEPS steps both ways; write_in: the replayed steps' host writes their in scalars (lr, step) */
+/* STEPS steps both ways; write_in: the launched steps' host writes their in scalars (lr, step) */
 static int compare(int write_in, size_t *ops, int *first_diff, double *scale)
 {
     run ref, rep;
-    int ok = start(&ref, &dt_backend_cpu) && start(&rep, dt_replay_backend());
+    const dt_backend *gb = dt_cpu_graph_backend();
+    int ok = start(&ref, &dt_backend_cpu) && start(&rep, gb);
     int same = 1;
+    dt_graph *g = NULL;
     *first_diff = -1;
     for (int s = 0; ok && s < STEPS; s++) {
         step(&ref, s);
-        if (s < 2) { /* step 1 is recorded (step 0 is the optimiser's first: its momentum starts) */
-            dt_replay_record(s == 1);
+        if (s == 0) { /* as issued (the optimiser's first step: its momentum starts) */
             step(&rep, s);
-            dt_replay_record(0);
-        } else { /* a captured step: only the host buffers change, then the recording runs */
-            if (write_in)
-                dt_model_step_write(&rep.m, lr_of(s), s, 0);
-            fill(&rep, s);
-            rep.ok = rep.ok && dt_model_write_labels(&rep.m, rep.y, N) == DT_OK;
-            *ops = dt_replay_run();
+        } else { /* step 1 captures the graph; every step launches it after its host part */
+            host_part(&rep, s, s == 1 || write_in);
+            if (s == 1) {
+                rep.ok = rep.ok && gb->graph_begin() == DT_OK;
+                issued_part(&rep);
+                rep.ok = rep.ok && (g = gb->graph_end()) != NULL;
+                *ops = dt_cpu_graph_size(g);
+            }
+            if (rep.ok)
+                gb->graph_launch(g);
+            dt_amp_finish(&rep.amp.scaler, NULL, &rep.opt, &rep.m);
         }
         size_t na, nb;
         unsigned char *a = state(&ref, &na), *b = state(&rep, &nb);
@@ -155,6 +179,7 @@ static int compare(int write_in, size_t *ops, int *first_diff, double *scale)
     }
     *scale = ref.amp.scaler.scale;
     ok = ok && ref.ok && rep.ok;
+    gb->graph_destroy(g);
     finish(&ref);
     finish(&rep);
     return ok && same;
@@ -168,7 +193,7 @@ int main(void)
     double scale;
     int same = compare(1, &ops, &diff, &scale);
     TAP_OK(same && ops > 50,
-           "resnet8 O1: step 1 recorded (%zu ops and copies), replayed for steps 2-%d with a new lr each step: "
+           "resnet8 O1: step 1 captured as a graph (%zu ops and copies) and launched for steps 1-%d with a new lr each step: "
            "weights, gradients, BN statistics, momentum, logits and step scalars equal the CPU backend's after every "
            "step, bit for bit (loss scale at the end %g)",
            ops, STEPS - 1, scale);
@@ -177,7 +202,7 @@ int main(void)
     TAP_OK(scale != 65536.0, "the dynamic scale moved on the backend during the run (%g)", scale);
     int broken = compare(0, &ops, &diff, &scale);
     TAP_OK(!broken && diff == 2,
-           "control: with the replayed steps' lr not written to the host buffer the replay keeps the recorded one: "
+           "control: with the launched steps' lr not written to the host buffer the graph keeps the captured one: "
            "it differs from step %d on",
            diff);
     return tap_done();

@@ -32,17 +32,24 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "libdt/comm.h" /* dt_dtype_name */
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
 #include "util/log.h"
 
+/* cuBLAS's workspace, given to it (cublasSetWorkspace) so that it never allocates one inside a
+ * captured graph; 32 MiB is what cuBLAS asks for on Hopper */
+#define CUBLAS_WORKSPACE ((size_t)32 << 20)
+
 static struct {
     int device;
     cudaStream_t stream, copy; /* the compute queue's stream, the copy queue's */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
+    void *cublas_ws;
+    cudaEvent_t fork, join; /* a capture's: the copy stream joins it and rejoins the compute stream */
 } st = {.device = -1};
 static atomic_int st_ready;                  /* 1 once st is complete (release/acquire with st's fields) */
 static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -67,6 +74,8 @@ int dt_cuda_init(int device)
     cudaStream_t stream = NULL, copy = NULL;
     cudnnHandle_t cudnn = NULL;
     cublasHandle_t cublas = NULL;
+    void *cublas_ws = NULL;
+    cudaEvent_t fork = NULL, join = NULL;
     pthread_mutex_lock(&st_lock);
     if (atomic_load_explicit(&st_ready, memory_order_acquire)) {
         if (st.device != device) {
@@ -89,18 +98,31 @@ int dt_cuda_init(int device)
     /* fp32 stays fp32: no TF32 (results comparable with the CPU backend) */
     DT_CHECK_CUBLAS_GOTO(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH), rc, fail);
     DT_CHECK_CUBLAS_GOTO(cublasSetPointerMode(cublas, CUBLAS_POINTER_MODE_HOST), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaMalloc(&cublas_ws, CUBLAS_WORKSPACE), rc, fail);
+    DT_CHECK_CUBLAS_GOTO(cublasSetWorkspace(cublas, cublas_ws, CUBLAS_WORKSPACE), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), rc, fail);
+    DT_CHECK_CUDA_GOTO(cudaEventCreateWithFlags(&join, cudaEventDisableTiming), rc, fail);
     st.device = device;
     st.stream = stream;
     st.copy = copy;
     st.cudnn = cudnn;
     st.cublas = cublas;
+    st.cublas_ws = cublas_ws;
+    st.fork = fork;
+    st.join = join;
     thread_device = device;
     atomic_store_explicit(&st_ready, 1, memory_order_release);
     dt_debug("CUDA backend: device %d, stream, cuDNN %zu and cuBLAS handles ready", device, cudnnGetVersion());
     goto out;
 fail:
+    if (fork)
+        cudaEventDestroy(fork);
+    if (join)
+        cudaEventDestroy(join);
     if (cublas)
         cublasDestroy(cublas);
+    if (cublas_ws)
+        cudaFree(cublas_ws);
     if (cudnn)
         cudnnDestroy(cudnn);
     if (stream)
@@ -283,10 +305,25 @@ void dt_cuda_host_free(void *p)
 }
 
 /* --- events: cudaEvent_t (without timing) on the queues' streams ----------------------------------- */
+/* Inside a capture (graphs, below) an event is recorded twice: ev, which orders the two streams
+ * inside the graph (the capture's own dependencies), and ext as an external event-record node, which
+ * every launch of the graph records at that point: after the capture, waits on the host or on a
+ * stream use ext, the launched graph's mark. */
 struct dt_event {
-    cudaEvent_t ev;
-    int recorded; /* an event never recorded is complete */
+    cudaEvent_t ev, ext;
+    int recorded;      /* an event never recorded is complete */
+    int in_graph;      /* last recorded inside a capture: waits use ext */
+    unsigned capture;  /* which capture (capture_no) recorded it */
 };
+
+static _Thread_local int capturing;    /* this thread is capturing a graph */
+static _Thread_local unsigned capture_no; /* its captures, counted */
+/* the events the capture under way records, which every launch of its graph marks as recorded in it
+ * again: an event recorded outside a graph after the capture (an epoch's short batch, issued) must
+ * not leave later waits on ev once a launch has recorded ext (a bucket's all-reduce would start
+ * before the launch's backward wrote its gradients) */
+static _Thread_local dt_event **capture_marks;
+static _Thread_local int n_capture_marks, cap_capture_marks, capture_marks_lost;
 
 static cudaStream_t queue_stream(int queue)
 {
@@ -297,9 +334,16 @@ dt_event *dt_cuda_event_create(void)
 {
     ready();
     dt_event *e = calloc(1, sizeof *e);
-    if (e && cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming) != cudaSuccess) {
+    if (!e)
+        return NULL;
+    if (cudaEventCreateWithFlags(&e->ev, cudaEventDisableTiming) != cudaSuccess) {
         free(e);
-        e = NULL;
+        return NULL;
+    }
+    if (cudaEventCreateWithFlags(&e->ext, cudaEventDisableTiming) != cudaSuccess) {
+        cudaEventDestroy(e->ev);
+        free(e);
+        return NULL;
     }
     return e;
 }
@@ -310,6 +354,7 @@ void dt_cuda_event_destroy(dt_event *e)
         return;
     ready();
     cudaEventDestroy(e->ev);
+    cudaEventDestroy(e->ext);
     free(e);
 }
 
@@ -317,21 +362,137 @@ void dt_cuda_event_record(dt_event *e, int queue)
 {
     ready();
     FATAL_CUDA(cudaEventRecord(e->ev, queue_stream(queue)));
+    if (capturing) {
+        FATAL_CUDA(cudaEventRecordWithFlags(e->ext, queue_stream(queue), cudaEventRecordExternal));
+        if (n_capture_marks == cap_capture_marks) {
+            int cap = cap_capture_marks ? 2 * cap_capture_marks : 64;
+            dt_event **m = realloc(capture_marks, (size_t)cap * sizeof *m);
+            if (m) {
+                capture_marks = m;
+                cap_capture_marks = cap;
+            }
+        }
+        if (n_capture_marks < cap_capture_marks)
+            capture_marks[n_capture_marks++] = e;
+        else
+            capture_marks_lost = 1; /* graph_end fails the capture */
+    }
     e->recorded = 1;
+    e->in_graph = capturing;
+    e->capture = capture_no;
 }
 
 void dt_cuda_event_wait(int queue, dt_event *e)
 {
     ready();
-    if (e->recorded)
+    if (!e->recorded)
+        return;
+    if (capturing && e->in_graph && e->capture == capture_no) /* recorded in this capture: inside the graph */
         FATAL_CUDA(cudaStreamWaitEvent(queue_stream(queue), e->ev, 0));
+    else if (capturing) /* recorded before it: the graph waits for it at every launch */
+        FATAL_CUDA(cudaStreamWaitEvent(queue_stream(queue), e->in_graph ? e->ext : e->ev, cudaEventWaitExternal));
+    else
+        FATAL_CUDA(cudaStreamWaitEvent(queue_stream(queue), e->in_graph ? e->ext : e->ev, 0));
 }
 
 void dt_cuda_event_sync(dt_event *e)
 {
     ready();
     if (e->recorded)
-        FATAL_CUDA(cudaEventSynchronize(e->ev));
+        FATAL_CUDA(cudaEventSynchronize(e->in_graph ? e->ext : e->ev));
+}
+
+/* --- graphs: stream capture of the compute stream, the copy stream joined to it ------------------ */
+struct dt_graph {
+    cudaGraphExec_t exec;
+    size_t nodes;
+    dt_event **marks; /* the events its capture recorded: each launch records their ext */
+    int n_marks;
+};
+
+int dt_cuda_graph_begin(void)
+{
+    ready();
+    if (capturing) {
+        dt_error("CUDA backend: graph_begin: a capture is already under way on this thread");
+        return DT_ERR_STATE;
+    }
+    /* thread-local: the communication thread may go on with its own CUDA calls */
+    DT_CHECK_CUDA(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal));
+    /* the copy stream joins the capture: its work from now on is part of the graph */
+    DT_CHECK_CUDA(cudaEventRecord(st.fork, st.stream));
+    DT_CHECK_CUDA(cudaStreamWaitEvent(st.copy, st.fork, 0));
+    capturing = 1;
+    capture_no++;
+    n_capture_marks = 0;
+    capture_marks_lost = 0;
+    return DT_OK;
+}
+
+dt_graph *dt_cuda_graph_end(void)
+{
+    ready();
+    if (!capturing) {
+        dt_error("CUDA backend: graph_end without graph_begin");
+        return NULL;
+    }
+    capturing = 0;
+    cudaGraph_t graph = NULL;
+    /* the copy stream rejoins the compute stream: a capture must end joined */
+    cudaError_t e = cudaEventRecord(st.join, st.copy);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(st.stream, st.join, 0);
+    cudaError_t e2 = cudaStreamEndCapture(st.stream, &graph); /* ends it whatever happened above */
+    if (e == cudaSuccess)
+        e = e2;
+    dt_graph *g = calloc(1, sizeof *g);
+    if (g && n_capture_marks) {
+        g->marks = malloc((size_t)n_capture_marks * sizeof *g->marks);
+        if (g->marks && !capture_marks_lost) {
+            memcpy(g->marks, capture_marks, (size_t)n_capture_marks * sizeof *g->marks);
+            g->n_marks = n_capture_marks;
+        } else {
+            free(g->marks);
+            free(g);
+            g = NULL;
+        }
+    }
+    if (e == cudaSuccess && g)
+        e = cudaGraphGetNodes(graph, NULL, &g->nodes);
+    if (e == cudaSuccess && g)
+        e = cudaGraphInstantiate(&g->exec, graph, 0);
+    if (graph)
+        cudaGraphDestroy(graph);
+    if (e != cudaSuccess || !g) {
+        dt_error("CUDA backend: capturing a graph: %s", g ? dt_errstr_cuda(e, 0) : "out of host memory");
+        cudaGetLastError(); /* not sticky: the caller runs the work without a graph */
+        if (g)
+            free(g->marks);
+        free(g);
+        return NULL;
+    }
+    dt_debug("CUDA backend: graph of %zu nodes captured", g->nodes);
+    return g;
+}
+
+void dt_cuda_graph_launch(dt_graph *g)
+{
+    ready();
+    FATAL_CUDA(cudaGraphLaunch(g->exec, st.stream));
+    for (int i = 0; i < g->n_marks; i++) { /* from here, waits on them wait for this launch's marks */
+        g->marks[i]->recorded = 1;
+        g->marks[i]->in_graph = 1;
+    }
+}
+
+void dt_cuda_graph_destroy(dt_graph *g)
+{
+    if (!g)
+        return;
+    ready();
+    cudaGraphExecDestroy(g->exec);
+    free(g->marks);
+    free(g);
 }
 
 /* --- asynchronous copies: queued on a queue's stream, not waited for (backend.h) -------------------- */
@@ -375,5 +536,9 @@ const dt_backend dt_backend_cuda = {
     .event_sync = dt_cuda_event_sync,
     .reserve_scratch = dt_cuda_reserve_scratch,
     .max_tensor_elems = INT32_MAX,
+    .graph_begin = dt_cuda_graph_begin,
+    .graph_end = dt_cuda_graph_end,
+    .graph_launch = dt_cuda_graph_launch,
+    .graph_destroy = dt_cuda_graph_destroy,
     DT_OPS(CUDA_OP)
 };

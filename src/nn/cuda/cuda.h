@@ -133,6 +133,13 @@ void dt_cuda_event_destroy(dt_event *e);
 void dt_cuda_event_record(dt_event *e, int queue);
 void dt_cuda_event_wait(int queue, dt_event *e);
 void dt_cuda_event_sync(dt_event *e);
+/* graphs (backend.h): stream capture of the compute stream with the copy stream joined to it
+ * (thread-local capture mode), instantiated at graph_end; an event recorded inside is also an
+ * external event-record node, so waits after a launch find the launch's mark */
+int dt_cuda_graph_begin(void);
+dt_graph *dt_cuda_graph_end(void);
+void dt_cuda_graph_launch(dt_graph *g);
+void dt_cuda_graph_destroy(dt_graph *g);
 
 /* --- the ops: dt_cuda_<name> for each op of nn/backend.h's list ----------------------------------
  * conv_cudnn.c     the convolutions: cuDNN, NHWC tensors and KRSC (= our OHWI) filters

@@ -1,0 +1,183 @@
+/* capture.c: graphs on the CPU (nn/backend.h's graph members), in the table dt_cpu_graph_backend
+ * returns: dt_backend_cpu, whose ops, uploads and downloads are kept as jobs (nn/jobs.h) instead of
+ * run while the calling thread captures; graph_end hands the list over, graph_launch runs it. It
+ * is what a captured CUDA graph is (the same calls on the same memory, nothing run until launched),
+ * on the CPU, so that the trainer's graph path (train/step.c) and its rules run in the tests on any
+ * machine, where the CUDA backend cannot. A CPU run gains nothing from it: dtrain uses it only when
+ * --graph asks.
+ *
+ * The rules of capture are checked as a device would: while capturing, an op with a result (the
+ * planning ops), mem_alloc, mem_free, mem_put, mem_get, host_alloc, host_free, event_sync and
+ * reserve_scratch are programming errors (CUDA refuses a host wait or an allocation inside a capture;
+ * an op with a result cannot give it): one line naming the call, and an abort. Events need nothing
+ * (the CPU runs in order). Ops issued by other threads run at once, as before. */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "nn/cpu/cpu.h"
+#include "nn/jobs.h"
+#include "util/check.h"
+#include "util/log.h"
+
+#define BASE dt_backend_cpu
+
+struct dt_graph {
+    dt_job *head, *tail;
+    size_t n;
+};
+
+static _Thread_local dt_graph *capturing; /* this thread's capture under way */
+
+static void misuse(const char *call)
+{
+    dt_error("cpu graph: %s while capturing a graph (no host wait, allocation or result inside a capture)", call);
+    abort();
+}
+
+static void keep(dt_job *j)
+{
+    if (capturing->tail)
+        capturing->tail->next = j;
+    else
+        capturing->head = j;
+    capturing->tail = j;
+    capturing->n++;
+}
+
+/* --- the ops: kept while capturing (an op with a result cannot be) ----------------------------------- */
+#define CAPTURE_void(name, args)                                                                              \
+    if (capturing) {                                                                                          \
+        keep(dt_job_##name(&BASE, DT_PP_UNPAREN_ args));                                                      \
+        return;                                                                                               \
+    }                                                                                                         \
+    BASE.name(DT_PP_UNPAREN_ args);
+#define AT_ONCE_(name, args)                                                                                  \
+    if (capturing)                                                                                            \
+        misuse(#name);                                                                                        \
+    return BASE.name(DT_PP_UNPAREN_ args);
+#define CAPTURE_int AT_ONCE_
+#define CAPTURE_double AT_ONCE_
+#define CAPTURE_size_t AT_ONCE_
+#define WRAP(name, ret, params, args)                                                                         \
+    static ret g_##name params                                                                                \
+    {                                                                                                         \
+        CAPTURE_##ret(name, args)                                                                             \
+    }
+DT_OPS(WRAP)
+#undef WRAP
+
+/* --- memory, copies and events ---------------------------------------------------------------------------- */
+/* the members a capture refuses: g_name calls the CPU's at once, or aborts while capturing */
+#define REFUSED(ret, name, params, args)                                                                      \
+    static ret g_##name params                                                                                \
+    {                                                                                                         \
+        if (capturing)                                                                                        \
+            misuse(#name);                                                                                    \
+        return BASE.name args;                                                                                \
+    }
+#define REFUSED_VOID(name, params, args)                                                                      \
+    static void g_##name params                                                                               \
+    {                                                                                                         \
+        if (capturing)                                                                                        \
+            misuse(#name);                                                                                    \
+        BASE.name args;                                                                                       \
+    }
+REFUSED(void *, mem_alloc, (size_t bytes), (bytes))
+REFUSED_VOID(mem_free, (void *p), (p))
+REFUSED_VOID(mem_put, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
+REFUSED_VOID(mem_get, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
+REFUSED(void *, host_alloc, (size_t bytes), (bytes))
+REFUSED_VOID(host_free, (void *p), (p))
+REFUSED_VOID(event_sync, (dt_event *e), (e))
+REFUSED(int, reserve_scratch, (size_t bytes), (bytes))
+#undef REFUSED
+#undef REFUSED_VOID
+
+/* upload and download: a copy job that reads its source when the graph runs */
+static void g_copy(void *dst, const void *src, size_t bytes, int queue)
+{
+    if (capturing)
+        keep(dt_job_copy(dst, src, bytes));
+    else
+        BASE.upload(dst, src, bytes, queue);
+}
+
+/* --- the graph members -------------------------------------------------------------------------------- */
+static int g_graph_begin(void)
+{
+    if (capturing) {
+        dt_error("cpu graph: a capture is already under way on this thread");
+        return DT_ERR_STATE;
+    }
+    if (!(capturing = calloc(1, sizeof *capturing)))
+        return DT_ERR_NOMEM;
+    return DT_OK;
+}
+
+static dt_graph *g_graph_end(void)
+{
+    dt_graph *g = capturing;
+    capturing = NULL;
+    if (!g)
+        dt_error("cpu graph: graph_end without graph_begin");
+    return g;
+}
+
+static void g_graph_launch(dt_graph *g)
+{
+    if (capturing)
+        misuse("graph_launch");
+    for (dt_job *j = g->head; j; j = j->next)
+        dt_job_run(j);
+}
+
+static void g_graph_destroy(dt_graph *g)
+{
+    if (!g)
+        return;
+    while (g->head) {
+        dt_job *j = g->head;
+        g->head = j->next;
+        dt_job_free(j);
+    }
+    free(g);
+}
+
+size_t dt_cpu_graph_size(const dt_graph *g)
+{
+    return g ? g->n : 0;
+}
+
+/* --- the table ---------------------------------------------------------------------------------------- */
+static dt_backend table;
+static pthread_once_t table_once = PTHREAD_ONCE_INIT;
+
+static void make_table(void)
+{
+    table = BASE;
+#define SET(name, ret, params, args) table.name = g_##name;
+    DT_OPS(SET)
+#undef SET
+    table.mem_alloc = g_mem_alloc;
+    table.mem_free = g_mem_free;
+    table.mem_put = g_mem_put;
+    table.mem_get = g_mem_get;
+    table.host_alloc = g_host_alloc;
+    table.host_free = g_host_free;
+    table.upload = g_copy;
+    table.download = g_copy;
+    table.event_sync = g_event_sync;
+    table.reserve_scratch = g_reserve_scratch;
+    table.graph_begin = g_graph_begin;
+    table.graph_end = g_graph_end;
+    table.graph_launch = g_graph_launch;
+    table.graph_destroy = g_graph_destroy;
+}
+
+const dt_backend *dt_cpu_graph_backend(void)
+{
+    pthread_once(&table_once, make_table);
+    return &table;
+}
