@@ -38,6 +38,7 @@ static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums,
 {
     const dt_train_cfg *cfg = r->cfg;
     int64_t first = epoch == r->progress.epoch ? r->progress.step : 0, per_epoch = r->steps_per_epoch;
+    r->ahead_staged = 0; /* a batch staged ahead belongs to the epoch before (or is --synthetic's) */
     if (!cfg->synthetic)
         DT_TRY(dt_loader_start(r->train_loader, epoch, first * cfg->accum_steps));
     memset(sums, 0, sizeof *sums);

@@ -168,7 +168,9 @@ int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)
  * backward) and the ranks' agreement (dt_amp_agree); every collective keeps its deadline, which a
  * collective captured inside a graph could not. One rank alone has no collective: one graph holds A,
  * B and C. The host part stays outside: the loader's batch into the host buffers, the lr and the
- * signal into the model's, the wait at the end. A step that cannot be captured runs as issued: a
+ * signal into the model's, the wait at the end; the next batch's part is done while the device runs
+ * this step's forward (stage_ahead), so the host's copy into the pinned staging buffer and the
+ * loader's hand-over cost the device nothing. A step that cannot be captured runs as issued: a
  * short batch (an epoch's last), and a run with gradient accumulation or SyncBN (collectives inside
  * forward and backward), or a model with dropout (its seed is an argument: the host's step count),
  * has no graphs at all (dt_run_graphs_wanted). A capture that fails (one line)
@@ -270,13 +272,39 @@ static int segment(dt_run *r, int k, unsigned segs, int n, int graphs)
     return issue_segments(r, segs, n, 0);
 }
 
-/* the step's issued part on n images, in segments with the collectives between them; graphs: as
- * graphs where the run has them */
-static int step_segments(dt_run *r, int n, dt_comm *comm, int graphs)
+/* The next batch's host part (the loader's batch into the host buffers: labels, pixels into the
+ * staging buffer), done while the device runs this step's forward: each buffer is written once the
+ * step's upload from it is done, early in segment A. Kept in r->ahead for the next step: what
+ * next_batch_host returned (1 with ahead_n images, 0 the epoch's data is done, or its error, which
+ * the next step returns as it would have). train_epoch drops it at an epoch's start. */
+static void stage_ahead(dt_run *r, dt_epoch_sums *sums)
 {
-    if (!comm || comm->size < 2) /* no collective: one graph */
-        return segment(r, 0, SEG_A | SEG_B | SEG_C, n, graphs);
+    r->ahead = next_batch_host(r, sums, &r->ahead_n);
+    r->ahead_staged = 1;
+}
+
+/* the next batch in the host buffers: the one staged ahead, else next_batch_host's (a run whose
+ * capture failed goes on without graphs, after a step that staged one) */
+static int take_batch(dt_run *r, dt_epoch_sums *sums, int *n)
+{
+    if (!r->ahead_staged)
+        return next_batch_host(r, sums, n);
+    r->ahead_staged = 0;
+    *n = r->ahead_n;
+    return r->ahead;
+}
+
+/* the step's issued part on n images, in segments with the collectives between them; graphs: as
+ * graphs where the run has them. The next batch is staged after segment A is on its way. */
+static int step_segments(dt_run *r, int n, dt_comm *comm, int graphs, dt_epoch_sums *sums)
+{
+    if (!comm || comm->size < 2) { /* no collective: one graph */
+        DT_TRY(segment(r, 0, SEG_A | SEG_B | SEG_C, n, graphs));
+        stage_ahead(r, sums);
+        return DT_OK;
+    }
     DT_TRY(segment(r, 0, SEG_A, n, graphs));
+    stage_ahead(r, sums);
     DT_TRY(dt_ddp_reduce(r->ddp));
     DT_TRY(segment(r, 1, SEG_B, n, graphs));
     DT_TRY(dt_amp_agree(comm, &r->model));
@@ -293,7 +321,7 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
     dt_model_step_write(&r->model, (float)lr, step, dt_run_local_signal());
     r->comm->step = step;
     if (r->graphs) { /* one batch (no accumulation): the host part, then the graphs (a short batch: issued) */
-        int got = next_batch_host(r, sums, &n); /* x, y = next(loader) */
+        int got = take_batch(r, sums, &n); /* x, y = next(loader) */
         if (got <= 0)
             return got;
         sums->images += n;
@@ -302,13 +330,13 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
         int full = n == cfg->batch, warm = r->graph_warm >= 1;
         if (full && !warm)
             r->graph_warm++;
-        DT_TRY(step_segments(r, n, comm, full && warm));
+        DT_TRY(step_segments(r, n, comm, full && warm, sums));
         step_outcome(r, dt_amp_finish(&r->amp.scaler, comm, &r->opt, &r->model));
         return DT_OK;
     }
     dt_model_step_upload(&r->model);
     for (int micro = 0; micro < cfg->accum_steps; micro++) { /* gradient accumulation: sync after the last */
-        int got = next_batch_host(r, sums, &n);             /* x, y = next(loader) */
+        int got = take_batch(r, sums, &n);                  /* x, y = next(loader) */
         if (got < 0)
             return got;
         if (got == 0) /* the epoch's data ran out: the step ends with the batches it had */

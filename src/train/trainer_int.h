@@ -69,6 +69,8 @@ typedef struct dt_run {
     int graphs;                 /* the step runs as graphs (step.c; dt_run_graphs_wanted) */
     dt_graph *graph[3];         /* its graphs, captured at the second full batch */
     int graph_warm;             /* full batches issued so far before the capture (one: warm-up) */
+    int ahead_staged;           /* with graphs: the next batch is in the host buffers (step.c, stage_ahead) */
+    int ahead, ahead_n;         /* ... what staging it returned, its images */
 
     char dir[4096];             /* results/<run id> (rank 0 writes) */
     int lock_fd;                /* rank 0: the run directory's lock (rundir.c), or -1 */

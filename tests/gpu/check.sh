@@ -23,6 +23,8 @@
 #   dtrain-O2, torch-fp16, dtrain-O0, torch-fp32, then dtrain-O2-bf16 and torch-bf16 when time is
 #               left: resnet50, batch DT_CHECK_BATCH (256), dtrain --device cuda --synthetic against
 #               bench/torch_gpu_resnet50.py (PyTorch eager, channels_last, autocast)
+#   dtrain-O2-nograph  when time is left (or --only): O2 with --no-graph, every op issued by the
+#               host, next to dtrain-O2's graphs: what they gain
 #
 # The comparison is fair: both upload the batch from ordinary host memory every step as uint8
 # pixels and normalise it on the device (dtrain --synthetic does; the PyTorch script's --input host,
@@ -42,7 +44,8 @@
 #   - each stage's command line is printed and run as on the device, with overrides appended that
 #     make it fit a CPU (getopt takes the last value): ops_check --list, nccl_one (it must skip for
 #     want of a GPU), ops_check --quick --list, dtrain ... --device cpu --crop 32 -b 2 --max-steps 4
-#     -p 2 --graph (the CPU's graphs, so that the summary's graph line is read as on CUDA), the PyTorch script ... --device cpu --size 32 -b 2 --warmup 1 --steps 2;
+#     -p 2 and --graph but in the --no-graph stage (the CPU's graphs, so that the summary's graph line is
+#     read as on CUDA), the PyTorch script ... --device cpu --size 32 -b 2 --warmup 1 --steps 2;
 #   - the summary is made from those logs by the same tests/gpu/summary.py, which fails (one line
 #     naming the stage) when a stage's output is not in the format it reads;
 #   - the bundle's size is checked (tests/gpu/bundle.sh's limit).
@@ -68,7 +71,7 @@ while [ $# -gt 0 ]; do
     case $1 in
     --dry-run) DRY=1 ;;
     --only)
-        STAGES=machine,ops_check,nccl,memcheck,dtrain-O2,torch-fp16,dtrain-O0,torch-fp32,dtrain-O2-bf16,torch-bf16
+        STAGES=machine,ops_check,nccl,memcheck,dtrain-O2,torch-fp16,dtrain-O0,torch-fp32,dtrain-O2-bf16,torch-bf16,dtrain-O2-nograph
         [ $# -ge 2 ] || { echo "check.sh: --only needs a list of stages ($STAGES)" >&2; exit 2; }
         for x in ${2//,/ }; do
             [[ ,$STAGES, == *",$x,"* ]] || { echo "check.sh: --only $2: no stage '$x' (stages: $STAGES)" >&2; exit 2; }
@@ -357,7 +360,7 @@ SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanit
 if [ "$DRY" = 1 ]; then
     X_OPS=(--list)
     RUN_BATCH=2
-    X_DTRAIN=(--device cpu --crop 32 -b "$RUN_BATCH" --max-steps 4 -p 2 --threads 2 --graph)
+    X_DTRAIN=(--device cpu --crop 32 -b "$RUN_BATCH" --max-steps 4 -p 2 --threads 2)
     X_TORCH=(--device cpu --size 32 -b "$RUN_BATCH" --warmup 1 --steps 2)
     # PyTorch is not in the bundle (the GPU machine has its own): a python3 here that has it
     for py in ${DT_REHEARSAL_PYTHON:-} python3 /usr/bin/python3; do
@@ -386,7 +389,10 @@ dtrain_run() { # dtrain_run NAME CAP RESERVE EXTRA...
     local name=$1 cap=$2 reserve=$3
     shift 3
     rm -rf "$WORK/roottmp/r.$name" "$WORK/r.$name"
-    stage "$name" "$cap" "$reserve" ours "${D_DTRAIN[@]}" "$@" --results "$RESDIR/r.$name" "${X_DTRAIN[@]}"
+    # the rehearsal's CPU run takes CUDA's default, graphs, unless the stage turns them off
+    local xg=()
+    [ "$DRY" = 1 ] && [[ " $* " != *" --no-graph "* ]] && xg=(--graph)
+    stage "$name" "$cap" "$reserve" ours "${D_DTRAIN[@]}" "$@" --results "$RESDIR/r.$name" "${X_DTRAIN[@]}" "${xg[@]}"
     rm -rf "$WORK/roottmp/r.$name" "$WORK/r.$name" # its checkpoint
 }
 torch_run() { # torch_run NAME CAP RESERVE EXTRA...
@@ -413,6 +419,12 @@ if [ "$missing" = 0 ]; then
         torch_run torch-bf16 40 0 --bf16
     else
         say "dtrain-O2-bf16, torch-bf16: not run ($(left)s left)"
+    fi
+    # what the graphs gain: O2 with every op issued (a second call: --only dtrain-O2-nograph,torch-fp16)
+    if [ "$(left)" -ge 50 ] || [ "$DRY" = 1 ]; then
+        dtrain_run dtrain-O2-nograph 45 0 --opt-level O2 --no-graph
+    else
+        say "dtrain-O2-nograph: not run ($(left)s left)"
     fi
 else
     OPS_RC=2

@@ -7,7 +7,9 @@
 #   - 2 MPI ranks at batch 256: at O2 one epoch, 117 full batches per rank (issued at the first, captured at
 #     the second, launched at the others), then the epoch's short batch issued op by op (fp16 storage,
 #     fp32 master weights, the gradients' wire, the dynamic loss scaler); at O0 20 steps;
-#   - 1 rank, 30 steps: one graph per step;
+#   - 1 rank, 3 epochs of 250 images at batch 64 (3 full batches and a short one each): one graph
+#     per step, the next batch staged while the device runs the step (train/step.c, stage_ahead)
+#     across epoch ends and validations;
 # each against the same run without --graph: the final checkpoints (every tensor, momentum, master
 # weights, scaler) and the epoch lines equal. run.json must say the steps ran as graphs (and not
 # without --graph), so that a run that quietly fell back cannot pass.
@@ -21,7 +23,7 @@ run() {
   ranks=$1 name=$2
   shift 2
   expect_status 0 timeout 900 $MPIRUN -np "$ranks" "$top_builddir/dtrain" -a resnet8 -b 256 -j 1 --lr 0.4 -p 0 \
-    --results "$DT_TMP/$name" "$@" "$DT_TMP/fm"
+    --results "$DT_TMP/$name" "$@" "${data:-$DT_TMP/fm}"
 }
 # graphs NAME: true or false, as the run's run.json says
 graphs() {
@@ -44,4 +46,11 @@ pair() {
 }
 pair 2 o0 --epochs 1 --max-steps 20
 pair 2 o2 --epochs 1 --opt-level O2
-pair 1 alone --epochs 1 --max-steps 30
+# 250 images at batch 64: 3 full batches and a short one per epoch, so that a batch staged ahead
+# meets epoch ends, validations and short batches
+. "$top_srcdir/tests/data/common.sh"
+mkdir -p "$DT_TMP/idx250"
+idx_slice /usr/share/datasets/fashion-mnist/train "$DT_TMP/idx250/train" 250
+idx_slice /usr/share/datasets/fashion-mnist/t10k "$DT_TMP/idx250/t10k" 50
+expect_status 0 "$DTPACK" fashion-mnist "$DT_TMP/idx250" -o "$DT_TMP/fm250"
+data=$DT_TMP/fm250 pair 1 alone --epochs 3 -b 64
