@@ -236,10 +236,12 @@ typedef struct dt_bn_desc {
     F(X, linear_bwd, void, (int, n), (int, in), (int, out), (dt_dtype, t), (const void *, x), (const void *, w),       \
       (const void *, dy), (void *, dx), (void *, dw), (void *, db), (int, accumulate_dx), (int, accumulate_params))    \
                                                                                                                        \
-    /* Inverted dropout: element i is kept with probability 1-p from hash(seed, i), kept values are                    \
-     * scaled by 1/(1-p); mask[i] is 1 where kept. x and dx of type xt, y and dy yt. */                                \
-    F(X, dropout_fwd, void, (int64_t, n), (float, p), (uint64_t, seed), (const void *, x), (dt_dtype, xt),             \
-      (void *, y), (dt_dtype, yt), (uint8_t *, mask))                                                                  \
+    /* Inverted dropout: element i is kept with probability 1-p from hash(seed', i), kept values are                   \
+     * scaled by 1/(1-p); mask[i] is 1 where kept. x and dx of type xt, y and dy yt. seed' is seed                     \
+     * itself when s is NULL, else hash(seed, s->model_step * 1024 + salt) (util/rng.h's dt_hash64),                   \
+     * read from the scalars when the op runs: a captured graph draws new masks at every launch. */                    \
+    F(X, dropout_fwd, void, (int64_t, n), (float, p), (uint64_t, seed), (int64_t, salt), (const dt_scalars *, s),      \
+      (const void *, x), (dt_dtype, xt), (void *, y), (dt_dtype, yt), (uint8_t *, mask))                               \
     F(X, dropout_bwd, void, (int64_t, n), (float, p), (const uint8_t *, mask), (const void *, dy), (dt_dtype, yt),     \
       (void *, dx), (dt_dtype, xt), (int, accumulate))                                                                 \
                                                                                                                        \

@@ -713,8 +713,12 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         }
         case DT_OP_DROPOUT:
             if (m->training && nd->attr.drop_prob > 0) {
-                uint64_t seed = dt_hash64(m->dropout_seed, m->step * 1024 + (uint64_t)i);
-                be->dropout_fwd(count, nd->attr.drop_prob, seed, xin, xt, y, yt, saved_of(m, nd));
+                /* seeded by the model's step, which the op reads from the scalars (written with the
+                 * step's in part; a graph's launch gets its own step), plus the forwards since that
+                 * write (gradient accumulation): hash(seed, m->step * 1024 + i) */
+                const int64_t salt = (int64_t)(m->step - m->step_written) * 1024 + i;
+                be->dropout_fwd(count, nd->attr.drop_prob, m->dropout_seed, salt, m->scalars, xin, xt, y, yt,
+                                saved_of(m, nd));
             } else {
                 be->copy_grad(count, xin, xt, y, yt, 0);
             }
@@ -782,6 +786,8 @@ void dt_model_step_write(dt_model *m, float lr, int64_t step, int32_t signal)
     in->lr = lr;
     in->in_reserved = 0;
     in->step = step;
+    in->model_step = (int64_t)m->step;
+    m->step_written = m->step;
 }
 
 /* an upload from the host buffer, the compute queue waiting for it */

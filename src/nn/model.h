@@ -163,6 +163,7 @@ typedef struct dt_model {
     int training;           /* 1: BN uses batch statistics, dropout is active */
     uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
     uint64_t step;
+    uint64_t step_written;  /* step when the in scalars (their model_step) were last written */
     int profile;            /* 1: time every node; totals per kind in prof (seconds) */
     /* called by dt_model_backward after each node's backward, when set: that node's parameter
      * gradients are final (DDP starts all-reduces from here) */

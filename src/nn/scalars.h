@@ -5,7 +5,8 @@
  * the loss scaler's update and the skip of an overflowed step run on the backend too (step_end).
  * The host touches the block only through the backend's asynchronous copies and at the times it
  * chooses:
- *   - at a step's start it uploads the "in" part (lr, step, this rank's stop signal) from a host
+ *   - at a step's start it uploads the "in" part (lr, step, the model's step that seeds dropout,
+ *     this rank's stop signal) from a host
  *     buffer the backend allocated (dt_model_step_begin);
  *   - after the step it downloads the "out" part: the agreed flags of the step's one collective
  *     (overflow and stop signal, max over the ranks) and the scaler's state after the update, which
@@ -40,6 +41,7 @@ typedef struct dt_scalars {
     float lr;                  /* the step's learning rate (sgd reads it) */
     int32_t in_reserved;
     int64_t step;              /* the global step being run (for the host's messages) */
+    int64_t model_step;        /* the model's training forwards before this step's first (dropout's seeds) */
     /* --- out: step_end's results, downloaded after the step (agree above is part of it too) --- */
     int32_t skipped;  /* the step was skipped: NaN or inf in the loss or a gradient on some rank */
     int32_t diverged; /* sticky: no smaller loss scale can help, or max_nonfinite skips in a row */

@@ -172,9 +172,9 @@ int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)
  * this step's forward (stage_ahead), so the host's copy into the pinned staging buffer and the
  * loader's hand-over cost the device nothing. A step that cannot be captured runs as issued: a
  * short batch (an epoch's last), and a run with gradient accumulation or SyncBN (collectives inside
- * forward and backward), or a model with dropout (its seed is an argument: the host's step count),
- * has no graphs at all (dt_run_graphs_wanted). A capture that fails (one line)
- * turns graphs off for the run: the segment is then issued, and the rest of the run as without
+ * forward and backward) has no graphs at all (dt_run_graphs_wanted). Dropout reads its step from
+ * the scalars, so its masks change at every launch. A capture that fails (one line) turns graphs
+ * off for the run: the segment is then issued, and the rest of the run as without
  * --graph. */
 
 enum { SEG_A = 1, SEG_B = 2, SEG_C = 4 };
@@ -237,13 +237,7 @@ int dt_run_graphs_wanted(const dt_run *r)
 {
     const dt_train_cfg *cfg = r->cfg;
     const int asked = cfg->graph < 0 ? cfg->cuda : cfg->graph;
-    if (!asked || !r->model.be->graph_begin || cfg->accum_steps != 1 || cfg->sync_bn)
-        return 0;
-    /* dropout's seed is the host's step count, an argument a graph would keep: not yet */
-    for (int i = 0; i < r->model.n_nodes; i++)
-        if (r->model.nodes[i].op == DT_OP_DROPOUT && r->model.nodes[i].attr.drop_prob > 0)
-            return 0;
-    return 1;
+    return asked && r->model.be->graph_begin && cfg->accum_steps == 1 && !cfg->sync_bn;
 }
 
 void dt_run_graphs_free(dt_run *r)

@@ -1282,7 +1282,7 @@ static const struct {
     size_t off, size;
     int loss; /* a double sum of a loss: relative tolerance TOL_LOSS when asked for */
 } SFIELDS[] = {
-    SF(agree), SF(lr), SF(in_reserved), SF(step), SF(skipped), SF(diverged), SF(scale), SF(clean_steps),
+    SF(agree), SF(lr), SF(in_reserved), SF(step), SF(model_step), SF(skipped), SF(diverged), SF(scale), SF(clean_steps),
     SF(overflows), SF(sgd_steps), SF(in_a_row), SF(scale_f), SF(inv_scale), SF(dynamic), SF(reserved),
     SF(growth), SF(backoff), SF(max_scale), SF(min_scale), SF(growth_interval), SF(max_nonfinite),
     SF_LOSS(loss), SF_LOSS(loss_sum), SF(hits1), SF(hits5), SF(rows), SF(nonfinite_rows),
@@ -1770,8 +1770,15 @@ static void test_dropout(int64_t n, float p, uint64_t seed, int dt)
     float *x = h_randn(n, 0, 1, dt), *y = h_new(n);
     void *Dx = d_from(x, n, dt), *Dy = d_poisoned(n, dt);
     uint8_t *mask = hold(malloc((size_t)n), 0), *Dmask = d_poisoned_u8(n);
-    REF->dropout_fwd(n, p, seed, x, S32, y, S32, mask);
-    DEV->dropout_fwd(n, p, seed, Dx, T, Dy, T, Dmask);
+    /* seeded by a scalars block's model step (read when the op runs: a graph's launch), then by
+     * the seed alone; the second is what the rows below use */
+    dt_scalars hs = s_clean();
+    hs.model_step = 1000003;
+    REF->dropout_fwd(n, p, seed, 17, &hs, x, S32, y, S32, mask);
+    DEV->dropout_fwd(n, p, seed, 17, d_scalars(&hs), Dx, T, Dy, T, Dmask);
+    cmp_u8("dropout_fwd mask, model_step seeded", dt, shape, d_result_u8(Dmask, n), mask, n);
+    REF->dropout_fwd(n, p, seed, 0, NULL, x, S32, y, S32, mask);
+    DEV->dropout_fwd(n, p, seed, 0, NULL, Dx, T, Dy, T, Dmask);
     ref_out(y, n, dt);
     check("dropout_fwd y", dt, shape, Dy, y, n, M_ELT);
     snprintf(name, sizeof name, "dropout_fwd mask");

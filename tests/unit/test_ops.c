@@ -740,7 +740,7 @@ static void check_dropout(void)
     uint8_t *mask = malloc(N), *mask2 = malloc(N);
     for (int i = 0; i < N; i++)
         x[i] = 1.0f + (float)(i % 7);
-    be->dropout_fwd(N, 0.3f, 1234, x, DT_FLOAT32, y, DT_FLOAT32, mask);
+    be->dropout_fwd(N, 0.3f, 1234, 0, NULL, x, DT_FLOAT32, y, DT_FLOAT32, mask);
     int kept = 0, ok = 1;
     for (int i = 0; i < N; i++) {
         kept += mask[i];
@@ -749,11 +749,23 @@ static void check_dropout(void)
     TAP_OK(ok && fabs(kept / (double)N - 0.7) < 0.005, "dropout p=0.3 keeps %.4f, kept values scaled by 1/0.7",
            kept / (double)N);
     dt_cpu_set_threads(1);
-    be->dropout_fwd(N, 0.3f, 1234, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    be->dropout_fwd(N, 0.3f, 1234, 0, NULL, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
     dt_cpu_set_threads(2);
     TAP_OK(memcmp(mask, mask2, N) == 0 && memcmp(y, y2, N * sizeof(float)) == 0, "same seed, same mask on 1 and 2 threads");
-    be->dropout_fwd(N, 0.3f, 1235, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    be->dropout_fwd(N, 0.3f, 1235, 0, NULL, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
     TAP_OK(memcmp(mask, mask2, N) != 0, "another seed, another mask");
+    /* seeded by the scalars' model step as the op runs: hash(seed, model_step * 1024 + salt) */
+    dt_scalars sc;
+    memset(&sc, 0, sizeof sc);
+    sc.model_step = 41;
+    be->dropout_fwd(N, 0.3f, 1234, 5, &sc, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    be->dropout_fwd(N, 0.3f, dt_hash64(1234, 41 * 1024 + 5), 0, NULL, x, DT_FLOAT32, y, DT_FLOAT32, mask);
+    ok = memcmp(mask, mask2, N) == 0 && memcmp(y, y2, N * sizeof(float)) == 0;
+    sc.model_step = 42; /* the next step (a graph's next launch reads it): another mask */
+    be->dropout_fwd(N, 0.3f, 1234, 5, &sc, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    TAP_OK(ok && memcmp(mask, mask2, N) != 0,
+           "with the scalars, the mask is hash(seed, model_step * 1024 + salt)'s, read as the op runs: a new step, a new mask");
+    be->dropout_fwd(N, 0.3f, 1234, 0, NULL, x, DT_FLOAT32, y, DT_FLOAT32, mask); /* the mask used below */
     be->dropout_bwd(N, 0.3f, mask, x, DT_FLOAT32, dx, DT_FLOAT32, 0);
     ok = 1;
     for (int i = 0; i < N; i++)

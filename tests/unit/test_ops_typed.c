@@ -628,8 +628,8 @@ static void check_dropout_flatten_xent(void)
         const float p = 0.3f;
         tens x = tmake(R, NE, -1, 1), y = tmake(yts[k], NE, -1, 1), dy = tmake(yts[k], NE, -1, 1);
         uint8_t *m_t = amalloc(NE), *m_f = amalloc(NE);
-        be->dropout_fwd(NE, p, 77, x.h, R, y.h, yts[k], m_t);
-        be->dropout_fwd(NE, p, 77, x.f, DT_FLOAT32, y.f, DT_FLOAT32, m_f);
+        be->dropout_fwd(NE, p, 77, 0, NULL, x.h, R, y.h, yts[k], m_t);
+        be->dropout_fwd(NE, p, 77, 0, NULL, x.f, DT_FLOAT32, y.f, DT_FLOAT32, m_f);
         ok &= same("dropout_fwd y", &y);
         ok &= same_bytes("dropout_fwd mask", m_t, m_f, NE);
         for (int acc = 0; acc <= 1; acc++) {

@@ -14,7 +14,10 @@
  * bit: the step's op sequence, its memory and its scratch are the same from step to step, and what
  * changes between steps travels through memory. Then the property is broken on purpose: a launch
  * whose host does not write the step's in scalars (its lr) keeps the captured learning rate, and
- * must differ. */
+ * must differ. The same for a small net with dropout before its classifier: each launch's masks
+ * come from the model step in the scalars (dropout_fwd reads it as it runs), so the launched steps
+ * equal the issued ones; with the launched steps' model step frozen at the captured one (lr and step
+ * still written, the model step left out of the comparison), the masks repeat and it must differ. */
 #include "config.h"
 
 #include <stdint.h>
@@ -46,11 +49,24 @@ static float lr_of(int s)
     return 0.05f * (float)(1 + s % 3);
 }
 
-static int start(run *r, const dt_backend *be)
+/* a small convolutional net with a dropout layer before its classifier (VGG's and AlexNet's
+ * pattern): its masks are seeded by the model's step, which the op reads from the scalars */
+static int build_dropout_net(dt_model *m, const dt_backend *be)
+{
+    dt_model_begin(m, "conv-dropout", 3, CLASSES, be);
+    int x = dt_layer_relu(m, dt_layer_batchnorm(m, "bn1", dt_layer_conv(m, "conv1", m->input, 8, 3, 1, 1, 0,
+                                                                          DT_INIT_KAIMING_FAN_OUT)));
+    x = dt_layer_flatten(m, dt_layer_adaptive_avgpool(m, x, 4, 4));
+    x = dt_layer_linear(m, "fc", dt_layer_dropout(m, x, 0.5f), CLASSES, DT_INIT_TORCH_DEFAULT, DT_INIT_TORCH_DEFAULT);
+    return dt_model_end(m, x);
+}
+
+static int start(run *r, const dt_backend *be, int dropout)
 {
     memset(r, 0, sizeof *r);
     dt_amp_props props;
-    r->ok = dt_model_create(&r->m, "resnet8", 3, CLASSES, be) == DT_OK && dt_amp_resolve(1, NULL, &props) == DT_OK &&
+    int made = dropout ? build_dropout_net(&r->m, be) : dt_model_create(&r->m, "resnet8", 3, CLASSES, be);
+    r->ok = made == DT_OK && dt_amp_resolve(1, NULL, &props) == DT_OK &&
             dt_amp_attach(&r->amp, &r->m, &props) == DT_OK && dt_model_plan(&r->m, N, HW, HW) == DT_OK &&
             dt_sgd_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
             (r->x = be->mem_alloc((size_t)VALUES * sizeof(float))) != NULL && (r->u = be->mem_alloc(VALUES)) != NULL &&
@@ -107,8 +123,9 @@ static void step(run *r, int s)
     dt_amp_finish(&r->amp.scaler, NULL, &r->opt, &r->m);
 }
 
-/* everything the step leaves in backend memory, as bytes */
-static unsigned char *state(run *r, size_t *n)
+/* everything the step leaves in backend memory, as bytes; without_model_step: the scalars' model
+ * step left out (zero), so that only what it seeded can differ */
+static unsigned char *state(run *r, size_t *n, int without_model_step)
 {
     dt_model *m = &r->m;
     size_t mw = (size_t)m->n_weights * sizeof(float), lb = (size_t)N * CLASSES * sizeof(float);
@@ -126,6 +143,8 @@ static unsigned char *state(run *r, size_t *n)
     p += lb;
     dt_scalars sc;
     dt_model_get_scalars(m, &sc);
+    if (without_model_step)
+        sc.model_step = 0;
     memcpy(p, &sc, sizeof sc);
     return s;
 }
@@ -143,12 +162,14 @@ static void finish(run *r)
     dt_model_free(&r->m);
 }
 
-/* STEPS steps both ways; write_in: the launched steps' host writes their in scalars (lr, step) */
-static int compare(int write_in, size_t *ops, int *first_diff, double *scale)
+/* STEPS steps both ways; write_in: the launched steps' host writes their in scalars (lr, step);
+ * dropout: the small net with dropout instead of resnet8; frozen: the launched steps' in scalars keep
+ * the captured step's model step (dropout's seed frozen, as an argument would be; lr and step right) */
+static int compare(int write_in, int dropout, int frozen, size_t *ops, int *first_diff, double *scale)
 {
     run ref, rep;
     const dt_backend *gb = dt_cpu_graph_backend();
-    int ok = start(&ref, &dt_backend_cpu) && start(&rep, gb);
+    int ok = start(&ref, &dt_backend_cpu, dropout) && start(&rep, gb, dropout);
     int same = 1;
     dt_graph *g = NULL;
     *first_diff = -1;
@@ -158,6 +179,8 @@ static int compare(int write_in, size_t *ops, int *first_diff, double *scale)
             step(&rep, s);
         } else { /* step 1 captures the graph; every step launches it after its host part */
             host_part(&rep, s, s == 1 || write_in);
+            if (frozen && s > 1)
+                rep.m.host_io[0].model_step = 1; /* the model's step when step 1 was captured */
             if (s == 1) {
                 rep.ok = rep.ok && gb->graph_begin() == DT_OK;
                 issued_part(&rep);
@@ -166,10 +189,12 @@ static int compare(int write_in, size_t *ops, int *first_diff, double *scale)
             }
             if (rep.ok)
                 gb->graph_launch(g);
+            if (rep.ok && s > 1) /* what forward and backward count on the host (train/step.c) */
+                dt_model_host_step(&rep.m);
             dt_amp_finish(&rep.amp.scaler, NULL, &rep.opt, &rep.m);
         }
         size_t na, nb;
-        unsigned char *a = state(&ref, &na), *b = state(&rep, &nb);
+        unsigned char *a = state(&ref, &na, frozen), *b = state(&rep, &nb, frozen);
         int eq = na == nb && !memcmp(a, b, na);
         if (!eq && *first_diff < 0)
             *first_diff = s;
@@ -191,7 +216,7 @@ int main(void)
     size_t ops = 0;
     int diff;
     double scale;
-    int same = compare(1, &ops, &diff, &scale);
+    int same = compare(1, 0, 0, &ops, &diff, &scale);
     TAP_OK(same && ops > 50,
            "resnet8 O1: step 1 captured as a graph (%zu ops and copies) and launched for steps 1-%d with a new lr each step: "
            "weights, gradients, BN statistics, momentum, logits and step scalars equal the CPU backend's after every "
@@ -200,10 +225,20 @@ int main(void)
     if (diff >= 0)
         tap_diag("first difference after step %d", diff);
     TAP_OK(scale != 65536.0, "the dynamic scale moved on the backend during the run (%g)", scale);
-    int broken = compare(0, &ops, &diff, &scale);
+    int broken = compare(0, 0, 0, &ops, &diff, &scale);
     TAP_OK(!broken && diff == 2,
            "control: with the launched steps' lr not written to the host buffer the graph keeps the captured one: "
            "it differs from step %d on",
+           diff);
+    same = compare(1, 1, 0, &ops, &diff, &scale);
+    TAP_OK(same, "a net with dropout (p 0.5 before its classifier): each launch draws its step's masks, the model "
+                 "step read from the scalars; equal the issued steps bit for bit after every step");
+    if (diff >= 0)
+        tap_diag("first difference after step %d", diff);
+    broken = compare(1, 1, 1, &ops, &diff, &scale);
+    TAP_OK(!broken && diff == 2,
+           "control: with the launched steps' model step frozen at the captured one (lr and step written), the masks "
+           "repeat: it differs from step %d on",
            diff);
     return tap_done();
 }

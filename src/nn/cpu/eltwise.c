@@ -221,9 +221,11 @@ void dt_cpu_copy_grad(int64_t n, const void *src, dt_dtype st, void *dst, dt_dty
 }
 
 DT_CLONES
-void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y, dt_dtype yt,
-                        uint8_t *mask)
+void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, int64_t salt, const dt_scalars *s, const void *x,
+                        dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask)
 {
+    if (s) /* the model's step, as the scalars hold it when the op runs */
+        seed = dt_hash64(seed, (uint64_t)(s->model_step * 1024 + salt));
     /* keep when the top 24 bits of hash(seed, i) fall at or above p*2^24: exact for any thread split */
     const uint32_t cut = (uint32_t)((double)p * (1u << 24));
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;

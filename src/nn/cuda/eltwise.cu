@@ -268,9 +268,11 @@ static __device__ __forceinline__ float dropout_value(uint8_t keep, float v, flo
 }
 
 template <typename TX, typename TY>
-static __global__ void dropout_fwd_kernel(int64_t n, int64_t n8, uint32_t cut, float scale, uint64_t seed,
-                                          const TX *x, TY *y, uint8_t *mask)
+static __global__ void dropout_fwd_kernel(int64_t n, int64_t n8, uint32_t cut, float scale, uint64_t seed0,
+                                          int64_t salt, const dt_scalars *s, const TX *x, TY *y, uint8_t *mask)
 {
+    /* the model's step, read from the scalars when the kernel runs (a graph's launch: this step's) */
+    const uint64_t seed = s ? dev_hash64(seed0, (uint64_t)(s->model_step * 1024 + salt)) : seed0;
     GRID_LOOP(c, n8)
     {
         float v[8];
@@ -312,8 +314,8 @@ static __global__ void dropout_bwd_kernel(int64_t n, int64_t n8, float scale, co
     st_acc(dx, i, dropout_value(mask[i], ld(dy, i), scale), accumulate);
 }
 
-extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const void *x, dt_dtype xt, void *y,
-                                    dt_dtype yt, uint8_t *mask)
+extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, int64_t salt, const dt_scalars *s,
+                                    const void *x, dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask)
 {
     if (n <= 0)
         return;
@@ -324,7 +326,7 @@ extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, const voi
     DT_CUDA_TYPED("dropout_fwd", xt, TX,
                   DT_CUDA_TYPED("dropout_fwd", yt, TY,
                                 dropout_fwd_kernel<TX, TY><<<grid8(n, n8), THREADS, 0, stream()>>>(
-                                    n, n8, cut, scale, seed, (const TX *)x, (TY *)y, mask)));
+                                    n, n8, cut, scale, seed, salt, s, (const TX *)x, (TY *)y, mask)));
     DT_LAUNCHED("dropout_fwd_kernel");
 }
 
