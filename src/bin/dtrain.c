@@ -25,7 +25,8 @@ enum {
     OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAPH, OPT_NO_GRAPH, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
-    OPT_MAX_NONFINITE
+    OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
+    OPT_WARMUP_DECAY, OPT_PRINT_LR
 };
 
 static void usage(FILE *out)
@@ -49,9 +50,20 @@ static void usage(FILE *out)
             "      --start-epoch N       begin at epoch N: its schedule and shuffle (default 0; --resume: the checkpoint's)\n"
             "      --lr X                for a global batch of 256, scaled by global batch / 256 (default 0.1)\n"
             "      --no-lr-scaling       use --lr as it is\n"
-            "      --warmup-epochs X     linear warm-up (default 0)\n"
-            "      --lr-schedule S       step (x0.1 at --lr-steps) or cosine (per step, to 0) (default step)\n"
-            "      --lr-steps LIST       epochs of the step schedule (default 30,60,80)\n"
+            "      --warmup-epochs X     warm-up epochs (default 0); also --lr-warmup-epochs\n"
+            "      --lr-schedule S       the seed tutorial's step (x --lr-gamma at --lr-steps) or cosine (per step,\n"
+            "                            to --lr-min), or torch.optim.lr_scheduler's as torchvision's train.py\n"
+            "                            chains them after the warm-up: steplr, multisteplr, cosineannealinglr,\n"
+            "                            exponentiallr, polynomiallr (default step); also --lr-scheduler\n"
+            "      --lr-steps LIST       epochs of step and multisteplr (default 30,60,80); also --lr-milestones\n"
+            "      --lr-gamma X          step, steplr, multisteplr, exponentiallr factor (default 0.1)\n"
+            "      --lr-step-size N      steplr's period in epochs (default 30)\n"
+            "      --lr-min X            the cosines' floor (default 0)    --lr-power X  polynomiallr's (default 1)\n"
+            "      --lr-per-step         torchvision's schedules at every step, not every epoch\n"
+            "      --lr-warmup-method M  linear (from --lr-warmup-decay) or constant (default: linear for step and\n"
+            "                            cosine, constant for torchvision's)\n"
+            "      --lr-warmup-decay X   the warm-up's first factor (default: 0 for step and cosine, 0.01 else)\n"
+            "      --print-lr N          print the lr of every step for N steps per epoch, and exit\n"
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
             "      --nesterov            Nesterov momentum\n"
             "      --label-smoothing X   (default 0)\n"
@@ -124,6 +136,17 @@ int main(int argc, char **argv)
         {"warmup-epochs", required_argument, NULL, OPT_WARMUP},
         {"lr-schedule", required_argument, NULL, OPT_SCHEDULE},
         {"lr-steps", required_argument, NULL, OPT_LR_STEPS},
+        {"lr-milestones", required_argument, NULL, OPT_LR_STEPS},
+        {"lr-scheduler", required_argument, NULL, OPT_SCHEDULE},
+        {"lr-warmup-epochs", required_argument, NULL, OPT_WARMUP},
+        {"lr-gamma", required_argument, NULL, OPT_LR_GAMMA},
+        {"lr-step-size", required_argument, NULL, OPT_LR_STEP_SIZE},
+        {"lr-min", required_argument, NULL, OPT_LR_MIN},
+        {"lr-power", required_argument, NULL, OPT_LR_POWER},
+        {"lr-per-step", no_argument, NULL, OPT_LR_PER_STEP},
+        {"lr-warmup-method", required_argument, NULL, OPT_WARMUP_METHOD},
+        {"lr-warmup-decay", required_argument, NULL, OPT_WARMUP_DECAY},
+        {"print-lr", required_argument, NULL, OPT_PRINT_LR},
         {"momentum", required_argument, NULL, OPT_MOMENTUM},
         {"wd", required_argument, NULL, OPT_WD},
         {"weight-decay", required_argument, NULL, OPT_WD},
@@ -163,7 +186,6 @@ int main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
-    static const char *const schedules[] = {"step", "cosine", NULL}; /* DT_LR_STEP, DT_LR_COSINE */
     static const char *const precisions[] = {"fp16", "bf16", NULL};
     static const char *const devices[] = {"cpu", "cuda", NULL};
     /* HDF5 1.10's exit handler crashes on a file whose H5Fclose failed (a full disk while writing a
@@ -175,7 +197,7 @@ int main(int argc, char **argv)
     dt_train_defaults(&cfg);
     opterr = 0; /* our own one-line messages */
     int c, bad = 0;
-    long nproc = 0, v;
+    long nproc = 0, print_lr = 0, v;
     double d;
     bool bv;
     while (!bad && (c = getopt_long(argc, argv, ":hVea:j:b:p:", opts, NULL)) != -1) {
@@ -202,7 +224,17 @@ int main(int argc, char **argv)
         case OPT_MAX_NONFINITE: bad = dt_parse_long("--max-nonfinite", optarg, 1, 1L << 40, &cfg.max_nonfinite); break;
         case OPT_NO_LR_SCALING: cfg.no_lr_scaling = 1; break;
         case OPT_WARMUP: bad = num("--warmup-epochs", optarg, 0, 1e6, &cfg.warmup_epochs); break;
-        case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, schedules, &cfg.lr_schedule); break;
+        case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, dt_lr_schedule_names, &cfg.lr_schedule); break;
+        case OPT_LR_GAMMA: bad = num("--lr-gamma", optarg, 1e-12, 1e6, &cfg.lr_gamma); break;
+        case OPT_LR_STEP_SIZE: bad = dt_parse_long("--lr-step-size", optarg, 1, 1000000, &cfg.lr_step_size); break;
+        case OPT_LR_MIN: bad = num("--lr-min", optarg, 0, 1e6, &cfg.lr_min); break;
+        case OPT_LR_POWER: bad = num("--lr-power", optarg, 0, 1e6, &cfg.lr_power); break;
+        case OPT_LR_PER_STEP: cfg.lr_per_step = 1; break;
+        case OPT_WARMUP_METHOD:
+            bad = dt_parse_choice("--lr-warmup-method", optarg, dt_lr_warmup_names, &cfg.warmup_method);
+            break;
+        case OPT_WARMUP_DECAY: bad = num("--lr-warmup-decay", optarg, 0, 1, &cfg.warmup_decay); break;
+        case OPT_PRINT_LR: bad = dt_parse_long("--print-lr", optarg, 1, 100000000, &print_lr); break;
         case OPT_LR_STEPS:
             bad = dt_parse_long_list("--lr-steps", optarg, 1, 1000000, cfg.lr_steps, 16, &cfg.n_lr_steps);
             break;
@@ -286,6 +318,17 @@ int main(int argc, char **argv)
     if (cfg.start_epoch >= cfg.epochs) {
         dt_error("--start-epoch %d: must be below --epochs %d", cfg.start_epoch, cfg.epochs);
         return EXIT_USAGE;
+    }
+    if (cfg.lr_schedule > DT_LR_COSINE && cfg.warmup_epochs > 0 && dt_schedule_warmup_decay(&cfg) <= 0) {
+        /* torch's LinearLR and ConstantLR refuse a factor of 0: the schedule would not be theirs */
+        dt_error("--lr-warmup-decay 0 with --lr-schedule %s: torch.optim.lr_scheduler's warm-up starts above 0 "
+                 "(give one in (0, 1], or the seed tutorial's step or cosine, which warm up from 0)",
+                 dt_lr_schedule_names[cfg.lr_schedule]);
+        return EXIT_USAGE;
+    }
+    if (print_lr) {
+        dt_train_print_lr(&cfg, print_lr, stdout);
+        return EXIT_SUCCESS;
     }
     if (cfg.pretrained && cfg.resume) {
         dt_error("--pretrained and --resume: give one (a resumed run has its weights in the checkpoint)");

@@ -104,12 +104,20 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_double(out, "--lr", cfg->lr);
     put_flag(out, "--no-lr-scaling", cfg->no_lr_scaling);
     put_double(out, "--warmup-epochs", cfg->warmup_epochs);
-    put_str(out, "--lr-schedule", cfg->lr_schedule == DT_LR_COSINE ? "cosine" : "step");
+    put_str(out, "--lr-schedule", dt_lr_schedule_names[cfg->lr_schedule]);
     char steps[16 * 24] = "";
-    int cosine = cfg->lr_schedule == DT_LR_COSINE; /* which does not use --lr-steps */
-    for (int i = 0; i < cfg->n_lr_steps && i < 16 && !cosine; i++)
+    /* the milestones where the schedule has them */
+    int milestones = cfg->lr_schedule == DT_LR_STEP || cfg->lr_schedule == DT_LR_MULTISTEPLR;
+    for (int i = 0; i < cfg->n_lr_steps && i < 16 && milestones; i++)
         snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%ld", i ? "," : "", cfg->lr_steps[i]);
-    put_str(out, "--lr-steps", cosine ? NULL : steps);
+    put_str(out, "--lr-steps", milestones ? steps : NULL);
+    put_double(out, "--lr-gamma", cfg->lr_gamma);
+    put_long(out, "--lr-step-size", cfg->lr_step_size, -1);
+    put_double(out, "--lr-min", cfg->lr_min);
+    put_double(out, "--lr-power", cfg->lr_power);
+    put_flag(out, "--lr-per-step", cfg->lr_per_step);
+    put_str(out, "--lr-warmup-method", dt_lr_warmup_names[dt_schedule_warmup_method(cfg)]);
+    put_double(out, "--lr-warmup-decay", dt_schedule_warmup_decay(cfg));
     put_double(out, "--momentum", cfg->momentum);
     put_double(out, "--wd", cfg->wd);
     put_flag(out, "--nesterov", cfg->nesterov);

@@ -53,7 +53,7 @@ static int write_run_json(dt_run *r)
         "device", cfg->cuda ? "cuda" : "cpu", "batch_per_rank", cfg->batch,
         "global_batch", cfg->batch * r->launch.size * cfg->accum_steps, "epochs", cfg->epochs,
         "workers", cfg->workers, "lr", cfg->lr, "lr_scaled", r->base_lr,
-        "lr_schedule", cfg->lr_schedule == DT_LR_COSINE ? "cosine" : "step", "lr_steps", lr_steps,
+        "lr_schedule", dt_lr_schedule_names[cfg->lr_schedule], "lr_steps", lr_steps,
         "warmup_epochs", cfg->warmup_epochs, "momentum", cfg->momentum, "weight_decay", cfg->wd,
         "label_smoothing", cfg->label_smoothing, "seed", (json_int_t)cfg->seed, "classes", r->classes,
         "amp",
@@ -67,6 +67,13 @@ static int write_run_json(dt_run *r)
         "slurm_job_id", getenv("SLURM_JOB_ID"), "nodes", r->nodes, "ranks_per_node", r->launch.local_size,
         "dataset", r->dataset_name, "started", r->started, "run_dir", r->dir,
         "desired_acc", cfg->desired_acc > 0 ? json_real(cfg->desired_acc) : json_null());
+    if (j) /* the schedule's other settings, defaults filled in (train/schedule.c) */
+        json_object_set_new(j, "lr_schedule_args",
+                            json_pack("{s:f, s:I, s:f, s:f, s:b, s:s, s:f}", "gamma", cfg->lr_gamma, "step_size",
+                                      (json_int_t)cfg->lr_step_size, "lr_min", cfg->lr_min, "power", cfg->lr_power,
+                                      "per_step", cfg->lr_per_step, "warmup_method",
+                                      dt_lr_warmup_names[dt_schedule_warmup_method(cfg)], "warmup_decay",
+                                      dt_schedule_warmup_decay(cfg)));
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", r->dir);
     int rc = j && json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;

@@ -42,6 +42,11 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->batch = 64;
     cfg->lr = 0.1;
     cfg->lr_schedule = DT_LR_STEP;
+    cfg->lr_gamma = 0.1;
+    cfg->lr_step_size = 30;
+    cfg->lr_power = 1;
+    cfg->warmup_method = -1;
+    cfg->warmup_decay = -1;
     cfg->lr_steps[0] = 30;
     cfg->lr_steps[1] = 60;
     cfg->lr_steps[2] = 80;

@@ -4,6 +4,7 @@
 #define DT_TRAIN_TRAINER_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "train/amp.h"
 
@@ -11,11 +12,25 @@
 extern "C" {
 #endif
 
-/* --lr-schedule: the values are the indices of its choices in src/bin/dtrain.c ("step", "cosine") */
+/* --lr-schedule / --lr-scheduler: the values are the indices of its choices (dt_lr_schedule_names).
+ * The first two are the seed tutorial's (their epochs counted from the run's start, warm-up per
+ * step); the others are torch.optim.lr_scheduler's, built as torchvision's reference train.py
+ * builds them (train/schedule.c): after a warm-up of warmup_epochs, the main schedule counts its
+ * own epochs from the warm-up's end, stepped per epoch (or per step with lr_per_step). */
 enum dt_lr_schedule {
-    DT_LR_STEP = 0,             /* x0.1 at each of lr_steps (epochs) */
-    DT_LR_COSINE = 1,           /* per step, cosine from the (warmed-up) lr to 0 at the last epoch's end */
+    DT_LR_STEP = 0,             /* x lr_gamma (0.1) at each of lr_steps (epochs from the start) */
+    DT_LR_COSINE = 1,           /* per step, cosine from the (warmed-up) lr to lr_min at the last epoch's end */
+    DT_LR_STEPLR = 2,           /* StepLR: x lr_gamma every lr_step_size epochs */
+    DT_LR_MULTISTEPLR = 3,      /* MultiStepLR: x lr_gamma at each of lr_steps */
+    DT_LR_COSINEANNEALINGLR = 4, /* CosineAnnealingLR: to lr_min over the epochs after the warm-up */
+    DT_LR_EXPONENTIALLR = 5,    /* ExponentialLR: x lr_gamma every epoch */
+    DT_LR_POLYNOMIALLR = 6,     /* PolynomialLR: (1 - t/T)^lr_power to 0 over the epochs after the warm-up */
 };
+/* --lr-warmup-method */
+enum dt_lr_warmup { DT_WARMUP_LINEAR = 0, DT_WARMUP_CONSTANT = 1 };
+/* the choices' names, in enum order, NULL-terminated */
+extern const char *const dt_lr_schedule_names[];
+extern const char *const dt_lr_warmup_names[];
 
 typedef struct dt_train_cfg {
     const char *data;           /* packed dataset directory (dtpack); NULL with synthetic */
@@ -27,8 +42,17 @@ typedef struct dt_train_cfg {
     int no_lr_scaling;
     double warmup_epochs;
     int lr_schedule;            /* enum dt_lr_schedule */
-    long lr_steps[16];
+    long lr_steps[16];          /* DT_LR_STEP, DT_LR_MULTISTEPLR: the milestones (epochs) */
     int n_lr_steps;
+    double lr_gamma;            /* the factor of the step, multistep and exponential schedules (0.1) */
+    long lr_step_size;          /* DT_LR_STEPLR's period in epochs (30) */
+    double lr_min;              /* the cosines' floor (0) */
+    double lr_power;            /* DT_LR_POLYNOMIALLR's power (1) */
+    int lr_per_step;            /* torchvision's schedules at fractional epochs, each step (0: whole epochs) */
+    int warmup_method;          /* enum dt_lr_warmup; -1: the schedule's default (linear for the tutorial's
+                                 * two, constant for torchvision's, as its train.py) */
+    double warmup_decay;        /* the warm-up's first factor; < 0: the default (0 for the tutorial's two,
+                                 * torchvision's 0.01 for the others) */
     double momentum, wd, label_smoothing;
     int nesterov;
     int print_freq;             /* steps between progress lines */
@@ -57,6 +81,13 @@ typedef struct dt_train_cfg {
     int graph;                  /* the step as graphs: 1 --graph, 0 --no-graph, -1 (default) on with --device cuda */
     double comm_timeout;
 } dt_train_cfg;
+
+/* --print-lr: the learning rate at every step of every epoch (start_epoch to epochs) for
+ * steps_per_epoch steps per epoch on one rank, one line each ("epoch step lr"), after a comment line */
+void dt_train_print_lr(const dt_train_cfg *cfg, int64_t steps_per_epoch, FILE *out);
+/* the warm-up's method (enum dt_lr_warmup) and first factor, the schedule's defaults filled in */
+int dt_schedule_warmup_method(const dt_train_cfg *cfg);
+double dt_schedule_warmup_decay(const dt_train_cfg *cfg);
 
 /* Apex-like defaults: resnet50, 90 epochs, batch 64 per rank, lr 0.1 per 256, step schedule at
  * 30/60/80, momentum 0.9, wd 1e-4, print every 10 steps, O0, 25/1 MiB buckets, 600 s timeout. */

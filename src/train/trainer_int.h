@@ -158,8 +158,8 @@ int dt_run_epochs(dt_run *r);
 /* cfg->lr scaled to the global batch (batch x ranks x accumulation steps, per 256 images) unless
  * --no-lr-scaling. */
 double dt_schedule_base_lr(const dt_train_cfg *cfg, int world);
-/* The learning rate at step step_in_epoch of epoch: the linear warm-up, then the step or cosine
- * schedule (enum dt_lr_schedule). */
+/* The learning rate at step step_in_epoch of epoch: the warm-up, then the schedule (enum
+ * dt_lr_schedule; schedule.c says how each is computed). */
 double dt_schedule_lr(const dt_train_cfg *cfg, double base_lr, int64_t steps_per_epoch, int epoch,
                       int64_t step_in_epoch);
 

@@ -123,6 +123,13 @@ int main(void)
     CHANGE("--warmup-epochs", c->warmup_epochs = 5);
     CHANGE("--lr-schedule", c->lr_schedule = DT_LR_COSINE);
     CHANGE("--lr-steps", c->lr_steps[2] = 85);
+    CHANGE("--lr-gamma", c->lr_gamma = 0.5);
+    CHANGE("--lr-step-size", c->lr_step_size = 10);
+    CHANGE("--lr-min", c->lr_min = 1e-3);
+    CHANGE("--lr-power", c->lr_power = 2);
+    CHANGE("--lr-per-step", c->lr_per_step = 1);
+    CHANGE("--lr-warmup-method", c->warmup_method = DT_WARMUP_CONSTANT);
+    CHANGE("--lr-warmup-decay", c->warmup_decay = 0.5);
     CHANGE("--momentum", c->momentum = 0.8);
     CHANGE("--wd", c->wd = 5e-4);
     CHANGE("--nesterov", c->nesterov = 1);
@@ -154,6 +161,16 @@ int main(void)
     cos1.lr_schedule = cos2.lr_schedule = DT_LR_COSINE;
     cos2.lr_steps[0] = 3;
     TAP_OK(differ(&cos1, &cos2, line, sizeof line) == -1, "cosine: --lr-steps not compared");
+    /* multisteplr reads them */
+    cos1.lr_schedule = cos2.lr_schedule = DT_LR_MULTISTEPLR;
+    TAP_OK(differ(&cos1, &cos2, line, sizeof line) >= 0 && strstr(line, "--lr-steps 3,60,80"),
+           "multisteplr: --lr-steps compared (%s)", line);
+    /* a schedule's default warm-up equals the same warm-up given: no difference */
+    dt_train_cfg w1 = base, w2 = base;
+    w1.lr_schedule = w2.lr_schedule = DT_LR_STEPLR;
+    w2.warmup_method = DT_WARMUP_CONSTANT;
+    w2.warmup_decay = 0.01;
+    TAP_OK(differ(&w1, &w2, line, sizeof line) == -1, "steplr: its default warm-up (constant, 0.01) equals it given");
 
     /* the first difference wins; several ranks and values; rank 0's value last */
     dt_train_cfg ranks[6] = {base, base, base, base, base, base};
