@@ -26,7 +26,7 @@ enum {
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAPH, OPT_NO_GRAPH, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
-    OPT_WARMUP_DECAY, OPT_PRINT_LR
+    OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD
 };
 
 static void usage(FILE *out)
@@ -65,6 +65,8 @@ static void usage(FILE *out)
             "      --lr-warmup-decay X   the warm-up's first factor (default: 0 for step and cosine, 0.01 else)\n"
             "      --print-lr N          print the lr of every step for N steps per epoch, and exit\n"
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
+            "      --norm-weight-decay X BN's weights and biases' own weight decay (default: --wd)\n"
+            "      --bias-weight-decay X every bias's own (BN's too; before --norm-weight-decay) (default: --wd)\n"
             "      --nesterov            Nesterov momentum\n"
             "      --label-smoothing X   (default 0)\n"
             "      --accum-steps N       gradient accumulation (default 1)\n"
@@ -150,6 +152,8 @@ int main(int argc, char **argv)
         {"momentum", required_argument, NULL, OPT_MOMENTUM},
         {"wd", required_argument, NULL, OPT_WD},
         {"weight-decay", required_argument, NULL, OPT_WD},
+        {"norm-weight-decay", required_argument, NULL, OPT_NORM_WD},
+        {"bias-weight-decay", required_argument, NULL, OPT_BIAS_WD},
         {"nesterov", no_argument, NULL, OPT_NESTEROV},
         {"label-smoothing", required_argument, NULL, OPT_SMOOTH},
         {"desired-acc", required_argument, NULL, OPT_DESIRED},
@@ -240,6 +244,8 @@ int main(int argc, char **argv)
             break;
         case OPT_MOMENTUM: bad = num("--momentum", optarg, 0, 1, &cfg.momentum); break;
         case OPT_WD: bad = num("--wd", optarg, 0, 1, &cfg.wd); break;
+        case OPT_NORM_WD: bad = num("--norm-weight-decay", optarg, 0, 1, &cfg.norm_wd); break;
+        case OPT_BIAS_WD: bad = num("--bias-weight-decay", optarg, 0, 1, &cfg.bias_wd); break;
         case OPT_NESTEROV: cfg.nesterov = 1; break;
         case OPT_SMOOTH: bad = num("--label-smoothing", optarg, 0, 1, &cfg.label_smoothing); break;
         case OPT_DESIRED: bad = num("--desired-acc", optarg, 0, 100, &cfg.desired_acc); break;

@@ -120,6 +120,11 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_double(out, "--lr-warmup-decay", dt_schedule_warmup_decay(cfg));
     put_double(out, "--momentum", cfg->momentum);
     put_double(out, "--wd", cfg->wd);
+    put_double(out, "--norm-weight-decay", cfg->norm_wd < 0 ? cfg->wd : cfg->norm_wd);
+    if (cfg->bias_wd < 0) /* not a group: not the same as a bias decay equal to --wd (BN's biases) */
+        put_str(out, "--bias-weight-decay", NULL);
+    else
+        put_double(out, "--bias-weight-decay", cfg->bias_wd);
     put_flag(out, "--nesterov", cfg->nesterov);
     put_double(out, "--label-smoothing", cfg->label_smoothing);
     put_long(out, "--accum-steps", cfg->accum_steps, -1);

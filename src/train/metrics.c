@@ -67,6 +67,10 @@ static int write_run_json(dt_run *r)
         "slurm_job_id", getenv("SLURM_JOB_ID"), "nodes", r->nodes, "ranks_per_node", r->launch.local_size,
         "dataset", r->dataset_name, "started", r->started, "run_dir", r->dir,
         "desired_acc", cfg->desired_acc > 0 ? json_real(cfg->desired_acc) : json_null());
+    if (j) { /* the parameter groups' weight decays (null: as weight_decay) */
+        json_object_set_new(j, "norm_weight_decay", cfg->norm_wd < 0 ? json_null() : json_real(cfg->norm_wd));
+        json_object_set_new(j, "bias_weight_decay", cfg->bias_wd < 0 ? json_null() : json_real(cfg->bias_wd));
+    }
     if (j) /* the schedule's other settings, defaults filled in (train/schedule.c) */
         json_object_set_new(j, "lr_schedule_args",
                             json_pack("{s:f, s:I, s:f, s:f, s:b, s:s, s:f}", "gamma", cfg->lr_gamma, "step_size",

@@ -3,6 +3,7 @@
 
 #include "train/sgd.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +23,7 @@ int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float da
     o->dampening = dampening;
     o->weight_decay = weight_decay;
     o->nesterov = nesterov;
-    o->no_decay_bn_bias = no_decay_bn_bias;
+    o->norm_weight_decay = o->bias_weight_decay = no_decay_bn_bias ? 0.0f : NAN;
     o->be = m->be;
     if (momentum != 0 && !(o->momentum_buf = m->be->mem_alloc((size_t)(m->n_weights ? m->n_weights : 1) * sizeof(float)))) {
         dt_error("SGD: cannot allocate the momentum of %s", m->arch);
@@ -31,17 +32,35 @@ int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float da
     return DT_OK;
 }
 
+void dt_sgd_set_group_decay(dt_sgd *o, float norm_weight_decay, float bias_weight_decay)
+{
+    o->norm_weight_decay = norm_weight_decay;
+    o->bias_weight_decay = bias_weight_decay;
+}
+
+float dt_sgd_decay_of(const dt_sgd *o, const dt_param *p)
+{
+    const int bias = p->kind == DT_P_BIAS || p->kind == DT_P_BN_BIAS;
+    const int norm = p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS;
+    if (bias && !isnan(o->bias_weight_decay))
+        return o->bias_weight_decay;
+    if (norm && !isnan(o->norm_weight_decay))
+        return o->norm_weight_decay;
+    return o->weight_decay;
+}
+
 void dt_sgd_step(dt_sgd *o, dt_model *m, float *master)
 {
-    if (!o->no_decay_bn_bias && dt_model_params_fp32(m)) { /* one pass over the flat arrays (padding stays 0) */
+    const int groups = !isnan(o->norm_weight_decay) || !isnan(o->bias_weight_decay);
+    if (!groups && dt_model_params_fp32(m)) { /* one pass over the flat arrays (padding stays 0) */
         m->be->sgd(m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32,
                    o->momentum_buf, o->momentum, o->dampening, o->weight_decay, o->nesterov, m->scalars);
-    } else { /* tensor by tensor: each in its type, or the decay only on conv and linear weights */
+    } else { /* tensor by tensor: each in its type, or with its group's decay */
         for (int i = 0; i < m->n_params; i++) {
             const dt_param *p = &m->params[i];
             if (!dt_param_trainable(p))
                 continue;
-            float wd = !o->no_decay_bn_bias || p->kind == DT_P_WEIGHT ? o->weight_decay : 0.0f;
+            const float wd = dt_sgd_decay_of(o, p);
             void *w = master ? (void *)(master + p->off) : dt_param_data(m, p);
             m->be->sgd(p->numel, w, master ? DT_FLOAT32 : p->dtype, dt_param_grad(m, p), p->dtype,
                        o->momentum_buf ? o->momentum_buf + p->off : NULL, o->momentum, o->dampening, wd, o->nesterov,

@@ -17,6 +17,7 @@
  * are listed in trainer_int.h. */
 #include "config.h"
 
+#include <math.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->lr = 0.1;
     cfg->lr_schedule = DT_LR_STEP;
     cfg->lr_gamma = 0.1;
+    cfg->norm_wd = cfg->bias_wd = -1;
     cfg->lr_step_size = 30;
     cfg->lr_power = 1;
     cfg->warmup_method = -1;
@@ -199,6 +201,8 @@ static int resume_or_init(dt_run *r)
     r->base_lr = dt_schedule_base_lr(cfg, r->launch.size);
     DT_TRY(dt_sgd_init(&r->opt, &r->model, (float)r->base_lr, (float)cfg->momentum, 0, (float)cfg->wd, cfg->nesterov,
                        0));
+    dt_sgd_set_group_decay(&r->opt, cfg->norm_wd < 0 ? NAN : (float)cfg->norm_wd,
+                           cfg->bias_wd < 0 ? NAN : (float)cfg->bias_wd);
     r->progress.epoch = cfg->start_epoch;
     r->progress.global_step = (int64_t)cfg->start_epoch * r->steps_per_epoch;
     if (cfg->resume && r->launch.rank == 0)

@@ -54,6 +54,7 @@ typedef struct dt_train_cfg {
     double warmup_decay;        /* the warm-up's first factor; < 0: the default (0 for the tutorial's two,
                                  * torchvision's 0.01 for the others) */
     double momentum, wd, label_smoothing;
+    double norm_wd, bias_wd;    /* torchvision's --norm-weight-decay, --bias-weight-decay; < 0: as wd */
     int nesterov;
     int print_freq;             /* steps between progress lines */
     double desired_acc;         /* stop once validation top-1 (percent) reaches it; 0: never */

@@ -132,6 +132,8 @@ int main(void)
     CHANGE("--lr-warmup-decay", c->warmup_decay = 0.5);
     CHANGE("--momentum", c->momentum = 0.8);
     CHANGE("--wd", c->wd = 5e-4);
+    CHANGE("--norm-weight-decay", c->norm_wd = 0);
+    CHANGE("--bias-weight-decay", c->bias_wd = 0);
     CHANGE("--nesterov", c->nesterov = 1);
     CHANGE("--label-smoothing", c->label_smoothing = 0.1);
     CHANGE("--accum-steps", c->accum_steps = 2);
