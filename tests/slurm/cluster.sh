@@ -10,9 +10,9 @@
 # at once; FirstJobId differs per cluster (see below). Every "node" is this one host, so /tmp and
 # /dev/shm are shared by both nodes and by the clusters of tests running in parallel, which a real
 # cluster never does: a TaskProlog gives each run of a job on each node its own TMPDIR, where Open MPI
-# keeps its session directory and its shared-memory segments (an Epilog removes it). Without it,
-# one job's Open MPI removing its session directories raced another's creating them, and MPI_Init
-# crashed (twice in CI, under load).
+# keeps its session directory and its shared-memory segments (an Epilog removes it). The suspected
+# cause of MPI_Init crashing twice in CI under load (not proven): one job's Open MPI removing its
+# session directories while another's created them in the shared /tmp.
 CL_NODES=${CL_NODES:-2}
 CL_CPUS=${CL_CPUS:-4}
 CL_GPUS=${CL_GPUS:-4}
