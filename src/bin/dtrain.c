@@ -26,7 +26,7 @@ enum {
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAPH, OPT_NO_GRAPH, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
-    OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD
+    OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP
 };
 
 static void usage(FILE *out)
@@ -67,6 +67,7 @@ static void usage(FILE *out)
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
             "      --norm-weight-decay X BN's weights and biases' own weight decay (default: --wd)\n"
             "      --bias-weight-decay X every bias's own (BN's too; before --norm-weight-decay) (default: --wd)\n"
+            "      --clip-grad-norm X    clip the gradients' global L2 norm to X before each update\n"
             "      --nesterov            Nesterov momentum\n"
             "      --label-smoothing X   (default 0)\n"
             "      --accum-steps N       gradient accumulation (default 1)\n"
@@ -154,6 +155,7 @@ int main(int argc, char **argv)
         {"weight-decay", required_argument, NULL, OPT_WD},
         {"norm-weight-decay", required_argument, NULL, OPT_NORM_WD},
         {"bias-weight-decay", required_argument, NULL, OPT_BIAS_WD},
+        {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
         {"nesterov", no_argument, NULL, OPT_NESTEROV},
         {"label-smoothing", required_argument, NULL, OPT_SMOOTH},
         {"desired-acc", required_argument, NULL, OPT_DESIRED},
@@ -246,6 +248,7 @@ int main(int argc, char **argv)
         case OPT_WD: bad = num("--wd", optarg, 0, 1, &cfg.wd); break;
         case OPT_NORM_WD: bad = num("--norm-weight-decay", optarg, 0, 1, &cfg.norm_wd); break;
         case OPT_BIAS_WD: bad = num("--bias-weight-decay", optarg, 0, 1, &cfg.bias_wd); break;
+        case OPT_CLIP: bad = num("--clip-grad-norm", optarg, 1e-12, 1e12, &cfg.clip_grad_norm); break;
         case OPT_NESTEROV: cfg.nesterov = 1; break;
         case OPT_SMOOTH: bad = num("--label-smoothing", optarg, 0, 1, &cfg.label_smoothing); break;
         case OPT_DESIRED: bad = num("--desired-acc", optarg, 0, 100, &cfg.desired_acc); break;

@@ -263,7 +263,9 @@ typedef struct dt_bn_desc {
       (float, eps), (void *, dlogits), (dt_scalars *, s))                                                              \
                                                                                                                        \
     /* torch.optim.SGD on n elements, reading lr, the loss scaler's 1/scale and whether to skip from                   \
-     * s: nothing when dt_scalars_skip(s); else g' = g*s->inv_scale (exactly 1 leaves g as it is);                     \
+     * s: nothing when dt_scalars_skip(s); else g' = g*s->inv_scale (exactly 1 leaves g as it is),                     \
+     * then with s->clip_norm > 0 g' = g' * dt_scalars_clip_coef(s) (torch's clip_grad_norm_ after                     \
+     * GradScaler's unscale_: two roundings, as there);                                                                \
      * d = g' + wd*p; buf = first ? d : momentum*buf + (1-dampening)*d, first being s->sgd_steps == 0;                 \
      * d = nesterov ? d + momentum*buf : buf (when momentum != 0); p -= s->lr*d. p of type pt, g of gt;                \
      * buf (fp32) may be NULL when momentum is 0. */                                                                   \
@@ -281,6 +283,10 @@ typedef struct dt_bn_desc {
     /* sets s->agree[DT_AGREE_OVERFLOW] when any g[i] * s->inv_scale is inf or NaN (the loss                           \
      * scaler's overflow; left as it is otherwise); g is not changed */                                                \
     F(X, unscale_check, void, (int64_t, n), (dt_dtype, t), (const void *, g), (dt_scalars *, s))                       \
+    /* s->grad_sumsq += the sum over i of (g[i] * s->inv_scale)^2 in double, the products rounded to                   \
+     * fp32 first (the unscaled gradient torch's clip_grad_norm_ sees), summed in an order that                        \
+     * does not depend on threads or launch shape; g is not changed */                                                 \
+    F(X, grad_sumsq, void, (int64_t, n), (dt_dtype, t), (const void *, g), (dt_scalars *, s))                          \
     /* Planning (above): bytes of the backend's scratch normalize_u8 needs for n values (a model                       \
      * plans it for its input, n = batch x height x width x channels, at every planned batch) */                       \
     F(X, normalize_scratch, size_t, (int64_t, n))                                                                      \

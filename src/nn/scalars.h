@@ -19,6 +19,7 @@
 #ifndef DT_NN_SCALARS_H
 #define DT_NN_SCALARS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +55,9 @@ typedef struct dt_scalars {
     int32_t reserved;
     double growth, backoff, max_scale, min_scale; /* min_scale 0: none (the floor is then 2^-24) */
     int64_t growth_interval, max_nonfinite;
+    double grad_sumsq; /* the sum of the unscaled gradients' squares this step (grad_sumsq ops; step_end clears it) */
+    float clip_norm;   /* clip the gradients' global L2 norm to this (torch's clip_grad_norm_); 0: no clipping */
+    int32_t reserved2;
     /* --- metrics: added to by xent, set by the host (dt_model_put_metrics) --- */
     double loss;     /* the last batch's mean loss */
     double loss_sum; /* the sum of the batches' mean losses */
@@ -67,8 +71,20 @@ typedef struct dt_scalars {
 /* The end of a step, after sgd (which skipped when agree[DT_AGREE_OVERFLOW] or diverged): the loss
  * scaler's update as Apex's and torch.amp's (dynamic: halve on an overflow down to min_scale, double
  * after growth_interval clean steps up to max_scale; static: unchanged), the skipped-step count,
- * divergence, the optimiser's step count, the ops' scale and 1/scale; then the overflow flag is
+ * divergence, the optimiser's step count, the ops' scale and 1/scale; then the gradients' sum of
+ * squares (clipping) is cleared, and the overflow flag is
  * cleared for the next step (so a step that uploads no in part still starts clean). */
+/* the factor clipping multiplies the unscaled gradients by: torch's clip_grad_norm_, min(1,
+ * max_norm / (total_norm + 1e-6)), computed in fp32 as torch computes it for fp32 gradients */
+DT_HOST_DEVICE static inline float dt_scalars_clip_coef(const dt_scalars *s)
+{
+    if (!(s->clip_norm > 0))
+        return 1.0f;
+    const float total = (float)sqrt(s->grad_sumsq);
+    const float coef = s->clip_norm / (total + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
 DT_HOST_DEVICE static inline void dt_scalars_step_end(dt_scalars *s)
 {
     const int overflow = s->agree[DT_AGREE_OVERFLOW] != 0;
@@ -91,6 +107,7 @@ DT_HOST_DEVICE static inline void dt_scalars_step_end(dt_scalars *s)
     s->scale_f = (float)s->scale;
     s->inv_scale = (float)(1.0 / s->scale);
     s->agree[DT_AGREE_OVERFLOW] = 0;
+    s->grad_sumsq = 0; /* the next step's norm starts from nothing */
 }
 
 /* what sgd asks: is this step skipped (an overflow agreed, or the run has diverged)? */

@@ -121,6 +121,7 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_double(out, "--momentum", cfg->momentum);
     put_double(out, "--wd", cfg->wd);
     put_double(out, "--norm-weight-decay", cfg->norm_wd < 0 ? cfg->wd : cfg->norm_wd);
+    put_double(out, "--clip-grad-norm", cfg->clip_grad_norm);
     if (cfg->bias_wd < 0) /* not a group: not the same as a bias decay equal to --wd (BN's biases) */
         put_str(out, "--bias-weight-decay", NULL);
     else

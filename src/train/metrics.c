@@ -70,6 +70,7 @@ static int write_run_json(dt_run *r)
     if (j) { /* the parameter groups' weight decays (null: as weight_decay) */
         json_object_set_new(j, "norm_weight_decay", cfg->norm_wd < 0 ? json_null() : json_real(cfg->norm_wd));
         json_object_set_new(j, "bias_weight_decay", cfg->bias_wd < 0 ? json_null() : json_real(cfg->bias_wd));
+        json_object_set_new(j, "clip_grad_norm", cfg->clip_grad_norm > 0 ? json_real(cfg->clip_grad_norm) : json_null());
     }
     if (j) /* the schedule's other settings, defaults filled in (train/schedule.c) */
         json_object_set_new(j, "lr_schedule_args",

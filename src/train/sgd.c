@@ -49,10 +49,29 @@ float dt_sgd_decay_of(const dt_sgd *o, const dt_param *p)
     return o->weight_decay;
 }
 
+int dt_sgd_set_clip(dt_sgd *o, dt_model *m, float max_norm)
+{
+    dt_scalars b;
+    DT_TRY(dt_model_get_scalars(m, &b));
+    b.clip_norm = max_norm > 0 ? max_norm : 0.0f;
+    o->clip_norm = b.clip_norm;
+    return dt_model_put_scalars(m, &b);
+}
+
 void dt_sgd_step(dt_sgd *o, dt_model *m, float *master)
 {
     const int groups = !isnan(o->norm_weight_decay) || !isnan(o->bias_weight_decay);
-    if (!groups && dt_model_params_fp32(m)) { /* one pass over the flat arrays (padding stays 0) */
+    const int flat = !groups && dt_model_params_fp32(m);
+    if (o->clip_norm > 0) { /* the norm of every gradient first: the sgd ops read it */
+        if (flat)
+            m->be->grad_sumsq(m->n_weights, DT_FLOAT32, m->grads, m->scalars);
+        else
+            for (int i = 0; i < m->n_params; i++)
+                if (dt_param_trainable(&m->params[i]))
+                    m->be->grad_sumsq(m->params[i].numel, m->params[i].dtype, dt_param_grad(m, &m->params[i]),
+                                      m->scalars);
+    }
+    if (flat) { /* one pass over the flat arrays (padding stays 0) */
         m->be->sgd(m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32,
                    o->momentum_buf, o->momentum, o->dampening, o->weight_decay, o->nesterov, m->scalars);
     } else { /* tensor by tensor: each in its type, or with its group's decay */

@@ -17,6 +17,7 @@ typedef struct dt_sgd {
     int nesterov;
     float norm_weight_decay; /* BN's parameters (its bias: unless bias_weight_decay is set); NAN: weight_decay */
     float bias_weight_decay; /* every bias, conv, linear and BN; NAN: as the rest */
+    float clip_norm;         /* > 0: the gradients' global L2 norm clipped to it first (dt_sgd_set_clip) */
     float *momentum_buf;  /* n_weights floats (the backend's memory), or NULL when momentum is 0 */
     const dt_backend *be; /* whose memory momentum_buf is */
     int64_t steps;        /* updates done: the first one starts the momentum buffer (the host's copy of the
@@ -31,6 +32,11 @@ int dt_sgd_init(dt_sgd *o, const dt_model *m, float lr, float momentum, float da
 void dt_sgd_set_group_decay(dt_sgd *o, float norm_weight_decay, float bias_weight_decay);
 /* the weight decay parameter p gets */
 float dt_sgd_decay_of(const dt_sgd *o, const dt_param *p);
+/* torch.nn.utils.clip_grad_norm_(params, max_norm) before every update, as torchvision's train.py
+ * does after GradScaler's unscale_: the norm of all the unscaled gradients (grad_sumsq ops), each
+ * gradient times min(1, max_norm / (norm + 1e-6)) (the sgd op). 0: none. Writes the model's scalars
+ * (planned: a host copy, at set-up); DT_OK or the put's error. */
+int dt_sgd_set_clip(dt_sgd *o, dt_model *m, float max_norm);
 /* One update of every trainable parameter from its gradient times the loss scaler's 1/scale, at
  * the learning rate, both read by the ops from the model's scalars (nn/scalars.h: the step's lr is
  * uploaded by dt_model_step_begin), or none when the step is skipped there (an overflow agreed);

@@ -203,6 +203,8 @@ static int resume_or_init(dt_run *r)
                        0));
     dt_sgd_set_group_decay(&r->opt, cfg->norm_wd < 0 ? NAN : (float)cfg->norm_wd,
                            cfg->bias_wd < 0 ? NAN : (float)cfg->bias_wd);
+    if (cfg->clip_grad_norm > 0)
+        DT_TRY(dt_sgd_set_clip(&r->opt, &r->model, (float)cfg->clip_grad_norm));
     r->progress.epoch = cfg->start_epoch;
     r->progress.global_step = (int64_t)cfg->start_epoch * r->steps_per_epoch;
     if (cfg->resume && r->launch.rank == 0)

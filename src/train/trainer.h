@@ -55,6 +55,7 @@ typedef struct dt_train_cfg {
                                  * torchvision's 0.01 for the others) */
     double momentum, wd, label_smoothing;
     double norm_wd, bias_wd;    /* torchvision's --norm-weight-decay, --bias-weight-decay; < 0: as wd */
+    double clip_grad_norm;      /* > 0: clip the gradients' global L2 norm to it before each update */
     int nesterov;
     int print_freq;             /* steps between progress lines */
     double desired_acc;         /* stop once validation top-1 (percent) reaches it; 0: never */

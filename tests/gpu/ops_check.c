@@ -1284,7 +1284,8 @@ static const struct {
 } SFIELDS[] = {
     SF(agree), SF(lr), SF(in_reserved), SF(step), SF(model_step), SF(skipped), SF(diverged), SF(scale), SF(clean_steps),
     SF(overflows), SF(sgd_steps), SF(in_a_row), SF(scale_f), SF(inv_scale), SF(dynamic), SF(reserved),
-    SF(growth), SF(backoff), SF(max_scale), SF(min_scale), SF(growth_interval), SF(max_nonfinite),
+    SF(growth), SF(backoff), SF(max_scale), SF(min_scale), SF(growth_interval), SF(max_nonfinite), SF(grad_sumsq),
+    SF(clip_norm), SF(reserved2),
     SF_LOSS(loss), SF_LOSS(loss_sum), SF(hits1), SF(hits5), SF(rows), SF(nonfinite_rows),
 };
 #undef SF
@@ -1475,15 +1476,17 @@ static void test_eltwise(int dt)
             float mom, damp, wd;
             int nesterov, first;
             int skip; /* 0: runs; 1: an overflow agreed; 2: diverged (both: nothing changes) */
+            int clip; /* 1: clip_norm set with a sum of squares that clips by 1/4 */
         } v[] = {
-            {"sgd momentum first", 0.9f, 0, 1e-4f, 0, 1, 0},
-            {"sgd momentum", 0.9f, 0, 1e-4f, 0, 0, 0},
-            {"sgd nesterov", 0.9f, 0, 1e-4f, 1, 0, 0},
-            {"sgd dampening 0.1 wd 5e-4", 0.9f, 0.1f, 5e-4f, 0, 0, 0},
-            {"sgd no momentum (buf NULL)", 0, 0, 1e-4f, 0, 0, 0},
-            {"sgd no momentum no wd", 0, 0, 0, 0, 0, 0},
-            {"sgd skipped (overflow)", 0.9f, 0, 1e-4f, 0, 0, 1},
-            {"sgd skipped (diverged)", 0.9f, 0, 1e-4f, 1, 1, 2},
+            {"sgd momentum first", 0.9f, 0, 1e-4f, 0, 1, 0, 0},
+            {"sgd momentum", 0.9f, 0, 1e-4f, 0, 0, 0, 0},
+            {"sgd nesterov", 0.9f, 0, 1e-4f, 1, 0, 0, 0},
+            {"sgd dampening 0.1 wd 5e-4", 0.9f, 0.1f, 5e-4f, 0, 0, 0, 0},
+            {"sgd no momentum (buf NULL)", 0, 0, 1e-4f, 0, 0, 0, 0},
+            {"sgd no momentum no wd", 0, 0, 0, 0, 0, 0, 0},
+            {"sgd skipped (overflow)", 0.9f, 0, 1e-4f, 0, 0, 1, 0},
+            {"sgd skipped (diverged)", 0.9f, 0, 1e-4f, 1, 1, 2, 0},
+            {"sgd clipped (clip_norm)", 0.9f, 0, 1e-4f, 0, 0, 0, 1},
         };
         /* p and g of the row's type (a model without master weights); then, in fp16/bf16 rows, p fp32
          * and g of the row's type (O2's fp32 master weights, train/sgd.c); the momentum buffer fp32 */
@@ -1507,6 +1510,10 @@ static void test_eltwise(int dt)
                     hs.sgd_steps = v[k].first ? 0 : 3;
                     hs.agree[DT_AGREE_OVERFLOW] = v[k].skip == 1;
                     hs.diverged = v[k].skip == 2;
+                    if (v[k].clip) { /* norm 2, clipped to 0.5: each unscaled gradient times 1/4 */
+                        hs.grad_sumsq = 4.0;
+                        hs.clip_norm = 0.5f;
+                    }
                     const dt_scalars hs0 = hs;
                     dt_scalars *Ds = d_scalars(&hs);
                     float *p0 = v[k].skip ? h_copy(p1, NE) : NULL, *buf0 = v[k].skip ? h_copy(buf1, NE) : NULL;
@@ -2087,6 +2094,38 @@ static void test_unscale_check(int dt)
     }
 }
 
+/* The gradients' sum of squares (clipping): n unscaled gradients' squares added to a sum already in
+ * the block, by another summation order than the CPU's (a relative 1e-12 allowed; the rest of the
+ * block bit for bit); g only read. */
+static void test_grad_sumsq(int dt)
+{
+    if (!want_test("grad_sumsq"))
+        return;
+    const int64_t sizes[] = {1, 4099, QUICK ? 70001 : 3000017};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int64_t n = sizes[k];
+        char shape[32];
+        snprintf(shape, sizeof shape, "n=%lld", (long long)n);
+        float *g = h_randn(n, 0, 4096, dt);
+        h_round(g, n, dt);
+        float *g0 = h_copy(g, n);
+        void *Dg = d_from(g, n, dt);
+        dt_scalars hs = s_clean();
+        hs.inv_scale = 1.0f / 65536;
+        hs.grad_sumsq = 0.5; /* a sum already there: the op adds to it */
+        dt_scalars *Ds = d_scalars(&hs);
+        REF->grad_sumsq(n, S32, g, &hs);
+        DEV->grad_sumsq(n, ty(dt), Dg, Ds);
+        const double want = hs.grad_sumsq, got = LIST ? want : d_scalars_get(Ds).grad_sumsq;
+        const double rel = fabs(got - want) / fmax(fabs(want), 1e-300);
+        row("grad_sumsq sum", DTYPE_NAME[dt], shape, fabs(got - want), rel, M_RED, 1e-12, LIST || rel <= 1e-12);
+        hs.grad_sumsq = got; /* the rest of the block: unchanged, bit for bit */
+        cmp_scalars("grad_sumsq scalars", dt, shape, Ds, &hs, 0);
+        check("grad_sumsq g unchanged", dt, shape, Dg, g0, n, M_BITS);
+        release();
+    }
+}
+
 /* The end of a step (scalars.h's dt_scalars_step_end on both sides): a run of steps per case, each
  * with or without an agreed overflow (written into the device's block as a step's start would), the
  * whole block compared bit for bit after every step; then the reference's final scale and
@@ -2662,6 +2701,7 @@ int main(int argc, char **argv)
     test_misc();
     test_round_half();
     ALL_DTYPES test_unscale_check(dt);
+    ALL_DTYPES test_grad_sumsq(dt);
     ALL_DTYPES test_normalize_u8(dt);
     test_step_end();
     test_coverage();

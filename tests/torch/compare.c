@@ -312,8 +312,9 @@ static void compare_all(dt_model *m, const char *what, double base_tol)
 }
 
 /* PyTorch's state after step 1: after1 for weights and buffers, grads + wd*params for momentum
- * (each parameter's wd: its group's) */
-static int start_step2(dt_model *m, dt_sgd *opt)
+ * (each parameter's wd: its group's; the grads times clip_coef1, step 1's clipping factor, when
+ * the fixture clips) */
+static int start_step2(dt_model *m, dt_sgd *opt, double clip_coef1)
 {
     const char *pre = has_fp64 ? "fp64/" : "";
     char nm[300];
@@ -340,7 +341,7 @@ static int start_step2(dt_model *m, dt_sgd *opt)
             rc = dt_h5_read_doubles(fix, path, nm, p->ndim, shape, pa);
         const double wd = dt_sgd_decay_of(opt, p);
         for (int64_t j = 0; rc == DT_OK && j < p->numel; j++)
-            buf[j] = (float)(gr[j] + wd * pa[j]); /* the first step sets buf = g + wd*p */
+            buf[j] = (float)((float)(gr[j] * clip_coef1) + wd * pa[j]); /* the first step sets buf = g + wd*p */
         if (rc == DT_OK)
             dt_param_from_torch(p, buf, opt->momentum_buf + p->off);
         free(gr);
@@ -425,6 +426,12 @@ int main(int argc, char **argv)
     dt_sgd_set_group_decay(&opt, (float)norm_wd, (float)bias_wd);
     if (!isnan(norm_wd) || !isnan(bias_wd))
         tap_diag("parameter groups: norm weight decay %g, bias weight decay %g", norm_wd, bias_wd);
+    double clip = 0, clip_coef1 = 1; /* torch.nn.utils.clip_grad_norm_, when the fixture clips */
+    if (H5Aexists(fix, "clip_grad_norm") > 0 && attr_double("clip_grad_norm", &clip) == 0 &&
+        attr_double("clip_coef1", &clip_coef1) == 0) {
+        TAP_OK(dt_sgd_set_clip(&opt, &m, (float)clip) == DT_OK && clip_coef1 < 1,
+               "clipping the gradients' norm to %g (PyTorch's step 1 clipped them by %.6f)", clip, clip_coef1);
+    }
 
     double loss = 0, spread = 0, ref_loss = 0, ref_loss2 = 0;
     int64_t none[1] = {0};
@@ -441,7 +448,7 @@ int main(int argc, char **argv)
     dt_sgd_step(&opt, &m, NULL);
     compare_all(&m, "after1", 1e-3);
 
-    TAP_OK(start_step2(&m, &opt) == DT_OK, "step 2 starts from PyTorch's weights, buffers and momentum after step 1");
+    TAP_OK(start_step2(&m, &opt, clip_coef1) == DT_OK, "step 2 starts from PyTorch's weights, buffers and momentum after step 1");
     relaxed_below = -1;
     dt_model_step_begin(&m, (float)lr, 1, 0);
     ok = step(&m, x, labels, (int)batch, (float)eps, &loss) == DT_OK;

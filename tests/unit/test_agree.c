@@ -134,6 +134,7 @@ int main(void)
     CHANGE("--wd", c->wd = 5e-4);
     CHANGE("--norm-weight-decay", c->norm_wd = 0);
     CHANGE("--bias-weight-decay", c->bias_wd = 0);
+    CHANGE("--clip-grad-norm", c->clip_grad_norm = 1);
     CHANGE("--nesterov", c->nesterov = 1);
     CHANGE("--label-smoothing", c->label_smoothing = 0.1);
     CHANGE("--accum-steps", c->accum_steps = 2);

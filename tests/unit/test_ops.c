@@ -819,6 +819,56 @@ static void check_sgd(void)
     }
 }
 
+/* Clipping (torch.nn.utils.clip_grad_norm_ after GradScaler's unscale_): grad_sumsq adds the
+ * unscaled gradients' squares to the scalars, the same bits on 1 and 2 threads and across calls
+ * (two tensors' sums add up); sgd with clip_norm multiplies each unscaled gradient by
+ * min(1, max_norm / (norm + 1e-6)), rounded after the unscale as torch rounds it; a norm below
+ * clip_norm clips nothing; step_end clears the sum. */
+static void check_clip(void)
+{
+    enum { N = 300001 };
+    float *g = malloc(N * sizeof(float)), *p = malloc(N * sizeof(float)), *q = malloc(N * sizeof(float));
+    double ref = 0;
+    for (int i = 0; i < N; i++) {
+        g[i] = (float)(dt_rng_uniform(&rng) - 0.5) * 64.0f; /* scaled by 64: inv_scale 1/64 below */
+        float u = g[i] * (1.0f / 64.0f);
+        ref += (double)u * u;
+        p[i] = q[i] = (float)(dt_rng_uniform(&rng) - 0.5);
+    }
+    dt_scalars s1 = {.lr = 0.1f, .inv_scale = 1.0f / 64.0f}, s2 = s1, s3 = s1;
+    be->grad_sumsq(N, DT_FLOAT32, g, &s1);
+    dt_cpu_set_threads(1);
+    be->grad_sumsq(N, DT_FLOAT32, g, &s2);
+    dt_cpu_set_threads(2);
+    be->grad_sumsq(1000, DT_FLOAT32, g, &s3); /* two calls: the sum of both */
+    be->grad_sumsq(N - 1000, DT_FLOAT32, g + 1000, &s3);
+    TAP_OK(fabs(s1.grad_sumsq - ref) <= 1e-12 * ref && !memcmp(&s1.grad_sumsq, &s2.grad_sumsq, sizeof(double)) &&
+               fabs(s3.grad_sumsq - ref) <= 1e-12 * ref,
+           "grad_sumsq: %.17g (reference %.17g), the same bits on 1 and 2 threads, two calls add", s1.grad_sumsq, ref);
+    const double norm = sqrt(ref);
+    s1.clip_norm = (float)(norm / 4); /* clips by about 1/4 */
+    be->sgd(N, p, DT_FLOAT32, g, DT_FLOAT32, NULL, 0, 0, 0, 0, &s1);
+    const float coef = (float)(norm / 4) / ((float)sqrt(s1.grad_sumsq) + 1e-6f);
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        float want = q[i] - 0.1f * ((g[i] * (1.0f / 64.0f)) * coef);
+        ok &= p[i] == want;
+    }
+    s2.clip_norm = (float)(norm * 2); /* above the norm: no clipping */
+    memcpy(p, q, N * sizeof(float));
+    be->sgd(N, p, DT_FLOAT32, g, DT_FLOAT32, NULL, 0, 0, 0, 0, &s2);
+    int same = 1;
+    for (int i = 0; i < N; i++)
+        same &= p[i] == q[i] - 0.1f * (g[i] * (1.0f / 64.0f));
+    be->step_end(&s2);
+    TAP_OK(ok && coef < 0.3f && same && s2.grad_sumsq == 0,
+           "sgd clipped to a quarter of the norm: every update is the unscaled gradient times %.6f, bit for bit; "
+           "above the norm nothing is clipped; step_end clears the sum", coef);
+    free(g);
+    free(p);
+    free(q);
+}
+
 /* The planning ops (nn/backend.h, "Planning"): the CPU ops keep their temporaries on the stack, so
  * every *_scratch is 0 whatever the shape, reserve_scratch has nothing to do, and a tensor may hold
  * any number of elements. */
@@ -879,6 +929,7 @@ int main(void)
         check_small_ops();
         check_dropout();
         check_sgd();
+        check_clip();
         check_planning_ops();
     }
     return tap_done();

@@ -98,6 +98,42 @@ void dt_cpu_unscale_check(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
         s->agree[DT_AGREE_OVERFLOW] = 1;
 }
 
+/* the gradients' sum of squares in blocks whose size depends on n alone (64K elements, more when
+ * that makes over SUMSQ_PARTS blocks), each summed in order, then the blocks' sums in order: the
+ * same bits on any number of threads */
+enum { SUMSQ_PARTS = 4096 };
+
+void dt_cpu_grad_sumsq(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
+{
+    if (n <= 0)
+        return;
+    const float inv_scale = s->inv_scale;
+    int64_t block = (int64_t)1 << 16;
+    if ((n + block - 1) / block > SUMSQ_PARTS)
+        block = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
+    const int64_t nb = (n + block - 1) / block;
+    double part[SUMSQ_PARTS];
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nb; b++) {
+        const int64_t lo = b * block, hi = lo + block < n ? lo + block : n;
+        double acc = 0;
+        for (int64_t i = lo; i < hi; i += DT_CPU_TILE) {
+            const int64_t k = hi - i < DT_CPU_TILE ? hi - i : DT_CPU_TILE;
+            float tile[DT_CPU_TILE];
+            const float *v = dt_cpu_view(t, g, i, k, tile);
+            for (int64_t j = 0; j < k; j++) {
+                const float u = v[j] * inv_scale; /* the unscaled gradient, rounded to fp32 */
+                acc += (double)u * (double)u;
+            }
+        }
+        part[b] = acc;
+    }
+    double sum = s->grad_sumsq;
+    for (int64_t b = 0; b < nb; b++)
+        sum += part[b];
+    s->grad_sumsq = sum;
+}
+
 void dt_cpu_step_end(dt_scalars *s)
 {
     dt_scalars_step_end(s);
@@ -291,14 +327,16 @@ void dt_cpu_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, flo
 {
     if (dt_scalars_skip(s))
         return;
-    const float grad_scale = s->inv_scale, lr = s->lr;
-    const int first = s->sgd_steps == 0;
+    const float grad_scale = s->inv_scale, lr = s->lr, clip = dt_scalars_clip_coef(s);
+    const int first = s->sgd_steps == 0, clipping = s->clip_norm > 0;
     BEGIN_TILES(n)
     float tp[DT_CPU_TILE], tg[DT_CPU_TILE];
     const float *gv = dt_cpu_view(gt, g, i, k, tg);
     float *pv = dt_cpu_out(pt, p, i, k, tp, 1);
     for (int64_t j = 0; j < k; j++) {
         float d = gv[j] * grad_scale;
+        if (clipping) /* torch: unscale_ rounds, then clip_grad_norm_'s multiply rounds */
+            d *= clip;
         if (wd != 0.0f)
             d += wd * pv[j];
         if (momentum != 0.0f) {

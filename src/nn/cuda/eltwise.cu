@@ -1,6 +1,6 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
  * scale, dropout (with util/rng.c's hash), flatten, sgd, step_end (scalars.h's update in one thread),
- * round_half (util/half.c's conversions), unscale_check, normalize_u8 and its planning op
+ * round_half (util/half.c's conversions), unscale_check, grad_sumsq, normalize_u8 and its planning op
  * normalize_scratch (shared helpers and rules: kernels.h). Each operand is fp32, fp16 or bf16, as its
  * dt_dtype says: every kernel is a template on the storage types, instantiated through DT_CUDA_TYPED,
  * and computes the fp32 op, each result rounded once when stored (SGD's momentum stays fp32). The
@@ -399,8 +399,8 @@ extern "C" void dt_cuda_flatten_bwd(int n, int h, int w, int c, dt_dtype t, cons
 /* the update's constants: the op's arguments, and the step's (lr, 1/scale, first) read from the
  * scalars block by the kernel */
 typedef struct sgd_consts {
-    float momentum, one_minus_dampening, wd, grad_scale, lr;
-    int nesterov, first;
+    float momentum, one_minus_dampening, wd, grad_scale, lr, clip;
+    int nesterov, first, clipping;
 } sgd_consts;
 
 /* eltwise.c's dt_cpu_sgd on one element, unfused: the new p from p and g, the gradient times 1/scale
@@ -409,6 +409,8 @@ typedef struct sgd_consts {
 static __device__ __forceinline__ float sgd_one(float pv, float gv, float *buf, const sgd_consts &k)
 {
     float d = __fmul_rn(gv, k.grad_scale);
+    if (k.clipping) /* clip_grad_norm_'s multiply after unscale_'s, each rounded */
+        d = __fmul_rn(d, k.clip);
     if (k.wd != 0.0f)
         d = __fadd_rn(d, __fmul_rn(k.wd, pv));
     if (k.momentum != 0.0f) {
@@ -431,6 +433,8 @@ static __global__ void sgd_kernel(int64_t n, int64_t n8, TP *p, const TG *g, flo
     k.grad_scale = s->inv_scale;
     k.lr = s->lr;
     k.first = s->sgd_steps == 0;
+    k.clipping = s->clip_norm > 0;
+    k.clip = dt_scalars_clip_coef(s);
     const int mom = k.momentum != 0.0f;
     GRID_LOOP(c, n8)
     {
@@ -591,6 +595,60 @@ extern "C" void dt_cuda_unscale_check(int64_t n, dt_dtype t, const void *g, dt_s
     DT_CUDA_TYPED("unscale_check", t, T,
                   unscale_check_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (const T *)g, s));
     DT_LAUNCHED("unscale_check_kernel");
+}
+
+/* --- the gradients' sum of squares (clipping) -------------------------------------------------------- */
+
+/* eltwise.c's rule: blocks whose size depends on n alone, each summed in order, then the blocks' sums
+ * in order, here by one block of threads per part (a tree in shared memory: the same tree on every
+ * run) and one thread adding the parts; the same bits whatever the GPU, not the CPU's bits (another
+ * order of the additions) */
+#define SUMSQ_PARTS 4096
+static __device__ double sumsq_part[SUMSQ_PARTS];
+
+template <typename T>
+static __global__ void grad_sumsq_kernel(int64_t n, int64_t block, const T *g, const dt_scalars *s)
+{
+    __shared__ double tree[THREADS];
+    const float inv_scale = s->inv_scale;
+    const int64_t lo = (int64_t)blockIdx.x * block, hi = lo + block < n ? lo + block : n;
+    double acc = 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += THREADS) {
+        const float u = __fmul_rn(ld(g, i), inv_scale);
+        acc = __dadd_rn(acc, __dmul_rn((double)u, (double)u));
+    }
+    tree[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w)
+            tree[threadIdx.x] = __dadd_rn(tree[threadIdx.x], tree[threadIdx.x + w]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        sumsq_part[blockIdx.x] = tree[0];
+}
+
+static __global__ void grad_sumsq_total_kernel(int64_t parts, dt_scalars *s)
+{
+    double sum = s->grad_sumsq;
+    for (int64_t b = 0; b < parts; b++)
+        sum = __dadd_rn(sum, sumsq_part[b]);
+    s->grad_sumsq = sum;
+}
+
+extern "C" void dt_cuda_grad_sumsq(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
+{
+    if (n <= 0)
+        return;
+    int64_t block = (int64_t)1 << 16;
+    if ((n + block - 1) / block > SUMSQ_PARTS)
+        block = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
+    const int64_t parts = (n + block - 1) / block;
+    DT_CUDA_TYPED("grad_sumsq", t, T,
+                  grad_sumsq_kernel<T><<<(unsigned)parts, THREADS, 0, stream()>>>(n, block, (const T *)g, s));
+    DT_LAUNCHED("grad_sumsq_kernel");
+    grad_sumsq_total_kernel<<<1, 1, 0, stream()>>>(parts, s);
+    DT_LAUNCHED("grad_sumsq_total_kernel");
 }
 
 /* --- input normalisation --------------------------------------------------------------------------- */
