@@ -13,7 +13,7 @@
 #include "libdt/launch.h"
 #include "nn/model.h"
 #include "train/ddp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/cli.h"
@@ -36,11 +36,11 @@ int main(int argc, char **argv)
         return 1;
     dt_cpu_set_threads(0);
     dt_model m;
-    dt_sgd o;
+    dt_optim o;
     dt_ddp *d;
     dt_ddp_cfg cfg = {.no_overlap = !overlap};
     if (dt_model_create(&m, argv[1], 3, 1000, &dt_backend_cpu) || dt_model_plan(&m, (int)batch, (int)size, (int)size) ||
-        dt_sgd_init(&o, &m, 0.01f, 0.9f, 0, 1e-4f, 0, 0))
+        dt_optim_init(&o, &m, 0.01f, 0.9f, 0, 1e-4f, 0, 0))
         return 1;
     dt_model_init_weights(&m, 1, 0);
     if (dt_ddp_create(&d, &m, c, &cfg))
@@ -64,7 +64,7 @@ int main(int argc, char **argv)
         if (dt_model_forward(&m, x, (int)batch) || dt_model_loss(&m, y, (int)batch, 0, &loss) ||
             dt_ddp_backward(d, (int)batch, 0, 1))
             return 1;
-        dt_sgd_step(&o, &m, NULL);
+        dt_optim_step(&o, &m, NULL);
     }
     c->ops->barrier(c);
     double ms = (dt_seconds() - t0) / steps * 1e3;
@@ -72,7 +72,7 @@ int main(int argc, char **argv)
         printf("dtrain ddp %s ranks %d overlap %s: %.1f ms/step (%d buckets)\n", argv[1], l.size, overlap ? "on" : "off",
                ms, dt_ddp_buckets(d));
     dt_ddp_free(d);
-    dt_sgd_free(&o);
+    dt_optim_free(&o);
     dt_model_free(&m);
     free(x);
     free(y);

@@ -15,7 +15,7 @@
 
 #include "nn/model.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/cli.h"
@@ -53,16 +53,16 @@ int main(int argc, char **argv)
     snprintf(level, sizeof level, "O%d%s", lvl, lvl == 0 ? "" : bf16 ? " bf16" : " fp16");
     dt_cpu_set_threads((int)threads);
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp = {0};
     /* in dtrain's order (src/train/trainer.c): the weights, then above O0 AMP attached (the master
      * weights copy them) before the plan and the scaler's state put into the model's scalars after
-     * it, and dt_amp_step for dt_sgd_step; O0 as before */
+     * it, and dt_amp_step for dt_optim_step; O0 as before */
     if (dt_model_create(&m, argv[1], (int)ch, 1000, &dt_backend_cpu))
         return 1;
     dt_model_init_weights(&m, 1, 0);
     if ((lvl > 0 && dt_amp_attach(&amp, &m, &ap)) || dt_model_plan(&m, (int)batch, (int)size, (int)size) ||
-        dt_sgd_init(&opt, &m, 0.01f, 0.9f, 0, 1e-4f, 0, 0) || (lvl > 0 && dt_amp_put_state(&amp.scaler, opt.steps, &m)))
+        dt_optim_init(&opt, &m, 0.01f, 0.9f, 0, 1e-4f, 0, 0) || (lvl > 0 && dt_amp_put_state(&amp.scaler, opt.steps, &m)))
         return 1;
     int64_t nx = batch * size * size * ch;
     float *x = malloc((size_t)nx * sizeof(float));
@@ -83,7 +83,7 @@ int main(int argc, char **argv)
             return 1;
         const dt_scalars *out;
         if (lvl == 0)
-            dt_sgd_step(&opt, &m, NULL);
+            dt_optim_step(&opt, &m, NULL);
         else if (dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, &out))
             return 1;
     }
@@ -99,7 +99,7 @@ int main(int argc, char **argv)
                 level, (long long)amp.scaler.overflows, steps + 2, amp.scaler.scale);
     free(x);
     free(y);
-    dt_sgd_free(&opt);
+    dt_optim_free(&opt);
     if (lvl > 0)
         dt_amp_free(&amp);
     dt_model_free(&m);

@@ -26,7 +26,8 @@ enum {
     OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAPH, OPT_NO_GRAPH, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
-    OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP
+    OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
+    OPT_ALPHA
 };
 
 static void usage(FILE *out)
@@ -64,6 +65,9 @@ static void usage(FILE *out)
             "                            cosine, constant for torchvision's)\n"
             "      --lr-warmup-decay X   the warm-up's first factor (default: 0 for step and cosine, 0.01 else)\n"
             "      --print-lr N          print the lr of every step for N steps per epoch, and exit\n"
+            "      --opt NAME            sgd (default), sgd_nesterov, adam, adamw, rmsprop (torch.optim's)\n"
+            "      --adam-beta1 X, --adam-beta2 X  Adam's and AdamW's betas (default 0.9, 0.999)\n"
+            "      --rmsprop-alpha X     (default 0.9)    --opt-eps X  (default: Adam's 1e-8, RMSprop's 0.0316)\n"
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
             "      --norm-weight-decay X BN's weights and biases' own weight decay (default: --wd)\n"
             "      --bias-weight-decay X every bias's own (BN's too; before --norm-weight-decay) (default: --wd)\n"
@@ -156,6 +160,11 @@ int main(int argc, char **argv)
         {"norm-weight-decay", required_argument, NULL, OPT_NORM_WD},
         {"bias-weight-decay", required_argument, NULL, OPT_BIAS_WD},
         {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
+        {"opt", required_argument, NULL, OPT_OPT},
+        {"opt-eps", required_argument, NULL, OPT_OPT_EPS},
+        {"adam-beta1", required_argument, NULL, OPT_BETA1},
+        {"adam-beta2", required_argument, NULL, OPT_BETA2},
+        {"rmsprop-alpha", required_argument, NULL, OPT_ALPHA},
         {"nesterov", no_argument, NULL, OPT_NESTEROV},
         {"label-smoothing", required_argument, NULL, OPT_SMOOTH},
         {"desired-acc", required_argument, NULL, OPT_DESIRED},
@@ -250,6 +259,11 @@ int main(int argc, char **argv)
         case OPT_BIAS_WD: bad = num("--bias-weight-decay", optarg, 0, 1, &cfg.bias_wd); break;
         case OPT_CLIP: bad = num("--clip-grad-norm", optarg, 1e-12, 1e12, &cfg.clip_grad_norm); break;
         case OPT_NESTEROV: cfg.nesterov = 1; break;
+        case OPT_OPT: bad = dt_parse_choice("--opt", optarg, dt_opt_names, &cfg.opt); break;
+        case OPT_OPT_EPS: bad = num("--opt-eps", optarg, 1e-30, 1, &cfg.opt_eps); break;
+        case OPT_BETA1: bad = num("--adam-beta1", optarg, 0, 0.999999, &cfg.adam_beta1); break;
+        case OPT_BETA2: bad = num("--adam-beta2", optarg, 0, 0.999999, &cfg.adam_beta2); break;
+        case OPT_ALPHA: bad = num("--rmsprop-alpha", optarg, 0, 0.999999, &cfg.rmsprop_alpha); break;
         case OPT_SMOOTH: bad = num("--label-smoothing", optarg, 0, 1, &cfg.label_smoothing); break;
         case OPT_DESIRED: bad = num("--desired-acc", optarg, 0, 100, &cfg.desired_acc); break;
         case OPT_SEED: bad = dt_parse_long("--seed", optarg, 0, 2147483647L, &v) || ((cfg.seed = (uint64_t)v), 0); break;
@@ -333,6 +347,10 @@ int main(int argc, char **argv)
         dt_error("--lr-warmup-decay 0 with --lr-schedule %s: torch.optim.lr_scheduler's warm-up starts above 0 "
                  "(give one in (0, 1], or the seed tutorial's step or cosine, which warm up from 0)",
                  dt_lr_schedule_names[cfg.lr_schedule]);
+        return EXIT_USAGE;
+    }
+    if (cfg.nesterov && cfg.opt > DT_OPTC_SGD_NESTEROV) {
+        dt_error("--nesterov is SGD's momentum: not with --opt %s", dt_opt_names[cfg.opt]);
         return EXIT_USAGE;
     }
     if (print_lr) {

@@ -189,8 +189,8 @@ typedef struct dt_bn_desc {
     F(X, bn_bwd, void, (const dt_bn_desc *, d), (const void *, x), (const void *, dy), (int, relu),                    \
       (const void *, gamma), (const float *, saved), (void *, dx), (void *, dgamma), (void *, dbeta),                  \
       (int, accumulate_dx), (int, accumulate_params))                                                                  \
-    /* A residual block's tail in one op each way (the fused schedule's BN+add+ReLU): y = max(0, bn(x)                  \
-     * + r), with bn_fwd_train's statistics, saved state and running statistics (or bn_fwd_infer's map);                \
+    /* A residual block's tail in one op each way (the fused schedule's BN+add+ReLU): y = max(0, bn(x)                 \
+     * + r), with bn_fwd_train's statistics, saved state and running statistics (or bn_fwd_infer's map);               \
      * r of type rt. The arithmetic of bn_fwd_*(relu 0), add_fwd and relu_fwd in fp32: their result bit for            \
      * bit when y is fp32, rounded once instead of after each of the three otherwise. */                               \
     F(X, bn_add_relu_fwd_train, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma),               \
@@ -199,8 +199,8 @@ typedef struct dt_bn_desc {
     F(X, bn_add_relu_fwd_infer, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma),               \
       (const void *, beta), (const void *, running_mean), (const void *, running_var), (const void *, r),              \
       (dt_dtype, rt), (void *, y))                                                                                     \
-    /* Its backward from the block's output y and its gradient dy (type d->yt): g = dy where y > 0; dr =                \
-     * g (added with accumulate_dr; without it dr may be dy itself when rt is d->yt); dx, dgamma and dbeta              \
+    /* Its backward from the block's output y and its gradient dy (type d->yt): g = dy where y > 0; dr =               \
+     * g (added with accumulate_dr; without it dr may be dy itself when rt is d->yt); dx, dgamma and dbeta             \
      * as bn_bwd(relu 0) gives them from g. The same values as relu_bwd, the add's and bn_bwd's. */                    \
     F(X, bn_add_relu_bwd, void, (const dt_bn_desc *, d), (const void *, x), (const void *, y), (const void *, dy),     \
       (const void *, gamma), (const float *, saved), (void *, dx), (void *, dr), (dt_dtype, rt), (void *, dgamma),     \
@@ -271,6 +271,20 @@ typedef struct dt_bn_desc {
      * buf (fp32) may be NULL when momentum is 0. */                                                                   \
     F(X, sgd, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, buf),      \
       (float, momentum), (float, dampening), (float, wd), (int, nesterov), (const dt_scalars *, s))                    \
+    /* torch.optim.Adam (decoupled 0) and AdamW (decoupled 1) on n elements, lr, 1/scale, clipping and                 \
+     * the skip read from s as sgd reads them, the step t = s->sgd_steps + 1: g' as sgd's; Adam:                       \
+     * g' += wd*p; AdamW: p *= 1 - lr*wd; m1 = beta1*m1 + (1-beta1)*g'; m2 = beta2*m2 + (1-beta2)*g'*g';               \
+     * p -= lr/(1-beta1^t) * m1 / (sqrt(m2)/sqrt(1-beta2^t) + eps), the corrections in double, rounded                 \
+     * to fp32 once; the hyperparameters double as torch's Python floats, rounded to fp32 where torch                  \
+     * rounds them (1-beta1 from the double). m1, m2 fp32 (zero before the first step). */                             \
+    F(X, adam, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, m1),      \
+      (float *, m2), (double, beta1), (double, beta2), (double, eps), (double, wd), (int, decoupled),                  \
+      (const dt_scalars *, s))                                                                                         \
+    /* torch.optim.RMSprop on n elements (not centered), s read as sgd reads it: g' as sgd's, g' += wd*p;              \
+     * sq = alpha*sq + (1-alpha)*g'*g'; a = sqrt(sq) + eps; with momentum: buf = momentum*buf + g'/a,                  \
+     * p -= lr*buf; without (buf may be NULL): p -= lr*g'/a. sq, buf fp32 (zero before the first step). */             \
+    F(X, rmsprop, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, sq),   \
+      (float *, buf), (double, alpha), (double, eps), (double, wd), (double, momentum), (const dt_scalars *, s))       \
     /* a step's end, after its sgd ops: dt_scalars_step_end(s) (scalars.h) */                                          \
     F(X, step_end, void, (dt_scalars *, s))                                                                            \
                                                                                                                        \
@@ -301,7 +315,7 @@ typedef struct dt_bn_desc {
 /* The two forms of the list: DT_OPS(X) calls X(name, ret, (parameters), (arguments)) per op;
  * DT_OPS_TYPED(X) calls X(name, ret, (type, name), (type, name), ...) with each parameter apart (what a
  * wrapper that stores an op's arguments to run it later needs: tests/unit/deferred.c). */
-#define DT_OP_CLASSIC_(X, name, ret, ...) X(name, ret, (DT_PP_MAP_(DT_PP_DECL_, DT_PP_COMMA_, __VA_ARGS__)), \
+#define DT_OP_CLASSIC_(X, name, ret, ...) X(name, ret, (DT_PP_MAP_(DT_PP_DECL_, DT_PP_COMMA_, __VA_ARGS__)),           \
                                             (DT_PP_MAP_(DT_PP_NAME_, DT_PP_COMMA_, __VA_ARGS__)))
 #define DT_OP_TYPED_(X, name, ret, ...) X(name, ret, __VA_ARGS__)
 #define DT_CONV_OPS(X) DT_CONV_OPS_(X, DT_OP_CLASSIC_)

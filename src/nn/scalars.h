@@ -85,6 +85,30 @@ DT_HOST_DEVICE static inline float dt_scalars_clip_coef(const dt_scalars *s)
     return coef < 1.0f ? coef : 1.0f;
 }
 
+/* The constants of one Adam/AdamW update (the adam op), as torch.optim's single-tensor Adam has them:
+ * the corrections in double from the step t = sgd_steps + 1 and the Python floats, each rounded to
+ * fp32 where torch hands it to a float tensor's op. */
+typedef struct dt_adam_consts {
+    float beta1, one_minus_beta1, beta2, one_minus_beta2, eps, wd, decay, neg_step, bc2_sqrt;
+} dt_adam_consts;
+
+DT_HOST_DEVICE static inline dt_adam_consts dt_adam_consts_of(const dt_scalars *s, double beta1, double beta2,
+                                                              double eps, double wd)
+{
+    const double t = (double)(s->sgd_steps + 1), lr = s->lr;
+    dt_adam_consts k;
+    k.beta1 = (float)beta1;
+    k.one_minus_beta1 = (float)(1.0 - beta1);
+    k.beta2 = (float)beta2;
+    k.one_minus_beta2 = (float)(1.0 - beta2);
+    k.eps = (float)eps;
+    k.wd = (float)wd;
+    k.decay = (float)(1.0 - lr * wd);           /* AdamW: param.mul_(1 - lr * weight_decay) */
+    k.neg_step = (float)(-(lr / (1.0 - pow(beta1, t)))); /* -lr / bias_correction1 */
+    k.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, t));
+    return k;
+}
+
 DT_HOST_DEVICE static inline void dt_scalars_step_end(dt_scalars *s)
 {
     const int overflow = s->agree[DT_AGREE_OVERFLOW] != 0;

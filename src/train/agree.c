@@ -127,6 +127,11 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     else
         put_double(out, "--bias-weight-decay", cfg->bias_wd);
     put_flag(out, "--nesterov", cfg->nesterov);
+    put_str(out, "--opt", dt_opt_names[cfg->opt]);
+    put_double(out, "--opt-eps", cfg->opt_eps);
+    put_double(out, "--adam-beta1", cfg->adam_beta1);
+    put_double(out, "--adam-beta2", cfg->adam_beta2);
+    put_double(out, "--rmsprop-alpha", cfg->rmsprop_alpha);
     put_double(out, "--label-smoothing", cfg->label_smoothing);
     put_long(out, "--accum-steps", cfg->accum_steps, -1);
     put_double(out, "--desired-acc", cfg->desired_acc);

@@ -262,16 +262,16 @@ int dt_amp_agree(dt_comm *comm, dt_model *m)
     return comm->ops->allreduce(comm, m->scalars->agree, m->scalars->agree, DT_AGREE_N, DT_INT32, DT_MAX);
 }
 
-void dt_amp_update(dt_sgd *opt, dt_model *m, float *master)
+void dt_amp_update(dt_optim *opt, dt_model *m, float *master)
 {
-    dt_sgd_step(opt, m, master); /* skipped by the ops on an overflow; on the fp32 masters when there are */
+    dt_optim_step(opt, m, master); /* skipped by the ops on an overflow; on the fp32 masters when there are */
     if (master) /* the model gets them rounded (a skipped step copies back what is there) */
         master_copy(m, master, 0);
     dt_model_round_params(m); /* emulation: what the model stores, rounded */
     dt_model_step_download(m);
 }
 
-const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m)
+const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_optim *opt, dt_model *m)
 {
     const dt_scalars *o = dt_model_step_wait(m);
     scaler_from_scalars(s, o);
@@ -281,7 +281,7 @@ const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_mod
     return o;
 }
 
-int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, const dt_scalars **out)
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_optim *opt, dt_model *m, float *master, const dt_scalars **out)
 {
     dt_amp_check(m);
     DT_TRY(dt_amp_agree(comm, m));

@@ -24,7 +24,7 @@
 
 #include "libdt/comm.h"
 #include "nn/model.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -105,14 +105,14 @@ void dt_amp_free(dt_amp *a);
  * (skipped, diverged, the agreed signal, the scaler's state), s and opt->steps follow it, and rank
  * 0 logs an overflow of the dynamic scale. comm must be able to reduce the backend's memory (a
  * device's communicator for a device backend). */
-int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m, float *master, const dt_scalars **out);
+int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_optim *opt, dt_model *m, float *master, const dt_scalars **out);
 /* dt_amp_step in its four parts, for a step captured as graphs (train/step.c): the ones that only
  * issue ops (check, update: a capture keeps them) apart from the collective (agree) and the wait
  * (finish, which returns *out's pointer). */
 void dt_amp_check(dt_model *m);
 int dt_amp_agree(dt_comm *comm, dt_model *m);
-void dt_amp_update(dt_sgd *opt, dt_model *m, float *master);
-const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_sgd *opt, dt_model *m);
+void dt_amp_update(dt_optim *opt, dt_model *m, float *master);
+const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_optim *opt, dt_model *m);
 /* Checkpoint state: attributes of group g. Load names the file in its one-line errors. */
 int dt_scaler_save(const dt_scaler *s, hid_t g);
 int dt_scaler_load(dt_scaler *s, hid_t g, const char *source);

@@ -57,7 +57,7 @@ static int read_double(hid_t obj, const char *source, const char *name, double *
     return DT_OK;
 }
 
-static int write_all(hid_t f, const dt_model *m, const dt_sgd *opt, const dt_amp *amp, const dt_progress *pr,
+static int write_all(hid_t f, const dt_model *m, const dt_optim *opt, const dt_amp *amp, const dt_progress *pr,
                      const char *config)
 {
     DT_TRY(dt_h5_attr_write_str(f, "schema", CKPT_SCHEMA));
@@ -89,8 +89,12 @@ static int write_all(hid_t f, const dt_model *m, const dt_sgd *opt, const dt_amp
     DT_TRY(rc);
     g = H5Gcreate2(f, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     rc = g < 0 ? DT_ERR_HDF5 : dt_h5_attr_write_i64(g, "steps", opt->steps);
+    if (rc == DT_OK)
+        rc = dt_h5_attr_write_str(g, "name", dt_optim_name(opt));
     if (rc == DT_OK && opt->momentum_buf)
         rc = write_flat(g, "momentum", m->be, opt->momentum_buf, m->n_weights);
+    if (rc == DT_OK && opt->second_buf)
+        rc = write_flat(g, "second_moment", m->be, opt->second_buf, m->n_weights);
     if (g >= 0)
         H5Gclose(g);
     DT_TRY(rc);
@@ -110,7 +114,7 @@ static int write_all(hid_t f, const dt_model *m, const dt_sgd *opt, const dt_amp
     return rc;
 }
 
-int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, const dt_amp *amp,
+int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt, const dt_amp *amp,
                        const dt_progress *pr, const char *config_json)
 {
     char tmp[4200], dir[4200], buf[4200];
@@ -148,6 +152,21 @@ static int read_flat(hid_t loc, const char *source, const char *name, const dt_b
         be->mem_put(x, h, (size_t)n * sizeof(float));
     free(h);
     return rc;
+}
+
+/* DT_OK when the checkpoint's optimizer (its /optimizer's name; none before Adam and RMSprop came:
+ * SGD) is opt's, else one line naming both: another's state cannot be carried on */
+static int same_optimizer(hid_t g, const char *path, const dt_optim *opt)
+{
+    char name[32] = "sgd";
+    if (H5Aexists(g, "name") > 0 && dt_h5_attr_read_str(g, path, "name", name, sizeof name) != DT_OK)
+        return DT_ERR_INPUT;
+    if (strcmp(name, dt_optim_name(opt))) {
+        dt_error("%s: a checkpoint trained with --opt %s, not --opt %s: its optimizer state does not carry over", path,
+                 name, dt_optim_name(opt));
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
 }
 
 /* opens path read-only after checking its schema (a checkpoint, or with weights_ok also an
@@ -215,7 +234,7 @@ int dt_checkpoint_load_weights(const char *path, dt_model *m)
     return rc == DT_OK ? DT_OK : DT_ERR_INPUT;
 }
 
-int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr)
+int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_progress *pr)
 {
     hid_t f = open_for(path, m, 0);
     if (f < 0)
@@ -244,7 +263,9 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, 
     }
     m->step = (uint64_t)mstep;
     if ((g = open_group(f, path, "optimizer")) < 0 || dt_h5_attr_read_i64(g, path, "steps", &opt->steps) ||
-        (opt->momentum_buf && read_flat(g, path, "momentum", m->be, opt->momentum_buf, m->n_weights)))
+        same_optimizer(g, path, opt) ||
+        (opt->momentum_buf && read_flat(g, path, "momentum", m->be, opt->momentum_buf, m->n_weights)) ||
+        (opt->second_buf && read_flat(g, path, "second_moment", m->be, opt->second_buf, m->n_weights)))
         goto out;
     H5Gclose(g);
     g = -1;

@@ -18,7 +18,7 @@
 
 #include "nn/model.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,9 +40,9 @@ typedef struct dt_progress {
     dt_epoch_sums sums;   /* of the epoch under way (zero at an epoch's start) */
 } dt_progress;
 
-int dt_checkpoint_save(const char *path, const dt_model *m, const dt_sgd *opt, const dt_amp *amp,
+int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt, const dt_amp *amp,
                        const dt_progress *pr, const char *config_json);
-int dt_checkpoint_load(const char *path, dt_model *m, dt_sgd *opt, dt_amp *amp, dt_progress *pr);
+int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_progress *pr);
 /* Only the weights (/model) of a checkpoint, or of a weights file (schema "dtrain-weights" version 1,
  * as tools/dt-export-torchvision writes from a torchvision model or state_dict; its arch attribute is
  * optional), for --pretrained. Names and shapes are checked; DT_OK or DT_ERR_INPUT after one line. */

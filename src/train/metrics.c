@@ -37,6 +37,22 @@ static json_t *jnum(double x)
 }
 
 /* run.json: the resolved configuration; its compact text is kept for the checkpoints (r->run_json) */
+/* the optimizer and its settings (run.json's "optimizer") */
+static json_t *optimizer_json(const dt_optim *o)
+{
+    switch (o->kind) {
+    case DT_OPT_ADAM:
+    case DT_OPT_ADAMW:
+        return json_pack("{s:s, s:[f, f], s:f}", "name", dt_optim_name(o), "betas", o->beta1, o->beta2, "eps", o->eps);
+    case DT_OPT_RMSPROP:
+        return json_pack("{s:s, s:f, s:f, s:f}", "name", dt_optim_name(o), "alpha", o->alpha, "eps", o->eps, "momentum",
+                         (double)o->momentum);
+    default:
+        return json_pack("{s:s, s:f, s:b}", "name", dt_optim_name(o), "momentum", (double)o->momentum, "nesterov",
+                         o->nesterov);
+    }
+}
+
 static int write_run_json(dt_run *r)
 {
     const dt_train_cfg *cfg = r->cfg;
@@ -71,6 +87,7 @@ static int write_run_json(dt_run *r)
         json_object_set_new(j, "norm_weight_decay", cfg->norm_wd < 0 ? json_null() : json_real(cfg->norm_wd));
         json_object_set_new(j, "bias_weight_decay", cfg->bias_wd < 0 ? json_null() : json_real(cfg->bias_wd));
         json_object_set_new(j, "clip_grad_norm", cfg->clip_grad_norm > 0 ? json_real(cfg->clip_grad_norm) : json_null());
+        json_object_set_new(j, "optimizer", optimizer_json(&r->opt));
     }
     if (j) /* the schedule's other settings, defaults filled in (train/schedule.c) */
         json_object_set_new(j, "lr_schedule_args",

@@ -205,6 +205,8 @@ int dt_rundir_share_resumed(dt_run *r)
     DT_TRY(ops_complete(r->model.be)); /* what the restore's ops wrote, before the comm reads it */
     if (r->opt.momentum_buf)
         DT_TRY(dev->ops->broadcast(dev, r->opt.momentum_buf, (size_t)r->model.n_weights, DT_FLOAT32, 0));
+    if (r->opt.second_buf)
+        DT_TRY(dev->ops->broadcast(dev, r->opt.second_buf, (size_t)r->model.n_weights, DT_FLOAT32, 0));
     if (r->amp.master)
         DT_TRY(dev->ops->broadcast(dev, r->amp.master, (size_t)r->model.n_weights, DT_FLOAT32, 0));
     dt_progress *p = &r->progress;

@@ -54,6 +54,10 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->lr_steps[2] = 80;
     cfg->n_lr_steps = 3;
     cfg->momentum = 0.9;
+    cfg->adam_beta1 = 0.9;
+    cfg->adam_beta2 = 0.999;
+    cfg->opt_eps = -1;
+    cfg->rmsprop_alpha = 0.9;
     cfg->wd = 1e-4;
     cfg->print_freq = 10;
     cfg->results = "results";
@@ -199,12 +203,17 @@ static int resume_or_init(dt_run *r)
 {
     const dt_train_cfg *cfg = r->cfg;
     r->base_lr = dt_schedule_base_lr(cfg, r->launch.size);
-    DT_TRY(dt_sgd_init(&r->opt, &r->model, (float)r->base_lr, (float)cfg->momentum, 0, (float)cfg->wd, cfg->nesterov,
-                       0));
-    dt_sgd_set_group_decay(&r->opt, cfg->norm_wd < 0 ? NAN : (float)cfg->norm_wd,
-                           cfg->bias_wd < 0 ? NAN : (float)cfg->bias_wd);
+    const int nesterov = cfg->nesterov || cfg->opt == DT_OPTC_SGD_NESTEROV;
+    DT_TRY(dt_optim_init(&r->opt, &r->model, (float)r->base_lr, (float)cfg->momentum, 0, (float)cfg->wd, nesterov, 0));
+    if (cfg->opt == DT_OPTC_ADAM || cfg->opt == DT_OPTC_ADAMW)
+        DT_TRY(dt_optim_use_adam(&r->opt, &r->model, cfg->adam_beta1, cfg->adam_beta2,
+                                 cfg->opt_eps < 0 ? 1e-8 : cfg->opt_eps, cfg->opt == DT_OPTC_ADAMW));
+    else if (cfg->opt == DT_OPTC_RMSPROP) /* torchvision's: eps 0.0316, alpha 0.9 */
+        DT_TRY(dt_optim_use_rmsprop(&r->opt, &r->model, cfg->rmsprop_alpha, cfg->opt_eps < 0 ? 0.0316 : cfg->opt_eps));
+    dt_optim_set_group_decay(&r->opt, cfg->norm_wd < 0 ? NAN : (float)cfg->norm_wd,
+                             cfg->bias_wd < 0 ? NAN : (float)cfg->bias_wd);
     if (cfg->clip_grad_norm > 0)
-        DT_TRY(dt_sgd_set_clip(&r->opt, &r->model, (float)cfg->clip_grad_norm));
+        DT_TRY(dt_optim_set_clip(&r->opt, &r->model, (float)cfg->clip_grad_norm));
     r->progress.epoch = cfg->start_epoch;
     r->progress.global_step = (int64_t)cfg->start_epoch * r->steps_per_epoch;
     if (cfg->resume && r->launch.rank == 0)
@@ -346,7 +355,7 @@ static void release(dt_run *r)
     if (r->staging)
         r->model.be->host_free(r->staging);
     if (r->have_model) {
-        dt_sgd_free(&r->opt);
+        dt_optim_free(&r->opt);
         dt_amp_free(&r->amp);
         dt_model_free(&r->model);
     }

@@ -28,7 +28,11 @@ enum dt_lr_schedule {
 };
 /* --lr-warmup-method */
 enum dt_lr_warmup { DT_WARMUP_LINEAR = 0, DT_WARMUP_CONSTANT = 1 };
+/* --opt: torchvision's names (its train.py: "sgd" and any other name starting with sgd, with Nesterov
+ * when it holds "nesterov"; "rmsprop"; "adamw"), and Adam */
+enum dt_opt_choice { DT_OPTC_SGD = 0, DT_OPTC_SGD_NESTEROV = 1, DT_OPTC_ADAM = 2, DT_OPTC_ADAMW = 3, DT_OPTC_RMSPROP = 4 };
 /* the choices' names, in enum order, NULL-terminated */
+extern const char *const dt_opt_names[];
 extern const char *const dt_lr_schedule_names[];
 extern const char *const dt_lr_warmup_names[];
 
@@ -57,6 +61,10 @@ typedef struct dt_train_cfg {
     double norm_wd, bias_wd;    /* torchvision's --norm-weight-decay, --bias-weight-decay; < 0: as wd */
     double clip_grad_norm;      /* > 0: clip the gradients' global L2 norm to it before each update */
     int nesterov;
+    int opt;                    /* --opt (enum dt_opt_choice) */
+    double adam_beta1, adam_beta2, opt_eps; /* Adam/AdamW's betas, Adam's and RMSprop's eps (< 0: torch's
+                                             * defaults, torchvision's 0.0316 for RMSprop) */
+    double rmsprop_alpha;       /* RMSprop's smoothing constant (< 0: torchvision's 0.9) */
     int print_freq;             /* steps between progress lines */
     double desired_acc;         /* stop once validation top-1 (percent) reaches it; 0: never */
     uint64_t seed;

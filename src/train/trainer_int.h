@@ -28,7 +28,7 @@
 #include "train/amp.h"
 #include "train/checkpoint.h"
 #include "train/ddp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "train/tbevents.h"
 #include "train/trainer.h"
 
@@ -53,7 +53,7 @@ typedef struct dt_run {
 
     dt_model model;
     int have_model;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     dt_amp_props amp_defaults;  /* the opt level's own properties, for the start-up print */
     dt_ddp *ddp;

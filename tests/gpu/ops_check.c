@@ -4,7 +4,7 @@
  *   ops_check [--seed N] [--only GROUP] [--no-model] [--quick] [--list] [--backend cuda|cpu] [--verbose]
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
- * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten,
+ * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, maxpool, avgpool, linear, flatten,
  * dropout, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's name
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
@@ -45,7 +45,7 @@
  *     default); then, for the first three cases, those of the row's type too (shape "..., O3": O3's
  *     BN); the saved state fp32 always;
  *   - sgd: p and g of the row's type (a model without master weights), then p fp32 and g of the row's
- *     type (name "(p fp32)": O2's fp32 master weights, train/sgd.c); the momentum buffer fp32;
+ *     type (name "(p fp32)": O2's fp32 master weights, train/optim.c); the momentum buffer fp32;
  *   - add_fwd: all three operands of the row's type, then each in turn fp32 ("(a fp32)" ...);
  *   - copy_grad: both sides of the row's type, then converting "from fp32" and "to fp32",
  *     overwriting and accumulating;
@@ -137,7 +137,7 @@
 #include "nn/cuda/cuda.h"
 #include "nn/model.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/half.h"
 #include "util/log.h"
@@ -1357,6 +1357,79 @@ static int cmp_scalars(const char *op, int dt, const char *shape, const dt_scala
 
 /* --- element-wise ----------------------------------------------------------------------------------- */
 
+/* adam and rmsprop rows (torch.optim's Adam, AdamW, RMSprop): as sgd's, p of the row's type then fp32
+ * (master weights), g as written and scaled by 1024 with 1/scale 1/1024, the state fp32; at the
+ * first step and a later one (the bias corrections read sgd_steps), clipped, and skipped */
+static void check_adaptive(int dt, const char *shape, int rms)
+{
+    static const struct {
+        const char *name;
+        double wd, mom; /* adam: mom 1 = AdamW; rmsprop: the momentum */
+        int64_t steps;  /* sgd_steps before the update */
+        int skip, clip;
+    } adam[] = {
+        {"adam first step", 1e-2, 0, 0, 0, 0},        {"adam step 5", 1e-2, 0, 4, 0, 0},
+        {"adamw first step", 5e-2, 1, 0, 0, 0},       {"adamw step 5 no wd", 0, 1, 4, 0, 0},
+        {"adamw clipped", 5e-2, 1, 4, 0, 1},          {"adamw skipped (overflow)", 5e-2, 1, 4, 1, 0},
+    }, rmsprop[] = {
+        {"rmsprop momentum 0.9", 1e-4, 0.9, 3, 0, 0}, {"rmsprop no momentum (buf NULL)", 1e-4, 0, 3, 0, 0},
+        {"rmsprop clipped", 0, 0.9, 3, 0, 1},         {"rmsprop skipped (overflow)", 1e-4, 0.9, 3, 1, 0},
+    };
+    const size_t nv = rms ? sizeof rmsprop / sizeof rmsprop[0] : sizeof adam / sizeof adam[0];
+    const dt_dtype T = ty(dt);
+    for (int master = 0; master <= (dt != F32); master++)
+        for (size_t k = 0; k < nv; k++) {
+            const __typeof__(adam[0]) *v = rms ? &rmsprop[k] : &adam[k];
+            const int pt = master ? F32 : dt, has_buf = !rms || v->mom > 0;
+            float *p = h_randn(NE, 0, 0.05, pt), *g = h_randn(NE, 0, 0.01, dt), *m1 = h_randn(NE, 0, 0.01, F32),
+                  *m2 = h_randn(NE, 0, 1e-4, F32);
+            for (int64_t i = 0; i < NE; i++) /* a second moment is never negative */
+                m2[i] = fabsf(m2[i]);
+            float *in[2][4] = {{p, g, m1, m2}, {h_copy(p, NE), h_copy(g, NE), h_copy(m1, NE), h_copy(m2, NE)}};
+            for (int scaled = 0; scaled < 2; scaled++) {
+                float *p1 = in[scaled][0], *g1 = in[scaled][1], *a1 = in[scaled][2], *b1 = in[scaled][3];
+                if (scaled)
+                    for (int64_t i = 0; i < NE; i++)
+                        g1[i] *= 1024.0f;
+                dt_scalars hs = s_clean();
+                hs.lr = rms ? 0.01f : 1e-3f;
+                hs.inv_scale = scaled ? 1.0f / 1024 : 1.0f;
+                hs.sgd_steps = v->steps;
+                hs.agree[DT_AGREE_OVERFLOW] = v->skip;
+                if (v->clip) {
+                    hs.grad_sumsq = 4.0;
+                    hs.clip_norm = 0.5f;
+                }
+                const dt_scalars hs0 = hs;
+                dt_scalars *Ds = d_scalars(&hs);
+                void *Dp = d_from(p1, NE, pt), *Dg = d_from(g1, NE, dt);
+                float *Da = d_from(a1, NE, F32), *Db = d_from(b1, NE, F32);
+                if (rms) {
+                    REF->rmsprop(NE, p1, S32, g1, S32, b1, has_buf ? a1 : NULL, 0.9, 0.0316, v->wd, v->mom, &hs);
+                    DEV->rmsprop(NE, Dp, ty(pt), Dg, T, Db, has_buf ? Da : NULL, 0.9, 0.0316, v->wd, v->mom, Ds);
+                } else {
+                    REF->adam(NE, p1, S32, g1, S32, a1, b1, 0.9, 0.999, 1e-8, v->wd, v->mom != 0, &hs);
+                    DEV->adam(NE, Dp, ty(pt), Dg, T, Da, Db, 0.9, 0.999, 1e-8, v->wd, v->mom != 0, Ds);
+                }
+                ref_out(p1, NE, pt);
+                char tag[48], op[128];
+                const int mode = v->skip ? M_BITS : M_ELT;
+                snprintf(tag, sizeof tag, "%s%s", master ? " (p fp32)" : "", scaled ? " 1/scale 1/1024" : "");
+                snprintf(op, sizeof op, "%s%s p", v->name, tag);
+                check_as(op, dt, pt, shape, Dp, p1, NE, mode);
+                if (has_buf) {
+                    snprintf(op, sizeof op, "%s%s %s", v->name, tag, rms ? "momentum" : "exp_avg");
+                    check_as(op, dt, F32, shape, Da, a1, NE, mode);
+                }
+                snprintf(op, sizeof op, "%s%s %s", v->name, tag, rms ? "square_avg" : "exp_avg_sq");
+                check_as(op, dt, F32, shape, Db, b1, NE, mode);
+                snprintf(op, sizeof op, "%s%s scalars unchanged", v->name, tag);
+                cmp_scalars(op, dt, shape, Ds, &hs0, 0);
+            }
+            release();
+        }
+}
+
 static void test_eltwise(int dt)
 {
     char shape[32];
@@ -1489,7 +1562,7 @@ static void test_eltwise(int dt)
             {"sgd clipped (clip_norm)", 0.9f, 0, 1e-4f, 0, 0, 0, 1},
         };
         /* p and g of the row's type (a model without master weights); then, in fp16/bf16 rows, p fp32
-         * and g of the row's type (O2's fp32 master weights, train/sgd.c); the momentum buffer fp32 */
+         * and g of the row's type (O2's fp32 master weights, train/optim.c); the momentum buffer fp32 */
         for (int master = 0; master <= (dt != F32); master++)
             for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
                 const int pt = master ? F32 : dt;
@@ -1545,6 +1618,10 @@ static void test_eltwise(int dt)
                 release();
             }
     }
+    if (want_test("adam"))
+        check_adaptive(dt, shape, 0);
+    if (want_test("rmsprop"))
+        check_adaptive(dt, shape, 1);
 }
 
 /* --- pooling -------------------------------------------------------------------------------------- */
@@ -2289,7 +2366,7 @@ static float *fetch_params(const dt_model *m, int buffers)
  * waiting for them), normalisation, forward, the loss, backward, the scaler's check, the optimiser and
  * the download of the out scalars. Nothing here waits on the host: a capture keeps all of it. */
 typedef struct step_io {
-    dt_sgd *opt;
+    dt_optim *opt;
     dt_amp *amp;
     float *x;              /* the normalised batch */
     uint8_t *u, *ud;       /* its uint8 pixels: the host buffer, the uploaded copy */
@@ -2321,7 +2398,7 @@ static int issue_step(const dt_backend *be, dt_model *m, const step_io *io)
  * epoch's last). *m keeps the model's parameter table for the comparison. */
 static int train_steps(const dt_backend *be, int level, int bf16, int steps, int graph, trained *t, dt_model *m)
 {
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     dt_amp_props props;
     dt_amp_overrides ov = {.keep_batchnorm_fp32 = -1, .master_weights = -1, .bf16 = bf16};
@@ -2333,7 +2410,7 @@ static int train_steps(const dt_backend *be, int level, int bf16, int steps, int
     const int tail = MB > 3 ? MB - 3 : 1;
     int ok = dt_amp_resolve(level, &ov, &props) == DT_OK && dt_amp_attach(&amp, m, &props) == DT_OK &&
              dt_model_plan_sizes(m, MB, MS, MS, &tail, 1) == DT_OK &&
-             dt_sgd_init(&opt, m, MLR, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+             dt_optim_init(&opt, m, MLR, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     if (!ok)
         return 0;
     const long unplanned0 = dt_cuda_unplanned_allocs();
@@ -2401,7 +2478,7 @@ static int train_steps(const dt_backend *be, int level, int bf16, int steps, int
     be->mem_free(io.ud);
     be->host_free(io.u);
     free(y);
-    dt_sgd_free(&opt);
+    dt_optim_free(&opt);
     dt_amp_free(&amp);
     return ok;
 }
@@ -2610,7 +2687,7 @@ static void usage(FILE *f)
                "                 [--verbose] [--model ARCH] [--model-batch N] [--model-size S]\n"
                "Checks every op of the CUDA backend against the CPU backend (fp32, and fp16 and bf16 storage),\n"
                "then two training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem,\n"
-               "conv, bn, relu, add, copy_grad, scale, fill, sgd, maxpool, avgpool, linear, flatten, dropout,\n"
+               "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, maxpool, avgpool, linear, flatten, dropout,\n"
                "xent, round_half, unscale_check, normalize_u8, step_end, model.\n"
                "--quick: every op once, fp32 and fp16, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"

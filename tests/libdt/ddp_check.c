@@ -20,7 +20,7 @@
 #include "nn/model.h"
 #include "train/amp.h"
 #include "train/ddp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/half.h"
 #include "util/log.h"
@@ -34,9 +34,9 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
                      float *buffers, int64_t nw)
 {
     dt_model m;
-    dt_sgd o;
+    dt_optim o;
     if (dt_model_create(&m, arch, 3, 10, &dt_backend_cpu) || dt_model_plan(&m, n, HW, HW) ||
-        dt_sgd_init(&o, &m, LR, MOM, 0, WD, 0, 0))
+        dt_optim_init(&o, &m, LR, MOM, 0, WD, 0, 0))
         return -1;
     dt_model_init_weights(&m, 1, 0);
     memcpy(start, m.weights, (size_t)nw * sizeof(float));
@@ -46,11 +46,11 @@ static int train_ref(const char *arch, int n, const float *x, const int32_t *y, 
         dt_model_step_begin(&m, LR, s, 0);
         if (dt_model_forward(&m, x, n) || dt_model_loss(&m, y, n, 0, &loss) || dt_model_backward(&m, n, 0))
             return -1;
-        dt_sgd_step(&o, &m, NULL);
+        dt_optim_step(&o, &m, NULL);
     }
     memcpy(out, m.weights, (size_t)nw * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
-    dt_sgd_free(&o);
+    dt_optim_free(&o);
     dt_model_free(&m);
     return 0;
 }
@@ -60,11 +60,11 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
                      const float *x, const int32_t *y, float *out, float *buffers, int *nbuckets)
 {
     dt_model m;
-    dt_sgd o;
+    dt_optim o;
     dt_ddp *d;
     int mb = b / accum;
     if (dt_model_create(&m, arch, 3, 10, &dt_backend_cpu) || dt_model_plan(&m, mb, HW, HW) ||
-        dt_sgd_init(&o, &m, LR, MOM, 0, WD, 0, 0))
+        dt_optim_init(&o, &m, LR, MOM, 0, WD, 0, 0))
         return -1;
     /* rank 0 starts as the reference does, the others elsewhere until DDP broadcasts rank 0s weights */
     dt_model_init_weights(&m, c->rank == 0 ? 1 : 100 + (uint64_t)c->rank, 0);
@@ -83,12 +83,12 @@ static int train_ddp(const char *arch, dt_comm *c, const dt_ddp_cfg *cfg, int b,
                 dt_ddp_backward(d, mb, a > 0, a == accum - 1))
                 return -1;
         }
-        dt_sgd_step(&o, &m, NULL);
+        dt_optim_step(&o, &m, NULL);
     }
     memcpy(out, m.weights, (size_t)m.n_weights * sizeof(float));
     memcpy(buffers, m.buffers, (size_t)m.n_buffers * sizeof(float));
     dt_ddp_free(d);
-    dt_sgd_free(&o);
+    dt_optim_free(&o);
     dt_model_free(&m);
     return 0;
 }
@@ -180,14 +180,14 @@ int main(int argc, char **argv)
     /* AMP: an inf in the last rank's gradients skips the step on every rank */
     {
         dt_model m;
-        dt_sgd o;
+        dt_optim o;
         dt_ddp *d;
         dt_amp_props ap;
         dt_scaler sc;
         dt_amp_resolve(2, NULL, &ap);
         dt_scaler_init(&sc, &ap);
         int ok = dt_model_create(&m, arch, 3, 10, &dt_backend_cpu) == DT_OK && dt_model_plan(&m, b, HW, HW) == DT_OK &&
-                 dt_sgd_init(&o, &m, LR, MOM, 0, WD, 0, 0) == DT_OK;
+                 dt_optim_init(&o, &m, LR, MOM, 0, WD, 0, 0) == DT_OK;
         dt_model_init_weights(&m, 1, 0);
         m.training = 0;
         ok = ok && dt_ddp_create(&d, &m, c, NULL) == DT_OK;
@@ -223,7 +223,7 @@ int main(int argc, char **argv)
         free(w0);
         free(mo0);
         dt_ddp_free(d);
-        dt_sgd_free(&o);
+        dt_optim_free(&o);
         dt_model_free(&m);
     }
     /* AMP O2: gradients travel as fp16; that must equal the fp32 average rounded to fp16 */

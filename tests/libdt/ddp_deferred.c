@@ -29,7 +29,7 @@
 #include "nn/backend.h"
 #include "nn/model.h"
 #include "train/ddp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -61,14 +61,14 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     const size_t values = (size_t)mb * HW * HW * 3;
     const float mean[3] = {0.5f, 0.4f, 0.3f}, std[3] = {0.25f, 0.2f, 0.3f};
     dt_model m;
-    dt_sgd o;
+    dt_optim o;
     dt_ddp *d = NULL;
     uint8_t *pixels = be->host_alloc(values), *u = be->mem_alloc(values); /* host buffer, backend copy */
     dt_event *up = be->event_create();
     int32_t y[B];
     float *x = be->mem_alloc(values * sizeof(float));
     r.ok = pixels && u && up && x && dt_model_create(&m, "resnet8", 3, CLASSES, be) == DT_OK &&
-           (!amp || dt_model_set_amp(&m, amp, 0, 1) == DT_OK) && dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_sgd_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+           (!amp || dt_model_set_amp(&m, amp, 0, 1) == DT_OK) && dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_optim_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     if (!r.ok)
         return r;
     dt_model_init_weights(&m, 10 + (uint64_t)c->rank, 0); /* different on every rank until DDP's broadcast */
@@ -95,7 +95,7 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
             r.loss[s] += loss;
         }
         if (r.ok)
-            dt_sgd_step(&o, &m, NULL);
+            dt_optim_step(&o, &m, NULL);
     }
     r.ok = r.ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;
     r.weights_bytes = m.weights_bytes;
@@ -105,7 +105,7 @@ static result train(const dt_backend *be, dt_comm *c, const dt_ddp_cfg *cfg, int
     r.buffers = fetch(be, m.buffers, r.buffers_bytes);
     r.momentum = fetch(be, o.momentum_buf, r.momentum_bytes);
     dt_ddp_free(d);
-    dt_sgd_free(&o);
+    dt_optim_free(&o);
     be->event_sync(up);
     be->event_destroy(up);
     be->mem_free(x);

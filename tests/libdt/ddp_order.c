@@ -30,7 +30,7 @@
 #include "nn/backend.h"
 #include "nn/model.h"
 #include "train/ddp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -461,10 +461,10 @@ int main(void)
     for (size_t k = 0; k < sizeof runs / sizeof *runs; k++) {
         int mb = B / runs[k].accum;
         dt_model m;
-        dt_sgd o;
+        dt_optim o;
         dt_ddp *d = NULL;
         int ok = dt_model_create(&m, "resnet8", 3, 10, &recording) == DT_OK &&
-                 dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_sgd_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+                 dt_model_plan(&m, mb, HW, HW) == DT_OK && dt_optim_init(&o, &m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
         dt_model_init_weights(&m, 10 + (uint64_t)rank, 0); /* different on every rank until DDP's broadcast */
         watch_model(&m);
         m.training = 1;
@@ -486,7 +486,7 @@ int main(void)
                      dt_model_loss(&m, y, mb, 0, &loss) == DT_OK &&
                      dt_ddp_backward(d, mb, a > 0, a == runs[k].accum - 1) == DT_OK;
             if (ok)
-                dt_sgd_step(&o, &m, NULL);
+                dt_optim_step(&o, &m, NULL);
         }
         /* a forward writes the buffers, then sync_buffers sends rank 0's */
         ok = ok && dt_model_forward(&m, x, mb) == DT_OK && dt_ddp_sync_buffers(d) == DT_OK;
@@ -516,7 +516,7 @@ int main(void)
         free(w0);
         recording.mem_free(x);
         unwatch();
-        dt_sgd_free(&o);
+        dt_optim_free(&o);
         dt_model_free(&m);
     }
     dt_comm_free(c); /* and raw with it */

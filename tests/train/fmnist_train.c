@@ -15,7 +15,7 @@
 #include "nn/model.h"
 #include "../unit/tap.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -84,13 +84,13 @@ int main(int argc, char **argv)
         return tap_done();
 
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     int created = dt_model_create(&m, "resnet20", 1, 10, &dt_backend_cpu) == DT_OK;
     if (created)
         dt_model_init_weights(&m, 7, 0);
     TAP_OK(created && dt_amp_attach(&amp, &m, &ap) == DT_OK && dt_model_plan(&m, BATCH, 28, 28) == DT_OK &&
-               dt_sgd_init(&opt, &m, 0.1f, 0.9f, 0.0f, 5e-4f, 0, 0) == DT_OK,
+               dt_optim_init(&opt, &m, 0.1f, 0.9f, 0.0f, 5e-4f, 0, 0) == DT_OK,
            "resnet20, batch %d, SGD lr 0.1 momentum 0.9 wd 5e-4, mixed precision %s", BATCH, level);
 
     /* a seeded shuffle of the training set: 300 steps see 19200 different images */
@@ -159,7 +159,7 @@ int main(int argc, char **argv)
     free(lab);
     free(timg);
     free(tlab);
-    dt_sgd_free(&opt);
+    dt_optim_free(&opt);
     dt_model_free(&m);
     return tap_done();
 }

@@ -1,5 +1,5 @@
 # same_run.py DIR A B: the runs DIR/A/* and DIR/B/* ended alike, bit for bit: their final
-# checkpoints (counters, every tensor, momentum, master weights, scaler) and the epoch lines of their
+# checkpoints (counters, every tensor, the optimizer's state, master weights, scaler) and the epoch lines of their
 # metrics.jsonl (losses, accuracies, lr, loss scale). Prints one line when they are; exits non-zero
 # naming the first difference otherwise. Used by tests/train/resume.sh and graph.sh.
 import glob, json, sys, h5py, numpy as np
@@ -10,7 +10,10 @@ for k in ("epoch", "step", "global_step", "model_step"):
     assert a.attrs[k] == b.attrs[k], "%s: %s vs %s" % (k, a.attrs[k], b.attrs[k])
 bad = [k for k in a["model"] if not np.array_equal(a["model"][k][()], b["model"][k][()])]
 assert not bad, "tensors differ: %s" % bad[:5]
-assert np.array_equal(a["optimizer/momentum"][()], b["optimizer/momentum"][()]), "momentum differs"
+oa, ob = a["optimizer"], b["optimizer"]   # SGD's momentum, Adam's or RMSprop's two buffers
+assert sorted(oa) == sorted(ob) and dict(oa.attrs) == dict(ob.attrs), "optimizers: %s vs %s" % (list(oa), list(ob))
+bad = [k for k in oa if not np.array_equal(oa[k][()], ob[k][()])]
+assert not bad, "optimizer state differs: %s" % bad
 assert ("amp" in a) == ("amp" in b)
 if "amp" in a:
     assert np.array_equal(a["amp/master"][()], b["amp/master"][()]), "master weights differ"
@@ -25,5 +28,6 @@ keys = ("step", "lr", "train_loss", "train_top1", "train_top5", "val_loss", "val
 for la, lb in zip(ea, eb):
     diff = [k for k in keys if la[k] != lb[k]]
     assert not diff, "epoch %d: %s" % (la["epoch"], ["%s %r vs %r" % (k, la[k], lb[k]) for k in diff])
-print("%s = %s: %d tensors, momentum%s, scaler and %d epoch lines bit for bit, step %d" % (
-    na, nb, len(a["model"]), ", master weights" if "amp" in a else "", len(ea), a.attrs["global_step"]))
+print("%s = %s: %d tensors, optimizer state (%s)%s, scaler and %d epoch lines bit for bit, step %d" % (
+    na, nb, len(a["model"]), ", ".join(sorted(oa)) or "none", ", master weights" if "amp" in a else "", len(ea),
+    a.attrs["global_step"]))

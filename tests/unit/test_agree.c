@@ -136,6 +136,11 @@ int main(void)
     CHANGE("--bias-weight-decay", c->bias_wd = 0);
     CHANGE("--clip-grad-norm", c->clip_grad_norm = 1);
     CHANGE("--nesterov", c->nesterov = 1);
+    CHANGE("--opt", c->opt = DT_OPTC_ADAMW);
+    CHANGE("--opt-eps", c->opt_eps = 1e-6);
+    CHANGE("--adam-beta1", c->adam_beta1 = 0.8);
+    CHANGE("--adam-beta2", c->adam_beta2 = 0.99);
+    CHANGE("--rmsprop-alpha", c->rmsprop_alpha = 0.95);
     CHANGE("--label-smoothing", c->label_smoothing = 0.1);
     CHANGE("--accum-steps", c->accum_steps = 2);
     CHANGE("--desired-acc", c->desired_acc = 75);

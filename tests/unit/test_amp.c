@@ -15,7 +15,7 @@
 #include "nn/model.h"
 #include "tap.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/half.h"
 #include "util/log.h"
@@ -167,9 +167,9 @@ int main(void)
 
     /* a skipped step touches nothing */
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     ok = dt_model_create(&m, "resnet8", 1, 10, &dt_backend_cpu) == DT_OK && dt_model_plan(&m, 4, 12, 12) == DT_OK &&
-         dt_sgd_init(&opt, &m, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+         dt_optim_init(&opt, &m, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     dt_model_init_weights(&m, 3, 0);
     float x[4 * 12 * 12];
     for (int i = 0; i < 4 * 12 * 12; i++)
@@ -203,7 +203,7 @@ int main(void)
            "resnet8: a clean step updates; an inf gradient skips the next, weights and momentum bit-identical");
     free(w0);
     free(mo0);
-    dt_sgd_free(&opt);
+    dt_optim_free(&opt);
     dt_model_free(&m);
 
     /* storage per level: after a forward and backward of resnet8, which values are of the reduced type */
@@ -256,7 +256,7 @@ int main(void)
         dt_amp_props ap;
         dt_amp a;
         dt_model mm;
-        dt_sgd so;
+        dt_optim so;
         dt_amp_resolve(level, NULL, &ap);
         dt_model_create(&mm, "resnet8", 1, 10, &dt_backend_cpu);
         int pconv = dt_model_find_param(&mm, "layer1.0.conv1.weight");
@@ -265,7 +265,7 @@ int main(void)
         for (int j = 0; j < pc->numel; j++)
             w[j] = 1.5f; /* fp16 spacing around 1.5 is 2^-10 */
         dt_amp_attach(&a, &mm, &ap);
-        dt_sgd_init(&so, &mm, 0.01f, 0, 0, 0, 0, 0);
+        dt_optim_init(&so, &mm, 0.01f, 0, 0, 0, 0, 0);
         const dt_scalars *out2;
         for (int it = 0; it < 10; it++) {
             dt_model_step_begin(&mm, 0.01f, it, 0);
@@ -277,7 +277,7 @@ int main(void)
             dt_amp_step(&a.scaler, NULL, &so, &mm, a.master, &out2);
         }
         wgt[level - 2] = dt_f16_to_f32(((const uint16_t *)dt_param_data(&mm, pc))[0]);
-        dt_sgd_free(&so);
+        dt_optim_free(&so);
         dt_amp_free(&a);
         dt_model_free(&mm);
     }

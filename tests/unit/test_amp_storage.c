@@ -22,7 +22,7 @@
 #include "nn/model.h"
 #include "tap.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -31,7 +31,7 @@ enum { STEPS = 3, N = 4, CLASSES = 10 };
 
 typedef struct run {
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     float *x;
     int ok;
@@ -84,7 +84,7 @@ static int start(run *r, const char *arch, int hw, int level, const dt_amp_overr
     r->m.amp_emulate = emulate;
     r->m.training = 1;
     r->ok = dt_amp_attach(&r->amp, &r->m, &p) == DT_OK && dt_model_plan(&r->m, N, hw, hw) == DT_OK &&
-            dt_sgd_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
+            dt_optim_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
             (r->x = r->m.be->mem_alloc((size_t)N * hw * hw * 3 * sizeof(float))) != NULL;
     return r->ok;
 }
@@ -110,7 +110,7 @@ static void finish(run *r)
 {
     if (r->x)
         r->m.be->mem_free(r->x);
-    dt_sgd_free(&r->opt);
+    dt_optim_free(&r->opt);
     dt_amp_free(&r->amp);
     dt_model_free(&r->m);
 }

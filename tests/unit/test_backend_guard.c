@@ -28,7 +28,7 @@
 #include "tap.h"
 #include "train/amp.h"
 #include "train/checkpoint.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -173,14 +173,14 @@ static void get_copy(const dt_backend *be, void *dst, const void *src, size_t by
 static int train(const dt_backend *be, int level, const char *ckpt, int host_loss, trained *t)
 {
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     int ok = dt_model_create(&m, "resnet8", 3, CLASSES, be) == DT_OK;
     dt_model_init_weights(&m, 5, 0);
     dt_amp_props props;
     dt_amp_overrides ov = {.keep_batchnorm_fp32 = -1, .master_weights = -1};
     ok = ok && dt_amp_resolve(level, &ov, &props) == DT_OK && dt_amp_attach(&amp, &m, &props) == DT_OK &&
-         dt_model_plan(&m, N, S, S) == DT_OK && dt_sgd_init(&opt, &m, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
+         dt_model_plan(&m, N, S, S) == DT_OK && dt_optim_init(&opt, &m, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK;
     if (level == 1) /* a dynamic scale that grows within the run, so that the scaler's update shows */
         amp.scaler.growth_interval = 3;
     ok = ok && dt_amp_put_state(&amp.scaler, 0, &m) == DT_OK;
@@ -238,11 +238,11 @@ static int train(const dt_backend *be, int level, const char *ckpt, int host_los
         dt_progress pr = {.epoch = 1, .step = 2, .global_step = 3, .best_top1 = 12.5};
         int ok2 = dt_checkpoint_save(ckpt, &m, &opt, &amp, &pr, "{}") == DT_OK;
         dt_model m2;
-        dt_sgd o2;
+        dt_optim o2;
         dt_amp a2;
         dt_progress p2;
         ok2 = ok2 && dt_model_create(&m2, "resnet8", 3, CLASSES, be) == DT_OK && dt_amp_attach(&a2, &m2, &props) == DT_OK &&
-             dt_sgd_init(&o2, &m2, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
+             dt_optim_init(&o2, &m2, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
              dt_checkpoint_load(ckpt, &m2, &o2, &a2, &p2) == DT_OK;
         float *w2, *mo2;
         get_copy(be, &w2, m2.weights, m2.weights_bytes);
@@ -258,7 +258,7 @@ static int train(const dt_backend *be, int level, const char *ckpt, int host_los
         t->ckpt_ok = ok2;
         free(w2);
         free(mo2);
-        dt_sgd_free(&o2);
+        dt_optim_free(&o2);
         dt_amp_free(&a2);
         dt_model_free(&m2);
     }
@@ -267,7 +267,7 @@ static int train(const dt_backend *be, int level, const char *ckpt, int host_los
     be->mem_free(x);
     be->mem_free(u);
     be->host_free(staging);
-    dt_sgd_free(&opt);
+    dt_optim_free(&opt);
     dt_amp_free(&amp);
     dt_model_free(&m);
     return ok;

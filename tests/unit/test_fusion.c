@@ -24,7 +24,7 @@
 #include "nn/model.h"
 #include "tap.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -33,7 +33,7 @@ enum { STEPS = 2, N = 2, CLASSES = 10 };
 
 typedef struct run {
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     float *x;
     int ok;
@@ -51,7 +51,7 @@ static int start(run *r, const char *arch, int hw, int level, int fused)
         return 0;
     dt_model_init_weights(&r->m, 7, 0);
     r->ok = dt_amp_attach(&r->amp, &r->m, &p) == DT_OK && dt_model_plan(&r->m, N, hw, hw) == DT_OK &&
-            dt_sgd_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
+            dt_optim_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
             (r->x = malloc((size_t)N * hw * hw * 3 * sizeof(float))) != NULL;
     return r->ok;
 }
@@ -89,7 +89,7 @@ static float *weights(run *r)
 static void finish(run *r)
 {
     free(r->x);
-    dt_sgd_free(&r->opt);
+    dt_optim_free(&r->opt);
     dt_amp_free(&r->amp);
     dt_model_free(&r->m);
 }

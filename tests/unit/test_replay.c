@@ -27,7 +27,7 @@
 #include "nn/model.h"
 #include "tap.h"
 #include "train/amp.h"
-#include "train/sgd.h"
+#include "train/optim.h"
 #include "util/check.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -36,7 +36,7 @@ enum { HW = 16, N = 4, CLASSES = 10, STEPS = 6, VALUES = N * HW * HW * 3 };
 
 typedef struct run {
     dt_model m;
-    dt_sgd opt;
+    dt_optim opt;
     dt_amp amp;
     float *x;
     uint8_t *u, *staging; /* the batch's pixels: backend memory, and the host buffer they come from */
@@ -68,7 +68,7 @@ static int start(run *r, const dt_backend *be, int dropout)
     int made = dropout ? build_dropout_net(&r->m, be) : dt_model_create(&r->m, "resnet8", 3, CLASSES, be);
     r->ok = made == DT_OK && dt_amp_resolve(1, NULL, &props) == DT_OK &&
             dt_amp_attach(&r->amp, &r->m, &props) == DT_OK && dt_model_plan(&r->m, N, HW, HW) == DT_OK &&
-            dt_sgd_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
+            dt_optim_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
             (r->x = be->mem_alloc((size_t)VALUES * sizeof(float))) != NULL && (r->u = be->mem_alloc(VALUES)) != NULL &&
             (r->staging = be->host_alloc(VALUES)) != NULL;
     if (r->ok) {
@@ -157,7 +157,7 @@ static void finish(run *r)
         r->m.be->mem_free(r->u);
     if (r->staging)
         r->m.be->host_free(r->staging);
-    dt_sgd_free(&r->opt);
+    dt_optim_free(&r->opt);
     dt_amp_free(&r->amp);
     dt_model_free(&r->m);
 }

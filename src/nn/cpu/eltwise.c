@@ -134,6 +134,76 @@ void dt_cpu_grad_sumsq(int64_t n, dt_dtype t, const void *g, dt_scalars *s)
     s->grad_sumsq = sum;
 }
 
+/* the gradient as every update reads it: times 1/scale, then clip_grad_norm_'s factor, each rounded */
+static inline float unscaled(float g, float inv_scale, int clipping, float clip)
+{
+    const float d = g * inv_scale;
+    return clipping ? d * clip : d;
+}
+
+DT_CLONES
+void dt_cpu_adam(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *m1, float *m2, double beta1,
+                 double beta2, double eps, double wd, int decoupled, const dt_scalars *s)
+{
+    if (dt_scalars_skip(s))
+        return;
+    const dt_adam_consts c = dt_adam_consts_of(s, beta1, beta2, eps, wd);
+    const float inv_scale = s->inv_scale, clip = dt_scalars_clip_coef(s);
+    const int clipping = s->clip_norm > 0, l2 = !decoupled && wd != 0, dec = decoupled && wd != 0;
+    BEGIN_TILES(n)
+    float tp[DT_CPU_TILE], tg[DT_CPU_TILE];
+    const float *gv = dt_cpu_view(gt, g, i, k, tg);
+    float *pv = dt_cpu_out(pt, p, i, k, tp, 1);
+    for (int64_t j = 0; j < k; j++) {
+        float d = unscaled(gv[j], inv_scale, clipping, clip), w = pv[j];
+        if (l2) /* Adam: grad.add(param, alpha=weight_decay) */
+            d += c.wd * w;
+        if (dec) /* AdamW: param.mul_(1 - lr * weight_decay) */
+            w *= c.decay;
+        const float a = m1[i + j] * c.beta1 + c.one_minus_beta1 * d;
+        const float b = m2[i + j] * c.beta2 + (c.one_minus_beta2 * d) * d;
+        m1[i + j] = a;
+        m2[i + j] = b;
+        const float denom = sqrtf(b) / c.bc2_sqrt + c.eps;
+        pv[j] = w + (c.neg_step * a) / denom; /* addcdiv_: self + value * t1 / t2, left to right */
+    }
+    dt_cpu_flush(pt, p, i, k, pv);
+    END_TILES
+}
+
+DT_CLONES
+void dt_cpu_rmsprop(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *sq, float *buf, double alpha,
+                    double eps, double wd, double momentum, const dt_scalars *s)
+{
+    if (dt_scalars_skip(s))
+        return;
+    const float inv_scale = s->inv_scale, clip = dt_scalars_clip_coef(s), neg_lr = -s->lr;
+    const float al = (float)alpha, one_minus_al = (float)(1.0 - alpha), ep = (float)eps, wdf = (float)wd,
+                mom = (float)momentum;
+    const int clipping = s->clip_norm > 0;
+    BEGIN_TILES(n)
+    float tp[DT_CPU_TILE], tg[DT_CPU_TILE];
+    const float *gv = dt_cpu_view(gt, g, i, k, tg);
+    float *pv = dt_cpu_out(pt, p, i, k, tp, 1);
+    for (int64_t j = 0; j < k; j++) {
+        float d = unscaled(gv[j], inv_scale, clipping, clip);
+        if (wd != 0) /* grad.add(param, alpha=weight_decay) */
+            d += wdf * pv[j];
+        const float v = sq[i + j] * al + (one_minus_al * d) * d;
+        sq[i + j] = v;
+        const float avg = sqrtf(v) + ep;
+        if (mom > 0) { /* buf.mul_(momentum).addcdiv_(grad, avg); param.add_(buf, alpha=-lr) */
+            const float b = buf[i + j] * mom + d / avg;
+            buf[i + j] = b;
+            pv[j] += neg_lr * b;
+        } else { /* param.addcdiv_(grad, avg, value=-lr) */
+            pv[j] += (neg_lr * d) / avg;
+        }
+    }
+    dt_cpu_flush(pt, p, i, k, pv);
+    END_TILES
+}
+
 void dt_cpu_step_end(dt_scalars *s)
 {
     dt_scalars_step_end(s);

@@ -1,5 +1,5 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
- * scale, dropout (with util/rng.c's hash), flatten, sgd, step_end (scalars.h's update in one thread),
+ * scale, dropout (with util/rng.c's hash), flatten, sgd, adam, rmsprop, step_end (scalars.h's update in one thread),
  * round_half (util/half.c's conversions), unscale_check, grad_sumsq, normalize_u8 and its planning op
  * normalize_scratch (shared helpers and rules: kernels.h). Each operand is fp32, fp16 or bf16, as its
  * dt_dtype says: every kernel is a template on the storage types, instantiated through DT_CUDA_TYPED,
@@ -470,6 +470,139 @@ extern "C" void dt_cuda_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_d
                                 sgd_kernel<TP, TG><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (TP *)p,
                                                                                            (const TG *)g, buf, k, s)));
     DT_LAUNCHED("sgd_kernel");
+}
+
+/* --- Adam, AdamW and RMSprop: eltwise.c's dt_cpu_adam and dt_cpu_rmsprop on one element, each
+ * operation rounded as there (torch's single-tensor formulas) ------------------------------------- */
+
+static __device__ __forceinline__ float unscaled_one(float gv, const dt_scalars *s, float clip)
+{
+    const float d = __fmul_rn(gv, s->inv_scale);
+    return s->clip_norm > 0 ? __fmul_rn(d, clip) : d;
+}
+
+static __device__ __forceinline__ float adam_one(float w, float gv, float *m1, float *m2, const dt_adam_consts &c,
+                                                 int l2, int dec, const dt_scalars *s, float clip)
+{
+    float d = unscaled_one(gv, s, clip);
+    if (l2)
+        d = __fadd_rn(d, __fmul_rn(c.wd, w));
+    if (dec)
+        w = __fmul_rn(w, c.decay);
+    const float a = __fadd_rn(__fmul_rn(*m1, c.beta1), __fmul_rn(c.one_minus_beta1, d));
+    const float b = __fadd_rn(__fmul_rn(*m2, c.beta2), __fmul_rn(__fmul_rn(c.one_minus_beta2, d), d));
+    *m1 = a;
+    *m2 = b;
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(b), c.bc2_sqrt), c.eps);
+    return __fadd_rn(w, __fdiv_rn(__fmul_rn(c.neg_step, a), denom));
+}
+
+template <typename TP, typename TG>
+static __global__ void adam_kernel(int64_t n, int64_t n8, TP *p, const TG *g, float *m1, float *m2, double beta1,
+                                   double beta2, double eps, double wd, int decoupled, const dt_scalars *s)
+{
+    if (dt_scalars_skip(s))
+        return;
+    const dt_adam_consts c = dt_adam_consts_of(s, beta1, beta2, eps, wd);
+    const float clip = dt_scalars_clip_coef(s);
+    const int l2 = !decoupled && wd != 0, dec = decoupled && wd != 0;
+    GRID_LOOP(k, n8)
+    {
+        float pv[8], gv[8], a[8], b[8];
+        load8(p + 8 * k, pv);
+        load8(g + 8 * k, gv);
+        load8(m1 + 8 * k, a);
+        load8(m2 + 8 * k, b);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            pv[j] = adam_one(pv[j], gv[j], &a[j], &b[j], c, l2, dec, s, clip);
+        store8(p + 8 * k, pv);
+        store8(m1 + 8 * k, a);
+        store8(m2 + 8 * k, b);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(p, i, adam_one(ld(p, i), ld(g, i), m1 + i, m2 + i, c, l2, dec, s, clip));
+}
+
+extern "C" void dt_cuda_adam(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *m1, float *m2,
+                             double beta1, double beta2, double eps, double wd, int decoupled, const dt_scalars *s)
+{
+    if (n <= 0)
+        return;
+    const int64_t n8 = chunks8(n, vec8_ok(p, g, m1, m2));
+    DT_CUDA_TYPED("adam", pt, TP,
+                  DT_CUDA_TYPED("adam", gt, TG,
+                                adam_kernel<TP, TG><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                    n, n8, (TP *)p, (const TG *)g, m1, m2, beta1, beta2, eps, wd, decoupled, s)));
+    DT_LAUNCHED("adam_kernel");
+}
+
+typedef struct rmsprop_consts {
+    float alpha, one_minus_alpha, eps, wd, momentum;
+} rmsprop_consts;
+
+static __device__ __forceinline__ float rmsprop_one(float w, float gv, float *sq, float *buf, const rmsprop_consts &c,
+                                                    float neg_lr, const dt_scalars *s, float clip)
+{
+    float d = unscaled_one(gv, s, clip);
+    if (c.wd != 0.0f)
+        d = __fadd_rn(d, __fmul_rn(c.wd, w));
+    const float v = __fadd_rn(__fmul_rn(*sq, c.alpha), __fmul_rn(__fmul_rn(c.one_minus_alpha, d), d));
+    *sq = v;
+    const float avg = __fadd_rn(__fsqrt_rn(v), c.eps);
+    if (c.momentum > 0) {
+        const float b = __fadd_rn(__fmul_rn(*buf, c.momentum), __fdiv_rn(d, avg));
+        *buf = b;
+        return __fadd_rn(w, __fmul_rn(neg_lr, b));
+    }
+    return __fadd_rn(w, __fdiv_rn(__fmul_rn(neg_lr, d), avg));
+}
+
+template <typename TP, typename TG>
+static __global__ void rmsprop_kernel(int64_t n, int64_t n8, TP *p, const TG *g, float *sq, float *buf,
+                                      rmsprop_consts c, const dt_scalars *s)
+{
+    if (dt_scalars_skip(s))
+        return;
+    const float clip = dt_scalars_clip_coef(s), neg_lr = -s->lr;
+    const int mom = c.momentum > 0;
+    GRID_LOOP(k, n8)
+    {
+        float pv[8], gv[8], v[8], b[8];
+        load8(p + 8 * k, pv);
+        load8(g + 8 * k, gv);
+        load8(sq + 8 * k, v);
+        if (mom)
+            load8(buf + 8 * k, b);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            pv[j] = rmsprop_one(pv[j], gv[j], &v[j], &b[j], c, neg_lr, s, clip);
+        store8(p + 8 * k, pv);
+        store8(sq + 8 * k, v);
+        if (mom)
+            store8(buf + 8 * k, b);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(p, i, rmsprop_one(ld(p, i), ld(g, i), sq + i, mom ? buf + i : NULL, c, neg_lr, s, clip));
+}
+
+extern "C" void dt_cuda_rmsprop(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *sq, float *buf,
+                                double alpha, double eps, double wd, double momentum, const dt_scalars *s)
+{
+    if (n <= 0)
+        return;
+    rmsprop_consts c;
+    c.alpha = (float)alpha;
+    c.one_minus_alpha = (float)(1.0 - alpha);
+    c.eps = (float)eps;
+    c.wd = (float)wd;
+    c.momentum = (float)momentum;
+    const int64_t n8 = chunks8(n, vec8_ok(p, g, sq, momentum > 0 ? buf : NULL));
+    DT_CUDA_TYPED("rmsprop", pt, TP,
+                  DT_CUDA_TYPED("rmsprop", gt, TG,
+                                rmsprop_kernel<TP, TG><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                    n, n8, (TP *)p, (const TG *)g, sq, buf, c, s)));
+    DT_LAUNCHED("rmsprop_kernel");
 }
 
 /* scalars.h's dt_scalars_step_end, the very function the CPU runs (no a*b+c in it for nvcc to
