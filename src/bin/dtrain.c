@@ -27,7 +27,7 @@ enum {
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
     OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
-    OPT_ALPHA
+    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS
 };
 
 static void usage(FILE *out)
@@ -69,6 +69,10 @@ static void usage(FILE *out)
             "      --adam-beta1 X, --adam-beta2 X  Adam's and AdamW's betas (default 0.9, 0.999)\n"
             "      --rmsprop-alpha X     (default 0.9)    --opt-eps X  (default: Adam's 1e-8, RMSprop's 0.0316)\n"
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
+            "      --model-ema           keep and validate the weights' moving average (torchvision's)\n"
+            "      --ra-sampler          repeated augmentation (torchvision's RASampler), --ra-reps N copies (3)\n"
+            "      --model-ema-steps N   update it every N steps (default 32)\n"
+            "      --model-ema-decay X   (default 0.99998, adjusted to the global batch as train.py)\n"
             "      --norm-weight-decay X BN's weights and biases' own weight decay (default: --wd)\n"
             "      --bias-weight-decay X every bias's own (BN's too; before --norm-weight-decay) (default: --wd)\n"
             "      --clip-grad-norm X    clip the gradients' global L2 norm to X before each update\n"
@@ -161,6 +165,11 @@ int main(int argc, char **argv)
         {"bias-weight-decay", required_argument, NULL, OPT_BIAS_WD},
         {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
         {"opt", required_argument, NULL, OPT_OPT},
+        {"model-ema", no_argument, NULL, OPT_EMA},
+        {"ra-sampler", no_argument, NULL, OPT_RA},
+        {"ra-reps", required_argument, NULL, OPT_RA_REPS},
+        {"model-ema-steps", required_argument, NULL, OPT_EMA_STEPS},
+        {"model-ema-decay", required_argument, NULL, OPT_EMA_DECAY},
         {"opt-eps", required_argument, NULL, OPT_OPT_EPS},
         {"adam-beta1", required_argument, NULL, OPT_BETA1},
         {"adam-beta2", required_argument, NULL, OPT_BETA2},
@@ -260,6 +269,11 @@ int main(int argc, char **argv)
         case OPT_CLIP: bad = num("--clip-grad-norm", optarg, 1e-12, 1e12, &cfg.clip_grad_norm); break;
         case OPT_NESTEROV: cfg.nesterov = 1; break;
         case OPT_OPT: bad = dt_parse_choice("--opt", optarg, dt_opt_names, &cfg.opt); break;
+        case OPT_EMA: cfg.model_ema = 1; break;
+        case OPT_RA: cfg.ra_sampler = 1; break;
+        case OPT_RA_REPS: bad = dt_parse_long("--ra-reps", optarg, 1, 64, &v) || ((cfg.ra_reps = (int)v), 0); break;
+        case OPT_EMA_STEPS: bad = dt_parse_long("--model-ema-steps", optarg, 1, 1L << 40, &cfg.model_ema_steps); break;
+        case OPT_EMA_DECAY: bad = num("--model-ema-decay", optarg, 0, 1, &cfg.model_ema_decay); break;
         case OPT_OPT_EPS: bad = num("--opt-eps", optarg, 1e-30, 1, &cfg.opt_eps); break;
         case OPT_BETA1: bad = num("--adam-beta1", optarg, 0, 0.999999, &cfg.adam_beta1); break;
         case OPT_BETA2: bad = num("--adam-beta2", optarg, 0, 0.999999, &cfg.adam_beta2); break;

@@ -231,6 +231,8 @@ int dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loader_cfg 
     L->ds = ds;
     L->cfg = c;
     int rc = dt_sampler_init(&L->smp, ds->count, c.rank, c.world, c.train, c.seed);
+    if (rc == DT_OK && c.train && c.ra_reps > 1 && (rc = dt_sampler_set_repeats(&L->smp, c.ra_reps)) != DT_OK)
+        dt_sampler_free(&L->smp);
     if (rc != DT_OK) {
         free(L);
         return rc;

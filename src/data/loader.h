@@ -37,6 +37,7 @@ typedef struct dt_loader_cfg {
     int drop_last;              /* 1: skip this rank's last, partial batch */
     uint64_t seed;
     int rank, world;            /* world 0: 1 */
+    int ra_reps;                /* training: torchvision's RASampler with this many repetitions (0, 1: none) */
 } dt_loader_cfg;
 
 typedef struct dt_batch {

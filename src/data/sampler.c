@@ -27,6 +27,7 @@ int dt_sampler_init(dt_sampler *s, int64_t n, int rank, int world, int shuffle, 
     s->shuffle = shuffle;
     s->seed = seed;
     s->per_rank = (n + world - 1) / world;
+    s->reps = 1;
     dt_sampler_set_epoch(s, 0);
     return DT_OK;
 }
@@ -48,11 +49,36 @@ void dt_sampler_set_epoch(dt_sampler *s, int64_t epoch)
     }
 }
 
+int dt_sampler_set_repeats(dt_sampler *s, int reps)
+{
+    if (reps < 1) {
+        dt_error("--ra-reps %d: must be at least 1", reps);
+        return DT_ERR_INPUT;
+    }
+    s->reps = reps;
+    if (reps == 1) {
+        s->per_rank = (s->n + s->world - 1) / s->world;
+        return DT_OK;
+    }
+    s->per_rank = s->n / 256 * 256 / s->world; /* RASampler's num_selected_samples */
+    if (s->per_rank < 1) {
+        dt_error("--ra-sampler: %lld images over %d ranks leave a rank none (torchvision's RASampler keeps "
+                 "(images // 256 * 256) / ranks per rank)", (long long)s->n, s->world);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
+}
+
 int64_t dt_sampler_get(const dt_sampler *s, int64_t k, int *counted, int64_t *position)
 {
     int64_t p = s->rank + k * s->world; /* position in the padded order */
     if (position)
         *position = p;
+    if (s->reps > 1) { /* the order with each image reps times, padded from its start */
+        if (counted)
+            *counted = 1;
+        return s->order[p % (s->n * s->reps) / s->reps];
+    }
     if (counted)
         *counted = p < s->n;
     return s->order[p % s->n]; /* padding repeats the order from its start */

@@ -285,6 +285,10 @@ typedef struct dt_bn_desc {
      * p -= lr*buf; without (buf may be NULL): p -= lr*g'/a. sq, buf fp32 (zero before the first step). */             \
     F(X, rmsprop, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, sq),   \
       (float *, buf), (double, alpha), (double, eps), (double, wd), (double, momentum), (const dt_scalars *, s))       \
+    /* avg = decay*avg + (1-decay)*x on n elements, x of type xt read as fp32, each product rounded to                 \
+     * fp32, then their sum (torchvision's ExponentialMovingAverage: AveragedModel with that avg_fn);                  \
+     * decay 0: avg = x (its first update copies). avg fp32. */                                                        \
+    F(X, ema_update, void, (int64_t, n), (float *, avg), (const void *, x), (dt_dtype, xt), (double, decay))           \
     /* a step's end, after its sgd ops: dt_scalars_step_end(s) (scalars.h) */                                          \
     F(X, step_end, void, (dt_scalars *, s))                                                                            \
                                                                                                                        \

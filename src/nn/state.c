@@ -41,7 +41,40 @@ static float *largest_tensor_buffer(const dt_model *m, float **ours)
     return b;
 }
 
+/* where p's fp32 values are in s */
+static float *fp32_of(const dt_param *p, const dt_fp32_state *s)
+{
+    return (dt_param_trainable(p) ? s->weights : s->buffers) + p->off;
+}
+
+/* p's values as fp32 (our layout) into ours: from s when it is given, else from the model */
+static void get_values(const dt_model *m, const dt_param *p, const dt_fp32_state *s, float *ours)
+{
+    if (s)
+        m->be->mem_get(ours, fp32_of(p, s), (size_t)p->numel * sizeof(float));
+    else
+        dt_param_get(m, p, ours);
+}
+
+static void put_values(dt_model *m, const dt_param *p, const dt_fp32_state *s, const float *ours)
+{
+    if (s)
+        m->be->mem_put(fp32_of(p, s), ours, (size_t)p->numel * sizeof(float));
+    else
+        dt_param_put(m, p, ours); /* rounded to its type */
+}
+
 int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
+{
+    return dt_model_load_state_to(m, loc, source, NULL);
+}
+
+int dt_model_save_state(const dt_model *m, hid_t loc)
+{
+    return dt_model_save_state_from(m, loc, NULL);
+}
+
+int dt_model_load_state_to(dt_model *m, hid_t loc, const char *source, const dt_fp32_state *s)
 {
     float *tmp = NULL, *ours;
     DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m, &ours));
@@ -52,7 +85,8 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
         for (int d = 0; d < p->ndim; d++)
             shape[d] = p->shape[d];
         if (p->kind == DT_P_BN_COUNT) {
-            rc = dt_h5_read(loc, source, "tensor", p->name, 0, shape, H5T_NATIVE_INT64, &m->counts[p->off]);
+            rc = dt_h5_read(loc, source, "tensor", p->name, 0, shape, H5T_NATIVE_INT64,
+                            s ? &s->counts[p->off] : &m->counts[p->off]);
             continue;
         }
         rc = dt_h5_read_floats(loc, source, p->name, p->ndim, shape, tmp);
@@ -64,7 +98,7 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
         }
         if (rc == DT_OK) {
             dt_param_from_torch(p, tmp, ours);
-            dt_param_put(m, p, ours); /* rounded to its type */
+            put_values(m, p, s, ours);
         }
     }
     free(tmp);
@@ -81,7 +115,7 @@ int dt_model_load_state(dt_model *m, hid_t loc, const char *source)
     return DT_OK;
 }
 
-int dt_model_save_state(const dt_model *m, hid_t loc)
+int dt_model_save_state_from(const dt_model *m, hid_t loc, const dt_fp32_state *s)
 {
     float *tmp = NULL, *ours;
     DT_CHECK_ALLOC(tmp = largest_tensor_buffer(m, &ours));
@@ -95,9 +129,11 @@ int dt_model_save_state(const dt_model *m, hid_t loc)
         DT_CHECK_HDF5_GOTO(sp = p->ndim ? H5Screate_simple(p->ndim, dims, NULL) : H5Screate(H5S_SCALAR), rc, next);
         if (p->kind == DT_P_BN_COUNT) {
             DT_CHECK_HDF5_GOTO(ds = H5Dcreate2(loc, p->name, H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), rc, next);
-            DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &m->counts[p->off]), rc, next);
+            DT_CHECK_HDF5_GOTO(H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                                        s ? &s->counts[p->off] : &m->counts[p->off]),
+                               rc, next);
         } else {
-            dt_param_get(m, p, ours);
+            get_values(m, p, s, ours);
             int64_t bad = dt_floats_nonfinite(ours, p->numel);
             if (bad >= 0) { /* never a file that cannot be resumed from */
                 dt_error("tensor %s holds %g: a diverged model is not saved", p->name, ours[bad]);

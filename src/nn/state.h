@@ -32,6 +32,19 @@ int64_t dt_floats_nonfinite(const float *x, int64_t n);
 /* Writes every parameter and buffer of m into group loc. */
 int dt_model_save_state(const dt_model *m, hid_t loc);
 
+/* Values of m's parameters kept apart from the model, in fp32 whatever the model stores (the
+ * model's average, train/ema.h): weights in the fp32 layout of the trainable parameters
+ * (dt_param.off, n_weights floats), buffers at their dt_param.off (n_buffers floats), both the
+ * backend's memory; counts on the host (n_counts). */
+typedef struct dt_fp32_state {
+    float *weights, *buffers;
+    int64_t *counts;
+} dt_fp32_state;
+/* dt_model_load_state and dt_model_save_state with s in the model's place (s NULL: the model's own
+ * storage): the same names, shapes, layouts and checks, no rounding to the model's types. */
+int dt_model_load_state_to(dt_model *m, hid_t loc, const char *source, const dt_fp32_state *s);
+int dt_model_save_state_from(const dt_model *m, hid_t loc, const dt_fp32_state *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,6 +128,11 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
         put_double(out, "--bias-weight-decay", cfg->bias_wd);
     put_flag(out, "--nesterov", cfg->nesterov);
     put_str(out, "--opt", dt_opt_names[cfg->opt]);
+    put_flag(out, "--model-ema", cfg->model_ema);
+    put_flag(out, "--ra-sampler", cfg->ra_sampler);
+    put_double(out, "--ra-reps", cfg->ra_reps);
+    put_double(out, "--model-ema-steps", (double)cfg->model_ema_steps);
+    put_double(out, "--model-ema-decay", cfg->model_ema_decay);
     put_double(out, "--opt-eps", cfg->opt_eps);
     put_double(out, "--adam-beta1", cfg->adam_beta1);
     put_double(out, "--adam-beta2", cfg->adam_beta2);

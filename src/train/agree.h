@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 /* These sizes are part of what ranks exchange: they never change, so no two builds truncate. */
-#define DT_AGREE_SLOTS 64
+#define DT_AGREE_SLOTS 128
 #define DT_AGREE_NAME 24
 #define DT_AGREE_TEXT 96
 #define DT_AGREE_REC_BYTES 128

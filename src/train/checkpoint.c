@@ -57,8 +57,22 @@ static int read_double(hid_t obj, const char *source, const char *name, double *
     return DT_OK;
 }
 
-static int write_all(hid_t f, const dt_model *m, const dt_optim *opt, const dt_amp *amp, const dt_progress *pr,
-                     const char *config)
+/* /model_ema: the average as a state_dict (fp32, torchvision's names and layouts), n_averaged */
+static int write_ema(hid_t f, const dt_model *m, const dt_ema *e)
+{
+    hid_t g = H5Gcreate2(f, "model_ema", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0)
+        return DT_ERR_HDF5;
+    const dt_fp32_state s = {e->avg_w, e->avg_b, e->counts};
+    int rc = dt_h5_attr_write_i64(g, "n_averaged", e->n_averaged);
+    if (rc == DT_OK)
+        rc = dt_model_save_state_from(m, g, &s);
+    H5Gclose(g);
+    return rc;
+}
+
+static int write_all(hid_t f, const dt_model *m, const dt_optim *opt, const dt_amp *amp, const dt_ema *ema,
+                     const dt_progress *pr, const char *config)
 {
     DT_TRY(dt_h5_attr_write_str(f, "schema", CKPT_SCHEMA));
     DT_TRY(dt_h5_attr_write_i64(f, "version", CKPT_VERSION));
@@ -105,6 +119,8 @@ static int write_all(hid_t f, const dt_model *m, const dt_optim *opt, const dt_a
             H5Gclose(g);
         DT_TRY(rc);
     }
+    if (ema)
+        DT_TRY(write_ema(f, m, ema));
     if (amp) {
         g = H5Gcreate2(f, "scaler", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         rc = g < 0 ? DT_ERR_HDF5 : dt_scaler_save(&amp->scaler, g);
@@ -115,7 +131,7 @@ static int write_all(hid_t f, const dt_model *m, const dt_optim *opt, const dt_a
 }
 
 int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt, const dt_amp *amp,
-                       const dt_progress *pr, const char *config_json)
+                       const dt_ema *ema, const dt_progress *pr, const char *config_json)
 {
     char tmp[4200], dir[4200], buf[4200];
     snprintf(buf, sizeof buf, "%s", path);
@@ -124,7 +140,7 @@ int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt,
     hid_t f = dt_atomic_create_h5(tmp, "checkpoint"); /* leaves nothing behind when it fails */
     if (f < 0)
         return DT_ERR_SYS;
-    int rc = write_all(f, m, opt, amp, pr, config_json);
+    int rc = write_all(f, m, opt, amp, ema, pr, config_json);
     if (H5Fclose(f) < 0 && rc == DT_OK)
         rc = DT_ERR_HDF5;
     if (rc == DT_OK)
@@ -234,7 +250,28 @@ int dt_checkpoint_load_weights(const char *path, dt_model *m)
     return rc == DT_OK ? DT_OK : DT_ERR_INPUT;
 }
 
-int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_progress *pr)
+/* /model_ema into e; a checkpoint without it (trained without --model-ema) starts the average anew */
+static int read_ema(hid_t f, const char *path, dt_model *m, dt_ema *e)
+{
+    if (H5Lexists(f, "model_ema", H5P_DEFAULT) <= 0) {
+        dt_warn("%s: has no model average (trained without --model-ema): the average starts from the resumed model",
+                path);
+        e->n_averaged = 0;
+        return DT_OK;
+    }
+    hid_t g = open_group(f, path, "model_ema");
+    if (g < 0)
+        return DT_ERR_INPUT;
+    const dt_fp32_state s = {e->avg_w, e->avg_b, e->counts};
+    int rc = DT_ERR_INPUT;
+    if (dt_h5_attr_read_i64(g, path, "n_averaged", &e->n_averaged) == DT_OK &&
+        dt_model_load_state_to(m, g, path, &s) == DT_OK)
+        rc = DT_OK;
+    H5Gclose(g);
+    return rc;
+}
+
+int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_ema *ema, dt_progress *pr)
 {
     hid_t f = open_for(path, m, 0);
     if (f < 0)
@@ -285,6 +322,8 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp
         H5Gclose(g);
         g = -1;
     }
+    if (ema && read_ema(f, path, m, ema) != DT_OK)
+        goto out;
     rc = dt_amp_put_state(amp ? &amp->scaler : NULL, opt->steps, m); /* where the step's ops read them */
 out:
     if (g >= 0)

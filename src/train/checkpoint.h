@@ -18,6 +18,7 @@
 
 #include "nn/model.h"
 #include "train/amp.h"
+#include "train/ema.h"
 #include "train/optim.h"
 
 #ifdef __cplusplus
@@ -40,9 +41,10 @@ typedef struct dt_progress {
     dt_epoch_sums sums;   /* of the epoch under way (zero at an epoch's start) */
 } dt_progress;
 
+/* ema: the model's average (--model-ema: /model_ema), or NULL */
 int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt, const dt_amp *amp,
-                       const dt_progress *pr, const char *config_json);
-int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_progress *pr);
+                       const dt_ema *ema, const dt_progress *pr, const char *config_json);
+int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_ema *ema, dt_progress *pr);
 /* Only the weights (/model) of a checkpoint, or of a weights file (schema "dtrain-weights" version 1,
  * as tools/dt-export-torchvision writes from a torchvision model or state_dict; its arch attribute is
  * optional), for --pretrained. Names and shapes are checked; DT_OK or DT_ERR_INPUT after one line. */

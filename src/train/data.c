@@ -36,8 +36,12 @@ int dt_run_batch_sizes(const dt_run *r, int out[5])
     const dt_train_cfg *cfg = r->cfg;
     int k = 0;
     out[k++] = cfg->batch; /* --synthetic: every step */
-    if (r->have_train_set)
+    if (r->have_train_set && cfg->ra_sampler) { /* RASampler's samples per rank: full batches only */
+        if (r->train_set.count / 256 * 256 / r->launch.size >= cfg->batch)
+            out[k++] = cfg->batch;
+    } else if (r->have_train_set) {
         k += dt_batch_sizes(r->train_set.count, r->launch.size, cfg->batch, TRAIN_DROP_LAST, out + k);
+    }
     if (r->have_val_set)
         k += dt_batch_sizes(r->val_set.count, r->launch.size, cfg->batch, VAL_DROP_LAST, out + k);
     return k;
@@ -117,6 +121,7 @@ int dt_run_load_data(dt_run *r)
     DT_TRY(measure_norm(r));
     dt_loader_cfg lc = {.batch = cfg->batch, .train = 1, .workers = cfg->workers, .seed = cfg->seed,
                         .rank = r->launch.rank, .world = r->launch.size, .drop_last = TRAIN_DROP_LAST,
+                        .ra_reps = cfg->ra_sampler ? cfg->ra_reps : 1,
                         .out_h = r->image_size, .out_w = r->image_size, .pad = cfg->crop_padding};
     if (!cfg->synthetic)
         DT_TRY(dt_loader_create(&r->train_loader, &r->train_set, &lc));

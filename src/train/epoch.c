@@ -57,6 +57,11 @@ static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums,
         *lr = dt_schedule_lr(cfg, r->base_lr, per_epoch, epoch, s);
         DT_TRY(dt_run_step(r, L->global_step, *lr, sums));
         L->stop |= r->diverged;
+        if (r->have_ema && !r->diverged && s % r->ema.every == 0) { /* train.py: after the step, i % steps == 0 */
+            dt_ema_update(&r->ema, &r->model, r->amp.master);
+            if (epoch < cfg->warmup_epochs) /* during the warm-up the average keeps copying the model */
+                r->ema.n_averaged = 0;
+        }
         L->global_step++;
         L->steps_run++;
         if (cfg->max_steps && L->steps_run >= cfg->max_steps)
@@ -85,7 +90,7 @@ static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *s
 {
     const dt_train_cfg *cfg = r->cfg;
     int rank = r->launch.rank;
-    dt_validation v = {-1, -1, -1, 0};
+    dt_validation v = {-1, -1, -1, 0, -1, -1, -1};
     double val_seconds = dt_seconds();
     int validated = r->have_val_set && !r->stopped_by;
     if (validated)

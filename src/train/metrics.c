@@ -88,6 +88,11 @@ static int write_run_json(dt_run *r)
         json_object_set_new(j, "bias_weight_decay", cfg->bias_wd < 0 ? json_null() : json_real(cfg->bias_wd));
         json_object_set_new(j, "clip_grad_norm", cfg->clip_grad_norm > 0 ? json_real(cfg->clip_grad_norm) : json_null());
         json_object_set_new(j, "optimizer", optimizer_json(&r->opt));
+        json_object_set_new(j, "ra_reps", cfg->ra_sampler ? json_integer(cfg->ra_reps) : json_null());
+        json_object_set_new(j, "model_ema", r->have_ema ? json_pack("{s:I, s:f, s:f}", "steps",
+                                                                    (json_int_t)r->ema.every, "decay_option",
+                                                                    cfg->model_ema_decay, "decay", r->ema.decay)
+                                                        : json_null());
     }
     if (j) /* the schedule's other settings, defaults filled in (train/schedule.c) */
         json_object_set_new(j, "lr_schedule_args",
@@ -209,6 +214,9 @@ void dt_metrics_epoch(dt_run *r, int epoch, const dt_epoch_sums *sums, double lr
                   dt_tb_scalar(tb, "Top5/val", at, v->top5) ||
                   dt_tb_scalar(tb, "Throughput/val", at, val_images_per_s) ||
                   dt_tb_scalar(tb, "Time/val", at, v->batch_seconds);
+        if (!bad && v && v->ema_top1 >= 0) /* the model's average (--model-ema) */
+            bad = dt_tb_scalar(tb, "Loss/val_ema", at, v->ema_loss) ||
+                  dt_tb_scalar(tb, "Top1/val_ema", at, v->ema_top1) || dt_tb_scalar(tb, "Top5/val_ema", at, v->ema_top5);
         if (bad || dt_tb_flush(tb) != DT_OK) { /* the run goes on: metrics.jsonl has the same */
             dt_warn("TensorBoard events: cannot write any more; continuing without them");
             dt_tb_close(tb);
@@ -216,13 +224,18 @@ void dt_metrics_epoch(dt_run *r, int epoch, const dt_epoch_sums *sums, double lr
         }
     }
 #define VAL(x) (v ? jnum(x) : json_null())
-    metrics_line(r, json_pack("{s:s, s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:f}",
+    const int ema = v && v->ema_top1 >= 0;
+    metrics_line(r, json_pack("{s:s, s:i, s:I, s:f, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:f, s:f, s:f, s:I, s:f, "
+                              "s:o, s:o, s:o}",
                               "kind", "epoch", "epoch", epoch, "step", (json_int_t)r->progress.global_step, "lr", lr,
                               "train_loss", jnum(loss), "train_top1", jnum(top1), "train_top5", jnum(top5),
                               "val_loss", VAL(v->loss), "val_top1", VAL(v->top1), "val_top5", VAL(v->top5),
                               "img_per_s", jnum(rate), "val_img_per_s", VAL(val_images_per_s), "time_s",
                               sums->seconds, "step_time_s", step_time, "loss_scale", r->amp.scaler.scale,
-                              "overflows", (json_int_t)r->amp.scaler.overflows, "time", wall_now()));
+                              "overflows", (json_int_t)r->amp.scaler.overflows, "time", wall_now(),
+                              "val_ema_loss", ema ? jnum(v->ema_loss) : json_null(),
+                              "val_ema_top1", ema ? jnum(v->ema_top1) : json_null(),
+                              "val_ema_top5", ema ? jnum(v->ema_top5) : json_null()));
 #undef VAL
 }
 

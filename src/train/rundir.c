@@ -173,7 +173,8 @@ int dt_rundir_resume(dt_run *r)
     DT_TRY(find_resume(r));
     if (!r->resuming)
         return DT_OK;
-    DT_TRY(dt_checkpoint_load(r->resume_path, &r->model, &r->opt, &r->amp, &r->progress));
+    DT_TRY(dt_checkpoint_load(r->resume_path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL,
+                              &r->progress));
     DT_TRY(check_progress(r));
     if (cfg->scale_window) /* given again: it wins over the checkpoint's */
         r->amp.scaler.growth_interval = cfg->scale_window;
@@ -207,6 +208,12 @@ int dt_rundir_share_resumed(dt_run *r)
         DT_TRY(dev->ops->broadcast(dev, r->opt.momentum_buf, (size_t)r->model.n_weights, DT_FLOAT32, 0));
     if (r->opt.second_buf)
         DT_TRY(dev->ops->broadcast(dev, r->opt.second_buf, (size_t)r->model.n_weights, DT_FLOAT32, 0));
+    if (r->have_ema) { /* the average: rank 0's, as the checkpoint holds it */
+        DT_TRY(dev->ops->broadcast(dev, r->ema.avg_w, (size_t)r->model.n_weights, DT_FLOAT32, 0));
+        DT_TRY(dev->ops->broadcast(dev, r->ema.avg_b, (size_t)r->model.n_buffers, DT_FLOAT32, 0));
+        DT_TRY(comm->ops->broadcast(comm, r->ema.counts, (size_t)r->model.n_counts, DT_INT64, 0));
+        DT_TRY(comm->ops->broadcast(comm, &r->ema.n_averaged, 1, DT_INT64, 0));
+    }
     if (r->amp.master)
         DT_TRY(dev->ops->broadcast(dev, r->amp.master, (size_t)r->model.n_weights, DT_FLOAT32, 0));
     dt_progress *p = &r->progress;
@@ -255,7 +262,8 @@ int dt_rundir_save(dt_run *r)
         return DT_OK;
     char path[4200];
     snprintf(path, sizeof path, "%s/checkpoint.h5", r->dir);
-    int rc = dt_checkpoint_save(path, &r->model, &r->opt, &r->amp, &r->progress, r->run_json);
+    int rc = dt_checkpoint_save(path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL, &r->progress,
+                                r->run_json);
     if (rc == DT_ERR_STATE) /* NaN or inf in the state (BN statistics, say): the run is over */
         dt_metrics_end(r, "diverged");
     return rc;
@@ -265,5 +273,6 @@ int dt_rundir_save_best(dt_run *r)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
-    return dt_checkpoint_save(path, &r->model, &r->opt, &r->amp, &r->progress, r->run_json);
+    return dt_checkpoint_save(path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL, &r->progress,
+                              r->run_json);
 }

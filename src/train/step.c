@@ -360,12 +360,14 @@ static void score_row(const dt_run *r, const float *row, int32_t label, dt_scala
     dt_backend_cpu.xent(1, r->classes, DT_FLOAT32, row, &label, (float)r->cfg->label_smoothing, NULL, acc);
 }
 
-int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
+/* One pass over the validation set with the model as it is (its weights, or the average swapped in:
+ * what names it in the log line): top-1, top-5, loss and seconds per batch into *v's first four; 1
+ * when a signal ended it (nothing written then), else DT_OK or an error. */
+static int validation_pass(dt_run *r, int epoch, int interruptible, const char *what, dt_validation *v)
 {
     int64_t count[4] = {0, 0, 0, 0}; /* top-1 hits, top-5 hits, images, images with non-finite logits */
     double sum[2] = {0, 0};          /* loss sum, seconds */
     int64_t batches = 0;
-    *v = (dt_validation){-1, -1, -1, 0};
     if (r->ddp) /* every rank evaluates rank 0's running statistics: the model the checkpoint holds */
         DT_TRY(dt_ddp_sync_buffers(r->ddp));
     r->model.training = 0;
@@ -398,9 +400,9 @@ int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
         return rc;
     if (rc == 1) { /* a signal: time is short, the pass is dropped (the checkpoint is written next) */
         if (r->launch.rank == 0)
-            dt_info("epoch %d: validation stopped by signal %d after %lld batches; the checkpoint keeps the epoch "
-                    "for validation on --resume", epoch, r->stopped_by, (long long)batches);
-        return DT_OK;
+            dt_info("epoch %d: %s stopped by signal %d after %lld batches; the checkpoint keeps the epoch "
+                    "for validation on --resume", epoch, what, r->stopped_by, (long long)batches);
+        return 1;
     }
     DT_TRY(r->comm->ops->allreduce(r->comm, count, count, 4, DT_INT64, DT_SUM));
     DT_TRY(r->comm->ops->allreduce(r->comm, sum, sum, 2, DT_FLOAT64, DT_SUM));
@@ -410,10 +412,31 @@ int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
     v->loss = sum[0] / images;
     v->batch_seconds = sum[1] / r->comm->size;
     if (r->launch.rank == 0)
-        dt_info("epoch %d: validation top-1 %.2f%%, top-5 %.2f%%, loss %.6f on %lld images", epoch, v->top1, v->top5,
+        dt_info("epoch %d: %s top-1 %.2f%%, top-5 %.2f%%, loss %.6f on %lld images", epoch, what, v->top1, v->top5,
                 v->loss, (long long)count[2]);
     if (count[3] && r->launch.rank == 0) /* counted as misses; the loss is not finite then either */
-        dt_warn("epoch %d: validation: %lld of %lld images gave NaN or infinite logits (counted as misses): "
-                "the model has diverged", epoch, (long long)count[3], (long long)count[2]);
+        dt_warn("epoch %d: %s: %lld of %lld images gave NaN or infinite logits (counted as misses): "
+                "the model has diverged", epoch, what, (long long)count[3], (long long)count[2]);
+    return DT_OK;
+}
+
+int dt_run_validate(dt_run *r, int epoch, int interruptible, dt_validation *v)
+{
+    *v = (dt_validation){-1, -1, -1, 0, -1, -1, -1};
+    dt_validation mine = *v, avg = *v;
+    int rc = validation_pass(r, epoch, interruptible, "validation", &mine);
+    if (rc != DT_OK)
+        return rc < 0 ? rc : DT_OK;
+    if (r->have_ema) { /* the average in the model's place, then the model back */
+        dt_ema_swap(&r->ema, &r->model);
+        rc = validation_pass(r, epoch, interruptible, "validation of the model's average (--model-ema)", &avg);
+        dt_ema_swap(&r->ema, &r->model);
+        if (rc != DT_OK)
+            return rc < 0 ? rc : DT_OK;
+        mine.ema_top1 = avg.top1;
+        mine.ema_top5 = avg.top5;
+        mine.ema_loss = avg.loss;
+    }
+    *v = mine;
     return DT_OK;
 }

@@ -58,6 +58,9 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->adam_beta2 = 0.999;
     cfg->opt_eps = -1;
     cfg->rmsprop_alpha = 0.9;
+    cfg->ra_reps = 3;
+    cfg->model_ema_steps = 32;
+    cfg->model_ema_decay = 0.99998;
     cfg->wd = 1e-4;
     cfg->print_freq = 10;
     cfg->results = "results";
@@ -214,6 +217,12 @@ static int resume_or_init(dt_run *r)
                              cfg->bias_wd < 0 ? NAN : (float)cfg->bias_wd);
     if (cfg->clip_grad_norm > 0)
         DT_TRY(dt_optim_set_clip(&r->opt, &r->model, (float)cfg->clip_grad_norm));
+    if (cfg->model_ema) { /* train.py's decay, adjusted to the global batch and the epochs */
+        double decay = dt_ema_adjusted_decay(cfg->model_ema_decay, r->launch.size, cfg->batch * cfg->accum_steps,
+                                             cfg->model_ema_steps, cfg->epochs);
+        DT_TRY(dt_ema_init(&r->ema, &r->model, decay, cfg->model_ema_steps));
+        r->have_ema = 1;
+    }
     r->progress.epoch = cfg->start_epoch;
     r->progress.global_step = (int64_t)cfg->start_epoch * r->steps_per_epoch;
     if (cfg->resume && r->launch.rank == 0)
@@ -275,7 +284,7 @@ static int start_ddp(dt_run *r)
 /* --evaluate: validation of the checkpoint's (or --pretrained) weights; rank 0 prints the result */
 static int evaluate(dt_run *r)
 {
-    dt_validation v = {0};
+    dt_validation v = {0, 0, 0, 0, -1, -1, -1};
     if (r->have_val_set && r->val_loader) {
         DT_TRY(dt_run_alloc_batch(r));
         DT_TRY(dt_run_validate(r, (int)r->progress.epoch, 0, &v));
@@ -283,6 +292,9 @@ static int evaluate(dt_run *r)
     if (r->launch.rank == 0)
         printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", r->resuming ? r->resume_path : r->cfg->pretrained, v.top1,
                v.top5);
+    if (r->launch.rank == 0 && v.ema_top1 >= 0)
+        printf("evaluate %s: the model's average (--model-ema): top-1 %.2f%%, top-5 %.2f%%\n", r->resume_path,
+               v.ema_top1, v.ema_top5);
     return DT_OK;
 }
 
@@ -356,6 +368,7 @@ static void release(dt_run *r)
         r->model.be->host_free(r->staging);
     if (r->have_model) {
         dt_optim_free(&r->opt);
+        dt_ema_free(&r->ema);
         dt_amp_free(&r->amp);
         dt_model_free(&r->model);
     }

@@ -65,6 +65,11 @@ typedef struct dt_train_cfg {
     double adam_beta1, adam_beta2, opt_eps; /* Adam/AdamW's betas, Adam's and RMSprop's eps (< 0: torch's
                                              * defaults, torchvision's 0.0316 for RMSprop) */
     double rmsprop_alpha;       /* RMSprop's smoothing constant (< 0: torchvision's 0.9) */
+    int ra_sampler;             /* --ra-sampler: torchvision's repeated augmentation sampler (data/sampler.h) */
+    int ra_reps;                /* --ra-reps: its repetitions (3) */
+    int model_ema;              /* --model-ema: keep and validate the model's average (train/ema.h) */
+    long model_ema_steps;       /* update it every this many steps (32) */
+    double model_ema_decay;     /* its decay before train.py's adjustment (0.99998) */
     int print_freq;             /* steps between progress lines */
     double desired_acc;         /* stop once validation top-1 (percent) reaches it; 0: never */
     uint64_t seed;

@@ -28,6 +28,7 @@
 #include "train/amp.h"
 #include "train/checkpoint.h"
 #include "train/ddp.h"
+#include "train/ema.h"
 #include "train/optim.h"
 #include "train/tbevents.h"
 #include "train/trainer.h"
@@ -54,6 +55,8 @@ typedef struct dt_run {
     dt_model model;
     int have_model;
     dt_optim opt;
+    dt_ema ema;                 /* --model-ema */
+    int have_ema;
     dt_amp amp;
     dt_amp_props amp_defaults;  /* the opt level's own properties, for the start-up print */
     dt_ddp *ddp;
@@ -94,6 +97,7 @@ typedef struct dt_validation {
     double top1, top5;          /* percent; -1 when a signal ended the pass (not validated) */
     double loss;                /* the mean criterion, with the run's label smoothing */
     double batch_seconds;       /* mean seconds per batch of a rank */
+    double ema_top1, ema_top5, ema_loss; /* the same with the model's average (--model-ema); -1: none */
 } dt_validation;
 
 /* data.c (every rank, nothing written; DT_ERR_INPUT after one line for bad data) */

@@ -2,13 +2,13 @@
 # of Debian's Fashion-MNIST, tiny CIFAR-10 batches) and the check that bad input got one line.
 DTPACK="$top_builddir/dtpack"
 
-# idx_slice SRC DST N: the first N (1..255) images and labels of SRC-{images-idx3,labels-idx1}-ubyte.gz
+# idx_slice SRC DST N: the first N (1..65535) images and labels of SRC-{images-idx3,labels-idx1}-ubyte.gz
 # as uncompressed IDX files DST-{...}-ubyte with their headers' counts set to N
 idx_slice() {
-  c=$(printf '\\%03o' "$3")
-  { printf "\\000\\000\\010\\003\\000\\000\\000$c\\000\\000\\000\\034\\000\\000\\000\\034"
+  c=$(printf '\\%03o\\%03o' $(($3 / 256)) $(($3 % 256)))
+  { printf "\\000\\000\\010\\003\\000\\000$c\\000\\000\\000\\034\\000\\000\\000\\034"
     gzip -dc "$1-images-idx3-ubyte.gz" | tail -c +17 | head -c $(($3 * 784)); } > "$2-images-idx3-ubyte"
-  { printf "\\000\\000\\010\\001\\000\\000\\000$c"
+  { printf "\\000\\000\\010\\001\\000\\000$c"
     gzip -dc "$1-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$3"; } > "$2-labels-idx1-ubyte"
   [ "$(wc -c < "$2-images-idx3-ubyte")" -eq $((16 + $3 * 784)) ] && [ "$(wc -c < "$2-labels-idx1-ubyte")" -eq $((8 + $3)) ] ||
     fail "idx_slice $*: the slice came out short"

@@ -4,7 +4,7 @@
  *   ops_check [--seed N] [--only GROUP] [--no-model] [--quick] [--list] [--backend cuda|cpu] [--verbose]
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
- * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, maxpool, avgpool, linear, flatten,
+ * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, maxpool, avgpool, linear, flatten,
  * dropout, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's name
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
@@ -1618,6 +1618,19 @@ static void test_eltwise(int dt)
                 release();
             }
     }
+    if (want_test("ema_update")) { /* x of the row's type (a model's weights or statistics), avg fp32 */
+        static const double decays[] = {0.8, 0.99998, 0};
+        for (size_t k = 0; k < sizeof decays / sizeof decays[0]; k++) {
+            float *x = h_randn(NE, 0, 0.05, dt), *avg = h_randn(NE, 0, 0.05, F32);
+            float *Dx = d_from(x, NE, dt), *Davg = d_from(avg, NE, F32);
+            REF->ema_update(NE, avg, x, S32, decays[k]);
+            DEV->ema_update(NE, Davg, Dx, T, decays[k]);
+            char op[48];
+            snprintf(op, sizeof op, "ema_update decay %g%s", decays[k], decays[k] == 0 ? " (a copy)" : "");
+            check_as(op, dt, F32, shape, Davg, avg, NE, decays[k] == 0 ? M_BITS : M_ELT);
+            release();
+        }
+    }
     if (want_test("adam"))
         check_adaptive(dt, shape, 0);
     if (want_test("rmsprop"))
@@ -2687,7 +2700,7 @@ static void usage(FILE *f)
                "                 [--verbose] [--model ARCH] [--model-batch N] [--model-size S]\n"
                "Checks every op of the CUDA backend against the CPU backend (fp32, and fp16 and bf16 storage),\n"
                "then two training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem,\n"
-               "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, maxpool, avgpool, linear, flatten, dropout,\n"
+               "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, maxpool, avgpool, linear, flatten, dropout,\n"
                "xent, round_half, unscale_check, normalize_u8, step_end, model.\n"
                "--quick: every op once, fp32 and fp16, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"

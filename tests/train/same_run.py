@@ -14,6 +14,12 @@ oa, ob = a["optimizer"], b["optimizer"]   # SGD's momentum, Adam's or RMSprop's 
 assert sorted(oa) == sorted(ob) and dict(oa.attrs) == dict(ob.attrs), "optimizers: %s vs %s" % (list(oa), list(ob))
 bad = [k for k in oa if not np.array_equal(oa[k][()], ob[k][()])]
 assert not bad, "optimizer state differs: %s" % bad
+assert ("model_ema" in a) == ("model_ema" in b)
+if "model_ema" in a:   # --model-ema's average
+    ea_, eb_ = a["model_ema"], b["model_ema"]
+    assert dict(ea_.attrs) == dict(eb_.attrs), "model_ema: %s vs %s" % (dict(ea_.attrs), dict(eb_.attrs))
+    bad = [k for k in ea_ if not np.array_equal(ea_[k][()], eb_[k][()])]
+    assert not bad, "the model's averages differ: %s" % bad[:5]
 assert ("amp" in a) == ("amp" in b)
 if "amp" in a:
     assert np.array_equal(a["amp/master"][()], b["amp/master"][()]), "master weights differ"

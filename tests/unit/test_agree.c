@@ -141,6 +141,11 @@ int main(void)
     CHANGE("--adam-beta1", c->adam_beta1 = 0.8);
     CHANGE("--adam-beta2", c->adam_beta2 = 0.99);
     CHANGE("--rmsprop-alpha", c->rmsprop_alpha = 0.95);
+    CHANGE("--model-ema", c->model_ema = 1);
+    CHANGE("--ra-sampler", c->ra_sampler = 1);
+    CHANGE("--ra-reps", c->ra_reps = 4);
+    CHANGE("--model-ema-steps", c->model_ema_steps = 8);
+    CHANGE("--model-ema-decay", c->model_ema_decay = 0.999);
     CHANGE("--label-smoothing", c->label_smoothing = 0.1);
     CHANGE("--accum-steps", c->accum_steps = 2);
     CHANGE("--desired-acc", c->desired_acc = 75);

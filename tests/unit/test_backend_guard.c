@@ -236,14 +236,14 @@ static int train(const dt_backend *be, int level, const char *ckpt, int host_los
     t->ckpt_ok = 0;
     if (ok && ckpt) { /* save, then load into a fresh model and optimiser, and compare */
         dt_progress pr = {.epoch = 1, .step = 2, .global_step = 3, .best_top1 = 12.5};
-        int ok2 = dt_checkpoint_save(ckpt, &m, &opt, &amp, &pr, "{}") == DT_OK;
+        int ok2 = dt_checkpoint_save(ckpt, &m, &opt, &amp, NULL, &pr, "{}") == DT_OK;
         dt_model m2;
         dt_optim o2;
         dt_amp a2;
         dt_progress p2;
         ok2 = ok2 && dt_model_create(&m2, "resnet8", 3, CLASSES, be) == DT_OK && dt_amp_attach(&a2, &m2, &props) == DT_OK &&
              dt_optim_init(&o2, &m2, 0.1f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
-             dt_checkpoint_load(ckpt, &m2, &o2, &a2, &p2) == DT_OK;
+             dt_checkpoint_load(ckpt, &m2, &o2, &a2, NULL, &p2) == DT_OK;
         float *w2, *mo2;
         get_copy(be, &w2, m2.weights, m2.weights_bytes);
         get_copy(be, &mo2, o2.momentum_buf, t->mb);

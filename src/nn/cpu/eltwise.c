@@ -204,6 +204,19 @@ void dt_cpu_rmsprop(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt,
     END_TILES
 }
 
+DT_CLONES
+void dt_cpu_ema_update(int64_t n, float *avg, const void *x, dt_dtype xt, double decay)
+{
+    const float d = (float)decay, one_minus_d = (float)(1.0 - decay);
+    const int copy = decay == 0;
+    BEGIN_TILES(n)
+    float tx[DT_CPU_TILE];
+    const float *xv = dt_cpu_view(xt, x, i, k, tx);
+    for (int64_t j = 0; j < k; j++)
+        avg[i + j] = copy ? xv[j] : d * avg[i + j] + one_minus_d * xv[j];
+    END_TILES
+}
+
 void dt_cpu_step_end(dt_scalars *s)
 {
     dt_scalars_step_end(s);

@@ -605,6 +605,28 @@ extern "C" void dt_cuda_rmsprop(int64_t n, void *p, dt_dtype pt, const void *g, 
     DT_LAUNCHED("rmsprop_kernel");
 }
 
+/* --- the model's exponential moving average (eltwise.c's dt_cpu_ema_update) --------------------- */
+
+template <typename TX>
+static __global__ void ema_kernel(int64_t n, float *avg, const TX *x, float d, float one_minus_d, int copy)
+{
+    GRID_LOOP(i, n)
+    {
+        const float xv = ld(x, i);
+        avg[i] = copy ? xv : __fadd_rn(__fmul_rn(d, avg[i]), __fmul_rn(one_minus_d, xv));
+    }
+}
+
+extern "C" void dt_cuda_ema_update(int64_t n, float *avg, const void *x, dt_dtype xt, double decay)
+{
+    if (n <= 0)
+        return;
+    DT_CUDA_TYPED("ema_update", xt, TX,
+                  ema_kernel<TX><<<grid8(n, 0), THREADS, 0, stream()>>>(n, avg, (const TX *)x, (float)decay,
+                                                                    (float)(1.0 - decay), decay == 0));
+    DT_LAUNCHED("ema_kernel");
+}
+
 /* scalars.h's dt_scalars_step_end, the very function the CPU runs (no a*b+c in it for nvcc to
  * contract: the same bits) */
 static __global__ void step_end_kernel(dt_scalars *s)
