@@ -27,7 +27,7 @@ enum {
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
     OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
-    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS
+    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX
 };
 
 static void usage(FILE *out)
@@ -71,6 +71,7 @@ static void usage(FILE *out)
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
             "      --model-ema           keep and validate the weights' moving average (torchvision's)\n"
             "      --ra-sampler          repeated augmentation (torchvision's RASampler), --ra-reps N copies (3)\n"
+            "      --mixup-alpha X, --cutmix-alpha X  mix each training batch (torchvision's; one per batch)\n"
             "      --model-ema-steps N   update it every N steps (default 32)\n"
             "      --model-ema-decay X   (default 0.99998, adjusted to the global batch as train.py)\n"
             "      --norm-weight-decay X BN's weights and biases' own weight decay (default: --wd)\n"
@@ -167,6 +168,8 @@ int main(int argc, char **argv)
         {"opt", required_argument, NULL, OPT_OPT},
         {"model-ema", no_argument, NULL, OPT_EMA},
         {"ra-sampler", no_argument, NULL, OPT_RA},
+        {"mixup-alpha", required_argument, NULL, OPT_MIXUP},
+        {"cutmix-alpha", required_argument, NULL, OPT_CUTMIX},
         {"ra-reps", required_argument, NULL, OPT_RA_REPS},
         {"model-ema-steps", required_argument, NULL, OPT_EMA_STEPS},
         {"model-ema-decay", required_argument, NULL, OPT_EMA_DECAY},
@@ -271,6 +274,8 @@ int main(int argc, char **argv)
         case OPT_OPT: bad = dt_parse_choice("--opt", optarg, dt_opt_names, &cfg.opt); break;
         case OPT_EMA: cfg.model_ema = 1; break;
         case OPT_RA: cfg.ra_sampler = 1; break;
+        case OPT_MIXUP: bad = num("--mixup-alpha", optarg, 0, 1e3, &cfg.mixup_alpha); break;
+        case OPT_CUTMIX: bad = num("--cutmix-alpha", optarg, 0, 1e3, &cfg.cutmix_alpha); break;
         case OPT_RA_REPS: bad = dt_parse_long("--ra-reps", optarg, 1, 64, &v) || ((cfg.ra_reps = (int)v), 0); break;
         case OPT_EMA_STEPS: bad = dt_parse_long("--model-ema-steps", optarg, 1, 1L << 40, &cfg.model_ema_steps); break;
         case OPT_EMA_DECAY: bad = num("--model-ema-decay", optarg, 0, 1, &cfg.model_ema_decay); break;

@@ -75,6 +75,7 @@ static void raw_augment(const dt_loader *L, const uint8_t *src, uint8_t *dst, dt
 typedef struct worker_mem {
     uint8_t *buf;
     size_t cap;
+    uint8_t *other;             /* one image: mixing's copy of a batch's last image */
     dt_image_scratch scratch;
 } worker_mem;
 
@@ -123,6 +124,23 @@ static int make_image(dt_loader *L, int64_t s, int64_t j, worker_mem *wm)
     return DT_ERR_INPUT;
 }
 
+/* with mixup or cutmix, a batch is ready once its images are made and one more count: the mixing */
+static int mixing(const dt_loader *L)
+{
+    return L->cfg.train && (L->cfg.mixup_alpha > 0 || L->cfg.cutmix_alpha > 0);
+}
+
+/* the worker that made step s's last image mixes the batch (in slot) */
+static int mix_batch(dt_loader *L, int64_t s, int slot, worker_mem *wm)
+{
+    if (!wm->other && !(wm->other = malloc(L->img_bytes)))
+        return DT_ERR_NOMEM;
+    dt_batch *b = &L->slots[slot];
+    b->mix = dt_mix_draw(L->cfg.seed, L->smp.epoch, s, L->cfg.mixup_alpha, L->cfg.cutmix_alpha, L->h, L->w);
+    dt_mix_apply(&b->mix, b->x, step_images(L, s), L->h, L->w, L->c, wm->other);
+    return DT_OK;
+}
+
 static int work_ready(const dt_loader *L)
 {
     return L->active && !L->err && L->fill_step < L->steps && L->fill_step < L->low + L->nslots;
@@ -156,7 +174,22 @@ static void *worker(void *arg)
                 L->err = rc; /* items go out in order: every step before s is handed out and completes */
                 L->err_step = s;
             }
-            if (++L->done[s % L->nslots] == step_images(L, s) || rc != DT_OK)
+            const int slot = (int)(s % L->nslots), n = step_images(L, s);
+            if (++L->done[slot] == n && rc == DT_OK && mixing(L)) { /* the batch is made: mix it */
+                L->busy++;
+                pthread_mutex_unlock(&L->mu);
+                rc = mix_batch(L, s, slot, &wm);
+                pthread_mutex_lock(&L->mu);
+                L->busy--;
+                if (gen == L->gen) {
+                    if (rc != DT_OK && (!L->err || s < L->err_step)) {
+                        L->err = rc;
+                        L->err_step = s;
+                    }
+                    L->done[slot]++;
+                }
+            }
+            if (L->done[slot] == n + mixing(L) || rc != DT_OK)
                 pthread_cond_broadcast(&L->done_cv);
         }
         if (!L->busy)
@@ -164,6 +197,7 @@ static void *worker(void *arg)
     }
     pthread_mutex_unlock(&L->mu);
     free(wm.buf);
+    free(wm.other);
     dt_image_scratch_free(&wm.scratch);
     return NULL;
 }
@@ -343,7 +377,7 @@ int dt_loader_next(dt_loader *L, const dt_batch **out)
         /* the slot is this step's once a worker took its first image (fill_step moved past it, or
          * is on it with fill_j > 0); until then done[] may still count the previous occupant */
         while (!(L->err && L->err_step <= s) &&
-               !((L->fill_step > s || (L->fill_step == s && L->fill_j > 0)) && L->done[slot] == n))
+               !((L->fill_step > s || (L->fill_step == s && L->fill_j > 0)) && L->done[slot] == n + mixing(L)))
             pthread_cond_wait(&L->done_cv, &L->mu);
         if (L->err && L->err_step <= s) {
             rc = L->err;
@@ -352,6 +386,8 @@ int dt_loader_next(dt_loader *L, const dt_batch **out)
             dt_batch *b = &L->slots[slot];
             b->step = s;
             b->n = n;
+            if (!mixing(L))
+                b->mix = (dt_mix){DT_MIX_NONE, 1.0, 0, 0, 0, 0, 1.0, 0, 0};
             L->held = 1;
             *out = b;
             rc = 1;

@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "data/mix.h"
 #include "data/shard.h"
 
 #ifdef __cplusplus
@@ -38,6 +39,7 @@ typedef struct dt_loader_cfg {
     uint64_t seed;
     int rank, world;            /* world 0: 1 */
     int ra_reps;                /* training: torchvision's RASampler with this many repetitions (0, 1: none) */
+    double mixup_alpha, cutmix_alpha; /* training: mix each batch (data/mix.h); 0, 0: none */
 } dt_loader_cfg;
 
 typedef struct dt_batch {
@@ -48,6 +50,7 @@ typedef struct dt_batch {
     int32_t *y;                 /* n labels */
     uint8_t *counted;           /* n flags: 0 for the sampler's padding */
     int64_t *index;             /* n image indices in the split */
+    dt_mix mix;                 /* how the batch was mixed (kind DT_MIX_NONE: not) */
 } dt_batch;
 
 typedef struct dt_loader dt_loader;

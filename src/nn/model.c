@@ -787,6 +787,7 @@ void dt_model_step_write(dt_model *m, float lr, int64_t step, int32_t signal)
     in->in_reserved = 0;
     in->step = step;
     in->model_step = (int64_t)m->step;
+    /* mixing, mix_lam, mix_rest: the batch's own, written with its labels (dt_model_write_mix) */
     m->step_written = m->step;
 }
 
@@ -810,6 +811,16 @@ void dt_model_step_begin(dt_model *m, float lr, int64_t step, int32_t signal)
     dt_model_step_upload(m);
 }
 
+void dt_model_write_mix(dt_model *m, int mixing, float lam, float rest)
+{
+    m->be->event_sync(m->io_event); /* the host buffer's last copy is done */
+    dt_scalars *in = &m->host_io[0];
+    in->mixing = mixing;
+    in->mix_lam = mixing ? lam : 0.0f;
+    in->mix_rest = mixing ? rest : 0.0f;
+    in->in_reserved2 = 0;
+}
+
 int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n)
 {
     if (n < 1 || n > m->plan_n) {
@@ -825,6 +836,9 @@ int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n)
 void dt_model_labels_upload(dt_model *m, int n)
 {
     upload_io(m, m->labels, host_labels(m), (size_t)n * sizeof(int32_t));
+    /* the batch's mixing with them: per batch, also under gradient accumulation */
+    const size_t at = offsetof(dt_scalars, mixing), bytes = offsetof(dt_scalars, in_reserved2) + sizeof(int32_t) - at;
+    upload_io(m, (char *)m->scalars + at, (const char *)&m->host_io[0] + at, bytes);
 }
 
 int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n)

@@ -265,6 +265,10 @@ int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n);
  * the host buffer's last copy first (event_sync: never inside a capture) */
 void dt_model_step_write(dt_model *m, float lr, int64_t step, int32_t signal);
 int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n);
+/* The batch whose labels were just written is mixed (mixup, cutmix: dt_scalars.mixing) with
+ * (float)lambda and (float)(1 - lambda), or not (mixing 0): into the host buffer, uploaded with the
+ * labels (dt_model_labels_upload). */
+void dt_model_write_mix(dt_model *m, int mixing, float lam, float rest);
 /* and the upload halves (issued only: what a capture keeps): the in scalars, n labels */
 void dt_model_step_upload(dt_model *m);
 void dt_model_labels_upload(dt_model *m, int n);

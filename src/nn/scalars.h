@@ -43,6 +43,11 @@ typedef struct dt_scalars {
     int32_t in_reserved;
     int64_t step;              /* the global step being run (for the host's messages) */
     int64_t model_step;        /* the model's training forwards before this step's first (dropout's seeds) */
+    int32_t mixing;            /* 1: the batch is mixed (mixup or cutmix): xent's targets are mix_lam on
+                                * each row's label plus mix_rest on the label of the row before (the
+                                * batch rolled by one, as torchvision's RandomMixup/RandomCutmix) */
+    float mix_lam, mix_rest;   /* (float)lambda and (float)(1 - lambda), as torch rounds them */
+    int32_t in_reserved2;
     /* --- out: step_end's results, downloaded after the step (agree above is part of it too) --- */
     int32_t skipped;  /* the step was skipped: NaN or inf in the loss or a gradient on some rank */
     int32_t diverged; /* sticky: no smaller loss scale can help, or max_nonfinite skips in a row */
@@ -67,6 +72,17 @@ typedef struct dt_scalars {
 /* the bytes of the in part, and of the in and out parts together (what a step downloads) */
 #define DT_SCALARS_IN_BYTES offsetof(dt_scalars, skipped)
 #define DT_SCALARS_OUT_BYTES offsetof(dt_scalars, scale_f)
+
+/* the label a mixed row's top-1/top-5 counts against (torchvision's accuracy on the mixed target:
+ * its argmax, the lower class on a tie) */
+DT_HOST_DEVICE static inline int32_t dt_scalars_mix_label(const dt_scalars *s, int32_t y, int32_t y_before)
+{
+    if (s->mix_lam > s->mix_rest)
+        return y;
+    if (s->mix_rest > s->mix_lam)
+        return y_before;
+    return y < y_before ? y : y_before;
+}
 
 /* The end of a step, after sgd (which skipped when agree[DT_AGREE_OVERFLOW] or diverged): the loss
  * scaler's update as Apex's and torch.amp's (dynamic: halve on an overflow down to min_scale, double

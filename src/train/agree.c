@@ -130,6 +130,8 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_str(out, "--opt", dt_opt_names[cfg->opt]);
     put_flag(out, "--model-ema", cfg->model_ema);
     put_flag(out, "--ra-sampler", cfg->ra_sampler);
+    put_double(out, "--mixup-alpha", cfg->mixup_alpha);
+    put_double(out, "--cutmix-alpha", cfg->cutmix_alpha);
     put_double(out, "--ra-reps", cfg->ra_reps);
     put_double(out, "--model-ema-steps", (double)cfg->model_ema_steps);
     put_double(out, "--model-ema-decay", cfg->model_ema_decay);

@@ -122,6 +122,7 @@ int dt_run_load_data(dt_run *r)
     dt_loader_cfg lc = {.batch = cfg->batch, .train = 1, .workers = cfg->workers, .seed = cfg->seed,
                         .rank = r->launch.rank, .world = r->launch.size, .drop_last = TRAIN_DROP_LAST,
                         .ra_reps = cfg->ra_sampler ? cfg->ra_reps : 1,
+                        .mixup_alpha = cfg->mixup_alpha, .cutmix_alpha = cfg->cutmix_alpha,
                         .out_h = r->image_size, .out_w = r->image_size, .pad = cfg->crop_padding};
     if (!cfg->synthetic)
         DT_TRY(dt_loader_create(&r->train_loader, &r->train_set, &lc));

@@ -89,6 +89,8 @@ static int write_run_json(dt_run *r)
         json_object_set_new(j, "clip_grad_norm", cfg->clip_grad_norm > 0 ? json_real(cfg->clip_grad_norm) : json_null());
         json_object_set_new(j, "optimizer", optimizer_json(&r->opt));
         json_object_set_new(j, "ra_reps", cfg->ra_sampler ? json_integer(cfg->ra_reps) : json_null());
+        json_object_set_new(j, "mixup_alpha", json_real(cfg->mixup_alpha));
+        json_object_set_new(j, "cutmix_alpha", json_real(cfg->cutmix_alpha));
         json_object_set_new(j, "model_ema", r->have_ema ? json_pack("{s:I, s:f, s:f}", "steps",
                                                                     (json_int_t)r->ema.every, "decay_option",
                                                                     cfg->model_ema_decay, "decay", r->ema.decay)

@@ -84,6 +84,7 @@ static int next_batch_host(dt_run *r, dt_epoch_sums *sums, int *n)
     double t = dt_seconds();
     const uint8_t *pixels = r->synthetic;
     const int32_t *labels = r->labels;
+    const dt_mix *mix = NULL;
     *n = r->cfg->batch;
     if (!r->cfg->synthetic) {
         const dt_batch *b;
@@ -93,8 +94,11 @@ static int next_batch_host(dt_run *r, dt_epoch_sums *sums, int *n)
         pixels = b->x;
         labels = b->y;
         *n = b->n;
+        mix = &b->mix;
     }
     DT_TRY(dt_model_write_labels(&r->model, labels, *n));
+    if (mix) /* mixup or cutmix: the targets as the loader mixed the images */
+        dt_model_write_mix(&r->model, mix->kind != DT_MIX_NONE, (float)mix->lambda, (float)(1.0 - mix->lambda));
     stage_pixels(r, pixels, (int64_t)*n * r->image_size * r->image_size * r->channels);
     sums->data_seconds += dt_seconds() - t;
     return 1;

@@ -65,6 +65,7 @@ typedef struct dt_train_cfg {
     double adam_beta1, adam_beta2, opt_eps; /* Adam/AdamW's betas, Adam's and RMSprop's eps (< 0: torch's
                                              * defaults, torchvision's 0.0316 for RMSprop) */
     double rmsprop_alpha;       /* RMSprop's smoothing constant (< 0: torchvision's 0.9) */
+    double mixup_alpha, cutmix_alpha; /* --mixup-alpha, --cutmix-alpha: mix each batch (data/mix.h); 0: off */
     int ra_sampler;             /* --ra-sampler: torchvision's repeated augmentation sampler (data/sampler.h) */
     int ra_reps;                /* --ra-reps: its repetitions (3) */
     int model_ema;              /* --model-ema: keep and validate the model's average (train/ema.h) */

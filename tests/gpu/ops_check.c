@@ -1282,7 +1282,8 @@ static const struct {
     size_t off, size;
     int loss; /* a double sum of a loss: relative tolerance TOL_LOSS when asked for */
 } SFIELDS[] = {
-    SF(agree), SF(lr), SF(in_reserved), SF(step), SF(model_step), SF(skipped), SF(diverged), SF(scale), SF(clean_steps),
+    SF(agree), SF(lr), SF(in_reserved), SF(step), SF(model_step), SF(mixing), SF(mix_lam), SF(mix_rest),
+    SF(in_reserved2), SF(skipped), SF(diverged), SF(scale), SF(clean_steps),
     SF(overflows), SF(sgd_steps), SF(in_a_row), SF(scale_f), SF(inv_scale), SF(dynamic), SF(reserved),
     SF(growth), SF(backoff), SF(max_scale), SF(min_scale), SF(growth_interval), SF(max_nonfinite), SF(grad_sumsq),
     SF(clip_norm), SF(reserved2),

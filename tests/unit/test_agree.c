@@ -143,6 +143,8 @@ int main(void)
     CHANGE("--rmsprop-alpha", c->rmsprop_alpha = 0.95);
     CHANGE("--model-ema", c->model_ema = 1);
     CHANGE("--ra-sampler", c->ra_sampler = 1);
+    CHANGE("--mixup-alpha", c->mixup_alpha = 0.2);
+    CHANGE("--cutmix-alpha", c->cutmix_alpha = 1.0);
     CHANGE("--ra-reps", c->ra_reps = 4);
     CHANGE("--model-ema-steps", c->model_ema_steps = 8);
     CHANGE("--model-ema-decay", c->model_ema_decay = 0.999);

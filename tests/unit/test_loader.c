@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <hdf5.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -19,10 +20,12 @@
 
 #include "data/image.h"
 #include "data/loader.h"
+#include "data/mix.h"
 #include "data/shard.h"
 #include "tap.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/rng.h"
 
 static char dir[256];
 
@@ -415,6 +418,107 @@ static void test_bad(void)
     dt_dataset_close(&ds);
 }
 
+static double beta_next(void *r)
+{
+    return dt_rng_uniform(r);
+}
+
+/* mixup and cutmix (data/mix.h) against torchvision's RandomMixup and RandomCutmix, transcribed:
+ * each batch of a mixing loader equals the same loader's unmixed batch with torchvision's operations
+ * applied in float with the batch's drawn parameters (the images rolled by one: image i with i - 1,
+ * image 0 with the last), within the uint8 rounding for mixup and exactly for cutmix, whose lambda is
+ * 1 - box area / image area; both transforms appear when both alphas are on; Beta(a, a)'s moments. */
+static void test_mix(void)
+{
+    clean_dir();
+    int wt = write_split("train", 1, RAW_N, 3);
+    dt_manifest_entry *tr;
+    int ntr;
+    dt_manifest_read(dir, &tr, &ntr);
+    int ok = wt == DT_OK && dt_manifest_write(dir, tr, ntr) == DT_OK;
+    free(tr);
+    dt_dataset ds;
+    ok = ok && dt_dataset_open(&ds, dir, "train", 1) == DT_OK;
+    TAP_OK(ok, "mixing: a raw training split of %d images", RAW_N);
+    if (!ok)
+        return;
+    const size_t img = RAW_H * RAW_W;
+    int kinds[3] = {0, 0, 0}, batches = 0;
+    double worst = 0;
+    for (int e = 0; e < 4 && ok; e++) {
+        dt_loader_cfg plain = {.batch = 8, .train = 1, .workers = 2, .pad = -1, .seed = 5, .mixup_alpha = 0,
+                               .cutmix_alpha = 0};
+        dt_loader_cfg mixed = plain;
+        mixed.mixup_alpha = 0.4;
+        mixed.cutmix_alpha = 1.0;
+        dt_loader *A, *B;
+        ok = dt_loader_create(&A, &ds, &plain) == DT_OK && dt_loader_create(&B, &ds, &mixed) == DT_OK;
+        if (!ok)
+            break;
+        dt_loader_start(A, e, 0);
+        dt_loader_start(B, e, 0);
+        const dt_batch *a, *b;
+        while (ok && dt_loader_next(A, &a) == 1 && dt_loader_next(B, &b) == 1) {
+            const dt_mix *m = &b->mix;
+            kinds[m->kind]++;
+            batches++;
+            ok = a->n == b->n && !memcmp(a->y, b->y, (size_t)a->n * sizeof(int32_t)) && m->kind != DT_MIX_NONE;
+            if (m->kind == DT_MIX_CUTMIX) { /* torchvision's box from the draws, then lambda from its area */
+                const double r = 0.5 * sqrt(1.0 - m->drawn);
+                const int rw = (int)(r * RAW_W), rh = (int)(r * RAW_H);
+                const int x1 = m->rx - rw < 0 ? 0 : m->rx - rw, y1 = m->ry - rh < 0 ? 0 : m->ry - rh;
+                const int x2 = m->rx + rw > RAW_W ? RAW_W : m->rx + rw, y2 = m->ry + rh > RAW_H ? RAW_H : m->ry + rh;
+                ok = ok && m->x1 == x1 && m->y1 == y1 && m->x2 == x2 && m->y2 == y2 && m->rx >= 0 && m->rx < RAW_W &&
+                     m->ry >= 0 && m->ry < RAW_H &&
+                     m->lambda == 1.0 - (double)(x2 - x1) * (y2 - y1) / (RAW_W * RAW_H);
+            }
+            for (int i = 0; ok && i < a->n; i++) {
+                const uint8_t *x = a->x + (size_t)i * img, *o = a->x + (size_t)((i + a->n - 1) % a->n) * img;
+                const uint8_t *got = b->x + (size_t)i * img;
+                for (int y = 0; ok && y < RAW_H; y++)
+                    for (int xx = 0; ok && xx < RAW_W; xx++) {
+                        const size_t p = (size_t)y * RAW_W + xx;
+                        double want;
+                        if (m->kind == DT_MIX_MIXUP) /* batch.mul_(lam).add_(batch_rolled.mul_(1 - lam)) */
+                            want = (double)((float)m->lambda * x[p] + (float)(1.0 - m->lambda) * o[p]);
+                        else /* batch[:, :, y1:y2, x1:x2] = batch_rolled[:, :, y1:y2, x1:x2] */
+                            want = y >= m->y1 && y < m->y2 && xx >= m->x1 && xx < m->x2 ? o[p] : x[p];
+                        const double d = fabs(got[p] - want);
+                        worst = d > worst ? d : worst;
+                        ok = m->kind == DT_MIX_MIXUP ? d <= 0.5 + 1e-4 : d == 0;
+                    }
+            }
+        }
+        dt_loader_free(A);
+        dt_loader_free(B);
+    }
+    TAP_OK(ok && kinds[DT_MIX_MIXUP] > 0 && kinds[DT_MIX_CUTMIX] > 0,
+           "mixing: %d batches = torchvision's RandomMixup (%d) and RandomCutmix (%d) on the unmixed batches, worst "
+           "pixel %.3f of 255 (mixup's rounding to uint8), cutmix exact",
+           batches, kinds[DT_MIX_MIXUP], kinds[DT_MIX_CUTMIX], worst);
+    dt_mix m1 = dt_mix_draw(5, 2, 7, 0.4, 1.0, 32, 32), m2 = dt_mix_draw(5, 2, 7, 0.4, 1.0, 32, 32),
+           m3 = dt_mix_draw(5, 2, 8, 0.4, 1.0, 32, 32);
+    TAP_OK(m1.kind == m2.kind && m1.lambda == m2.lambda && m1.x1 == m2.x1 && m1.y2 == m2.y2 &&
+               (m1.lambda != m3.lambda || m1.kind != m3.kind),
+           "mixing: a batch's draws follow from (seed, epoch, step): the same again, another for the next step");
+    for (int k = 0; k < 2; k++) {
+        const double a = k ? 1.0 : 0.2, want_var = 1.0 / (4.0 * (2.0 * a + 1.0));
+        dt_rng r;
+        dt_rng_seed(&r, 99, (uint64_t)k);
+        double s1 = 0, s2 = 0;
+        const int N = 20000;
+        for (int i = 0; i < N; i++) {
+            double v = dt_beta_symmetric(a, beta_next, &r);
+            s1 += v;
+            s2 += v * v;
+        }
+        const double mean = s1 / N, var = s2 / N - mean * mean;
+        TAP_OK(fabs(mean - 0.5) < 0.01 && fabs(var - want_var) < 0.05 * want_var,
+               "Beta(%.1f, %.1f): mean %.4f (0.5), variance %.4f (%.4f) over %d draws", a, a, mean, var, want_var, N);
+    }
+    dt_dataset_close(&ds);
+}
+
 int main(void)
 {
     dt_log_init();
@@ -423,6 +527,7 @@ int main(void)
     if (!mkdtemp(dir))
         return tap_skip_all("cannot make a temporary directory here");
     test_raw();
+    test_mix();
     test_encoded();
     test_bad();
     char cmd[300];

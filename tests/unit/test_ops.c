@@ -689,6 +689,61 @@ static void check_xent(float eps)
     rm(&c.z);
 }
 
+/* mixup/cutmix's targets (torchvision: lam on each row's label, 1 - lam on the row before's, with
+ * torch's CrossEntropyLoss on probabilities: target * (1 - eps) + eps / k, loss -sum target' log p) */
+typedef struct xmix_ctx {
+    xent_ctx x;
+    float lam, rest;
+} xmix_ctx;
+
+static double xmix_obj(void *p)
+{
+    xmix_ctx *c = p;
+    const int n = c->x.n, k = c->x.k;
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        const int32_t y = c->x.labels[i], y2 = c->x.labels[(i + n - 1) % n];
+        double se = 0;
+        for (int j = 0; j < k; j++)
+            se += exp(c->x.z.d[i * k + j]);
+        for (int j = 0; j < k; j++) {
+            double t = (j == y ? (double)c->lam : 0) + (j == y2 ? (double)c->rest : 0);
+            total -= (t * (1 - c->x.eps) + c->x.eps / k) * (c->x.z.d[i * k + j] - log(se));
+        }
+    }
+    return total / n;
+}
+
+static void check_xent_mixed(float eps, double lambda)
+{
+    static const int32_t labels[5] = {2, 0, 5, 5, 1}; /* rows 3 and 2 share a label: one target */
+    xmix_ctx c = {.x = {.n = 5, .k = 6, .eps = eps, .labels = labels}, .lam = (float)lambda,
+                  .rest = (float)(1.0 - lambda)};
+    c.x.z = mk(30);
+    float dz[30];
+    double rz[30];
+    dt_scalars *sc = be->mem_alloc(sizeof *sc), h = {.scale_f = 1, .mixing = 1, .mix_lam = c.lam, .mix_rest = c.rest};
+    be->mem_put(sc, &h, sizeof h);
+    be->xent(5, 6, DT_FLOAT32, c.x.z.f, labels, eps, dz, sc);
+    be->mem_get(&h, sc, sizeof h);
+    double ref = xmix_obj(&c);
+    int64_t hits1 = 0; /* against the mixed target's argmax (the lower class on a tie) */
+    for (int i = 0; i < 5; i++) {
+        int32_t y = labels[i], y2 = labels[(i + 4) % 5];
+        int32_t t = c.lam > c.rest ? y : c.rest > c.lam ? y2 : (y < y2 ? y : y2), above = 0;
+        for (int j = 0; j < 6; j++)
+            above += c.x.z.f[i * 6 + j] > c.x.z.f[i * 6 + t];
+        hits1 += above == 0;
+    }
+    fd_grad(xmix_obj, &c, c.x.z.d, 30, rz);
+    TAP_OK(fabs(h.loss - ref) / ref < 1e-6 && rel_err(dz, rz, 30) < BWD_TOL && h.hits1 == hits1 && h.rows == 5,
+           "cross-entropy on mixed targets (lambda %.2f, label smoothing %.1f): loss %.6f (ref %.6f), dlogits %.1e, "
+           "%lld top-1 hits against the mixed argmax",
+           lambda, eps, h.loss, ref, rel_err(dz, rz, 30), (long long)hits1);
+    be->mem_free(sc);
+    rm(&c.x.z);
+}
+
 static void check_small_ops(void)
 {
     /* relu: forward, and backward from the output */
@@ -926,6 +981,9 @@ int main(void)
         check_linear(1, 1, 1);
         check_xent(0.0f);
         check_xent(0.1f);
+        check_xent_mixed(0.0f, 0.3);
+        check_xent_mixed(0.1f, 0.8);
+        check_xent_mixed(0.1f, 0.5);
         check_small_ops();
         check_dropout();
         check_sgd();

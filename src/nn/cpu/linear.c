@@ -118,12 +118,14 @@ void dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *la
     const float scale = s->scale_f;
     double total = 0;
     int64_t hits1 = 0, hits5 = 0, nonfinite = 0;
+    const int mix = s->mixing;
     for (int i = 0; i < n; i++) {
         const int64_t row = (int64_t)i * k;
+        const int32_t y = labels[i], y2 = labels[(i + n - 1) % n]; /* y2: the label mixed in (mixing) */
 #define Z(j) dt_cpu_get(t, logits, row + (j))
         /* top-1/top-5: the logits strictly above the label's; a row holding NaN or inf is a miss
          * (every comparison with a NaN is false and inf is not above inf, so it would count as a hit) */
-        const float zl = Z(labels[i]);
+        const float zl = Z(mix ? dt_scalars_mix_label(s, y, y2) : y);
         int above = 0, finite = 1;
         for (int j = 0; j < k; j++) {
             above += Z(j) > zl;
@@ -141,11 +143,17 @@ void dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *la
             sz += Z(j);
         }
         double lse = mx + log(se); /* log sum exp */
-        /* -log p_label weighted (1-eps), mean of -log p_j weighted eps */
-        total += (1.0 - eps) * (lse - Z(labels[i])) + eps * (lse - sz / k);
+        /* -log p_label weighted (1-eps), mean of -log p_j weighted eps; mixed: the label's term is
+         * lam * (-log p_y) + rest * (-log p_y2), the target's mass (1-eps) split so */
+        const double lam = s->mix_lam, rest = s->mix_rest;
+        if (mix)
+            total += (1.0 - eps) * (lam * (lse - Z(y)) + rest * (lse - Z(y2))) + eps * (lse - sz / k);
+        else
+            total += (1.0 - eps) * (lse - Z(y)) + eps * (lse - sz / k);
         if (dlogits) {
             for (int j = 0; j < k; j++) {
-                double q = eps / k + (j == labels[i] ? 1.0 - eps : 0.0);
+                double q = mix ? eps / k + (1.0 - eps) * ((j == y ? lam : 0.0) + (j == y2 ? rest : 0.0))
+                               : eps / k + (j == y ? 1.0 - eps : 0.0);
                 float g = (float)((exp(Z(j) - lse) - q) / n); /* the fp32 gradient, then the scaler's factor */
                 dt_cpu_set(t, dlogits, row + j, g * scale);
             }

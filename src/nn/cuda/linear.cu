@@ -33,10 +33,13 @@ static __global__ void xent_rows(int n, int k, const T *logits, const int32_t *l
     __shared__ int ra[THREADS], rf[THREADS];
     const int t = threadIdx.x;
     const float scale = dlogits ? s->scale_f : 1.0f;
+    const int mix = s->mixing; /* mixup/cutmix: targets lam on the label, rest on the row before's */
+    const double lam = s->mix_lam, rest = s->mix_rest;
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
         const T *z = logits + (int64_t)row * k;
-        const int label = labels[row];
-        const int ok = label >= 0 && label < k;
+        const int y = labels[row], y2 = labels[(row + n - 1) % n];
+        const int label = mix ? dt_scalars_mix_label(s, y, y2) : y; /* what the hits count against */
+        const int ok = label >= 0 && label < k && (!mix || (y >= 0 && y < k && y2 >= 0 && y2 < k));
         const float zl = ok ? ld(z, label) : __int_as_float(0x7fc00000);
         /* one pass: the max, the logits strictly above the label's, the non-finite ones */
         float m = neg_inf();
@@ -70,9 +73,17 @@ static __global__ void xent_rows(int n, int k, const T *logits, const int32_t *l
         block_sum2(r0, r1, se, sz, t);
         const double lse = __dadd_rn(mx, log(r0[0]));
         if (t == 0) {
-            const double zd = ok ? (double)zl : dnan();
             const double e = (double)eps;
-            loss[row] = __dadd_rn(__dmul_rn(__dsub_rn(1.0, e), __dsub_rn(lse, zd)),
+            /* the label's term: -log p_y, or mixed lam * -log p_y + rest * -log p_y2 (linear.c's order) */
+            double term;
+            if (!ok)
+                term = dnan();
+            else if (mix)
+                term = __dadd_rn(__dmul_rn(lam, __dsub_rn(lse, (double)ld(z, y))),
+                                 __dmul_rn(rest, __dsub_rn(lse, (double)ld(z, y2))));
+            else
+                term = __dsub_rn(lse, (double)zl);
+            loss[row] = __dadd_rn(__dmul_rn(__dsub_rn(1.0, e), term),
                                   __dmul_rn(e, __dsub_rn(lse, __ddiv_rn(r1[0], (double)k))));
             const int fin = !rf[0], hit = fin && ok;
             flags[row] = (hit && ra[0] == 0 ? XENT_HIT1 : 0) | (hit && ra[0] < 5 ? XENT_HIT5 : 0) |
@@ -85,8 +96,12 @@ static __global__ void xent_rows(int n, int k, const T *logits, const int32_t *l
             const double q_label = __dadd_rn(q_other, __dsub_rn(1.0, (double)eps));
             const double q_rest = __dadd_rn(q_other, 0.0);
             T *g = dlogits + (int64_t)row * k;
+            const double one_minus = __dsub_rn(1.0, (double)eps);
             for (int j = t; j < k; j += THREADS) {
-                const double q = j == label ? q_label : q_rest;
+                /* mixed: eps/k + (1 - eps) * (lam [j == y] + rest [j == y2]), linear.c's order */
+                const double q = !mix ? (j == label ? q_label : q_rest)
+                                      : __dadd_rn(q_other, __dmul_rn(one_minus, __dadd_rn(j == y ? lam : 0.0,
+                                                                                           j == y2 ? rest : 0.0)));
                 /* the fp32 gradient, then times the loss scaler's factor (a float product, as linear.c) */
                 const float gj = (float)__ddiv_rn(__dsub_rn(exp(__dsub_rn((double)ld(z, j), lse)), q), (double)n);
                 st(g, j, __fmul_rn(gj, scale));
