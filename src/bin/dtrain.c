@@ -27,7 +27,7 @@ enum {
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
     OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
-    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX
+    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX, OPT_LARS_ETA
 };
 
 static void usage(FILE *out)
@@ -65,9 +65,11 @@ static void usage(FILE *out)
             "                            cosine, constant for torchvision's)\n"
             "      --lr-warmup-decay X   the warm-up's first factor (default: 0 for step and cosine, 0.01 else)\n"
             "      --print-lr N          print the lr of every step for N steps per epoch, and exit\n"
-            "      --opt NAME            sgd (default), sgd_nesterov, adam, adamw, rmsprop (torch.optim's)\n"
+            "      --opt NAME            sgd (default), sgd_nesterov, adam, adamw, rmsprop (torch.optim's), lars, lamb\n"
+            "      --lars-eta X          LARS's trust coefficient (default 0.001)\n"
             "      --adam-beta1 X, --adam-beta2 X  Adam's and AdamW's betas (default 0.9, 0.999)\n"
-            "      --rmsprop-alpha X     (default 0.9)    --opt-eps X  (default: Adam's 1e-8, RMSprop's 0.0316)\n"
+            "      --rmsprop-alpha X     (default 0.9)    --opt-eps X  (default: Adam's 1e-8, RMSprop's 0.0316,\n"
+            "                            LAMB's 1e-6)\n"
             "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
             "      --model-ema           keep and validate the weights' moving average (torchvision's)\n"
             "      --ra-sampler          repeated augmentation (torchvision's RASampler), --ra-reps N copies (3)\n"
@@ -174,6 +176,7 @@ int main(int argc, char **argv)
         {"model-ema-steps", required_argument, NULL, OPT_EMA_STEPS},
         {"model-ema-decay", required_argument, NULL, OPT_EMA_DECAY},
         {"opt-eps", required_argument, NULL, OPT_OPT_EPS},
+        {"lars-eta", required_argument, NULL, OPT_LARS_ETA},
         {"adam-beta1", required_argument, NULL, OPT_BETA1},
         {"adam-beta2", required_argument, NULL, OPT_BETA2},
         {"rmsprop-alpha", required_argument, NULL, OPT_ALPHA},
@@ -280,6 +283,7 @@ int main(int argc, char **argv)
         case OPT_EMA_STEPS: bad = dt_parse_long("--model-ema-steps", optarg, 1, 1L << 40, &cfg.model_ema_steps); break;
         case OPT_EMA_DECAY: bad = num("--model-ema-decay", optarg, 0, 1, &cfg.model_ema_decay); break;
         case OPT_OPT_EPS: bad = num("--opt-eps", optarg, 1e-30, 1, &cfg.opt_eps); break;
+        case OPT_LARS_ETA: bad = num("--lars-eta", optarg, 1e-12, 1e3, &cfg.lars_eta); break;
         case OPT_BETA1: bad = num("--adam-beta1", optarg, 0, 0.999999, &cfg.adam_beta1); break;
         case OPT_BETA2: bad = num("--adam-beta2", optarg, 0, 0.999999, &cfg.adam_beta2); break;
         case OPT_ALPHA: bad = num("--rmsprop-alpha", optarg, 0, 0.999999, &cfg.rmsprop_alpha); break;

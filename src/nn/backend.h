@@ -285,6 +285,30 @@ typedef struct dt_bn_desc {
      * p -= lr*buf; without (buf may be NULL): p -= lr*g'/a. sq, buf fp32 (zero before the first step). */             \
     F(X, rmsprop, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, sq),   \
       (float *, buf), (double, alpha), (double, eps), (double, wd), (double, momentum), (const dt_scalars *, s))       \
+    /* *out = the sum over i of v_i^2 in double, v = x (unscale 0) or the gradient as the updates read it              \
+     * (unscale 1: x * s->inv_scale, then times dt_scalars_clip_coef(s) when clipping; each rounded to                 \
+     * fp32), in blocks fixed by n (the same bits on any threads or launch shape). out: one double                     \
+     * (the backend's memory), written. LARS's and LAMB's per-tensor norms. */                                         \
+    F(X, tensor_sumsq, void, (int64_t, n), (const void *, x), (dt_dtype, t), (int, unscale),                           \
+      (const dt_scalars *, s), (double *, out))                                                                        \
+    /* LARS (You et al. 2017, MLPerf's ResNet-50) on n elements, s read as sgd reads it: g' as sgd's;                  \
+     * from norms (norms[0] = sum w^2, norms[1] = sum g'^2: tensor_sumsq) the trust ratio                              \
+     * eta*|w| / (|g'| + wd*|w|) when both norms are above 0 and eta > 0, else 1 (a parameter LARS                     \
+     * leaves out: eta 0); buf = momentum*buf + (lr*trust)*(g' + wd*w); w -= buf. buf fp32 (zero                       \
+     * before the first step). The ratio in double, rounded to fp32 once. */                                           \
+    F(X, lars, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt), (float *, buf),     \
+      (double, momentum), (double, wd), (double, eta), (const double *, norms), (const dt_scalars *, s))               \
+    /* LAMB (You et al. 2019), phase 1 on n elements: Adam's moments as the adam op updates them (step                 \
+     * t = s->sgd_steps + 1), then r = m1/(1-beta1^t) / (sqrt(m2/(1-beta2^t)) + eps) + wd*w, and                       \
+     * norms[0] = sum w^2, norms[1] = sum r^2 (written, in double, blocks fixed by n). */                              \
+    F(X, lamb_moments, void, (int64_t, n), (const void *, p), (dt_dtype, pt), (const void *, g), (dt_dtype, gt),       \
+      (float *, m1), (float *, m2), (double, beta1), (double, beta2), (double, eps), (double, wd),                     \
+      (const dt_scalars *, s), (double *, norms))                                                                      \
+    /* LAMB phase 2: r again from the moments, trust = |w| / |r| when both are above 0 (else 1),                       \
+     * w -= lr*trust*r. Nothing when the step is skipped. */                                                           \
+    F(X, lamb_apply, void, (int64_t, n), (void *, p), (dt_dtype, pt), (const float *, m1), (const float *, m2),        \
+      (double, beta1), (double, beta2), (double, eps), (double, wd), (const double *, norms),                          \
+      (const dt_scalars *, s))                                                                                         \
     /* avg = decay*avg + (1-decay)*x on n elements, x of type xt read as fp32, each product rounded to                 \
      * fp32, then their sum (torchvision's ExponentialMovingAverage: AveragedModel with that avg_fn);                  \
      * decay 0: avg = x (its first update copies). avg fp32. */                                                        \

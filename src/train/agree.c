@@ -139,6 +139,7 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_double(out, "--adam-beta1", cfg->adam_beta1);
     put_double(out, "--adam-beta2", cfg->adam_beta2);
     put_double(out, "--rmsprop-alpha", cfg->rmsprop_alpha);
+    put_double(out, "--lars-eta", cfg->lars_eta);
     put_double(out, "--label-smoothing", cfg->label_smoothing);
     put_long(out, "--accum-steps", cfg->accum_steps, -1);
     put_double(out, "--desired-acc", cfg->desired_acc);

@@ -44,6 +44,11 @@ static json_t *optimizer_json(const dt_optim *o)
     case DT_OPT_ADAM:
     case DT_OPT_ADAMW:
         return json_pack("{s:s, s:[f, f], s:f}", "name", dt_optim_name(o), "betas", o->beta1, o->beta2, "eps", o->eps);
+    case DT_OPT_LAMB:
+        return json_pack("{s:s, s:[f, f], s:f}", "name", dt_optim_name(o), "betas", o->beta1, o->beta2, "eps", o->eps);
+    case DT_OPT_LARS:
+        return json_pack("{s:s, s:f, s:f}", "name", dt_optim_name(o), "momentum", (double)o->momentum, "trust",
+                         o->trust);
     case DT_OPT_RMSPROP:
         return json_pack("{s:s, s:f, s:f, s:f}", "name", dt_optim_name(o), "alpha", o->alpha, "eps", o->eps, "momentum",
                          (double)o->momentum);

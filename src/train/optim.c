@@ -44,6 +44,16 @@ static int zeroed_state(dt_optim *o, const dt_model *m, float **buf, const char 
     return DT_OK;
 }
 
+/* two doubles per parameter (the backend's memory): LARS's and LAMB's norms */
+static int norms_of(dt_optim *o, const dt_model *m)
+{
+    if (!o->norms && !(o->norms = m->be->mem_alloc((size_t)(2 * m->n_params + 2) * sizeof(double)))) {
+        dt_error("%s: cannot allocate the norms of %s", dt_optim_name(o), m->arch);
+        return DT_ERR_NOMEM;
+    }
+    return DT_OK;
+}
+
 int dt_optim_use_adam(dt_optim *o, const dt_model *m, double beta1, double beta2, double eps, int decoupled)
 {
     if (o->nesterov) {
@@ -72,9 +82,30 @@ int dt_optim_use_rmsprop(dt_optim *o, const dt_model *m, double alpha, double ep
     return zeroed_state(o, m, &o->second_buf, "square average");
 }
 
+int dt_optim_use_lars(dt_optim *o, const dt_model *m, double trust)
+{
+    if (o->nesterov) {
+        dt_error("--nesterov is SGD's: not with --opt lars");
+        return DT_ERR_INPUT;
+    }
+    o->kind = DT_OPT_LARS;
+    o->trust = trust;
+    DT_TRY(zeroed_state(o, m, &o->momentum_buf, "momentum")); /* LARS's starts at zero */
+    return norms_of(o, m);
+}
+
+int dt_optim_use_lamb(dt_optim *o, const dt_model *m, double beta1, double beta2, double eps)
+{
+    DT_TRY(dt_optim_use_adam(o, m, beta1, beta2, eps, 1));
+    o->kind = DT_OPT_LAMB;
+    return norms_of(o, m);
+}
+
 const char *dt_optim_name(const dt_optim *o)
 {
     switch (o->kind) {
+    case DT_OPT_LARS: return "lars";
+    case DT_OPT_LAMB: return "lamb";
     case DT_OPT_ADAM: return "adam";
     case DT_OPT_ADAMW: return "adamw";
     case DT_OPT_RMSPROP: return "rmsprop";
@@ -110,11 +141,23 @@ int dt_optim_set_clip(dt_optim *o, dt_model *m, float max_norm)
 
 /* the optimizer's op on n elements of weights w (type wt) and gradients g (type gt), at offset off of
  * the flat layout (where the state is) */
-static void update(const dt_optim *o, dt_model *m, int64_t n, void *w, dt_dtype wt, const void *g, dt_dtype gt,
-                   int64_t off, float wd)
+static void update(const dt_optim *o, dt_model *m, const dt_param *p, int64_t n, void *w, dt_dtype wt, const void *g,
+                   dt_dtype gt, int64_t off, float wd)
 {
     float *m1 = o->momentum_buf ? o->momentum_buf + off : NULL, *m2 = o->second_buf ? o->second_buf + off : NULL;
+    double *norms = p && o->norms ? o->norms + 2 * (p - m->params) : NULL;
     switch (o->kind) {
+    case DT_OPT_LARS: { /* the tensor's norms, then its update; BN and biases without the trust ratio */
+        const int excluded = p->kind != DT_P_WEIGHT;
+        m->be->tensor_sumsq(n, w, wt, 0, m->scalars, norms);
+        m->be->tensor_sumsq(n, g, gt, 1, m->scalars, norms + 1);
+        m->be->lars(n, w, wt, g, gt, m1, o->momentum, wd, excluded ? 0.0 : o->trust, norms, m->scalars);
+        break;
+    }
+    case DT_OPT_LAMB:
+        m->be->lamb_moments(n, w, wt, g, gt, m1, m2, o->beta1, o->beta2, o->eps, wd, m->scalars, norms);
+        m->be->lamb_apply(n, w, wt, m1, m2, o->beta1, o->beta2, o->eps, wd, norms, m->scalars);
+        break;
     case DT_OPT_ADAM:
     case DT_OPT_ADAMW:
         m->be->adam(n, w, wt, g, gt, m1, m2, o->beta1, o->beta2, o->eps, wd, o->kind == DT_OPT_ADAMW, m->scalars);
@@ -130,7 +173,8 @@ static void update(const dt_optim *o, dt_model *m, int64_t n, void *w, dt_dtype 
 void dt_optim_step(dt_optim *o, dt_model *m, float *master)
 {
     const int groups = !isnan(o->norm_weight_decay) || !isnan(o->bias_weight_decay);
-    const int flat = !groups && dt_model_params_fp32(m);
+    const int per_tensor = o->kind == DT_OPT_LARS || o->kind == DT_OPT_LAMB; /* norms of each tensor */
+    const int flat = !groups && !per_tensor && dt_model_params_fp32(m);
     if (o->clip_norm > 0) { /* the norm of every gradient first: the sgd ops read it */
         if (flat)
             m->be->grad_sumsq(m->n_weights, DT_FLOAT32, m->grads, m->scalars);
@@ -141,7 +185,7 @@ void dt_optim_step(dt_optim *o, dt_model *m, float *master)
                                       m->scalars);
     }
     if (flat) { /* one pass over the flat arrays (padding stays 0) */
-        update(o, m, m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32, 0,
+        update(o, m, NULL, m->n_weights, master ? (void *)master : m->weights, DT_FLOAT32, m->grads, DT_FLOAT32, 0,
                o->weight_decay);
     } else { /* tensor by tensor: each in its type, or with its group's decay */
         for (int i = 0; i < m->n_params; i++) {
@@ -149,7 +193,7 @@ void dt_optim_step(dt_optim *o, dt_model *m, float *master)
             if (!dt_param_trainable(p))
                 continue;
             void *w = master ? (void *)(master + p->off) : dt_param_data(m, p);
-            update(o, m, p->numel, w, master ? DT_FLOAT32 : p->dtype, dt_param_grad(m, p), p->dtype, p->off,
+            update(o, m, p, p->numel, w, master ? DT_FLOAT32 : p->dtype, dt_param_grad(m, p), p->dtype, p->off,
                    dt_optim_decay_of(o, p));
         }
     }
@@ -164,5 +208,8 @@ void dt_optim_free(dt_optim *o)
         o->be->mem_free(o->momentum_buf);
     if (o->second_buf)
         o->be->mem_free(o->second_buf);
+    if (o->norms)
+        o->be->mem_free(o->norms);
     o->momentum_buf = o->second_buf = NULL;
+    o->norms = NULL;
 }

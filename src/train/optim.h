@@ -14,13 +14,15 @@
 
 #include "nn/model.h"
 
-typedef enum { DT_OPT_SGD, DT_OPT_ADAM, DT_OPT_ADAMW, DT_OPT_RMSPROP } dt_opt_kind;
+typedef enum { DT_OPT_SGD, DT_OPT_ADAM, DT_OPT_ADAMW, DT_OPT_RMSPROP, DT_OPT_LARS, DT_OPT_LAMB } dt_opt_kind;
 
 typedef struct dt_optim {
     dt_opt_kind kind;
     float lr, momentum, dampening, weight_decay;
     double beta1, beta2; /* Adam, AdamW: torch's betas */
-    double alpha, eps;   /* RMSprop's smoothing constant; Adam's and RMSprop's eps */
+    double alpha, eps;   /* RMSprop's smoothing constant; Adam's, LAMB's and RMSprop's eps */
+    double trust;        /* LARS's trust coefficient (eta) */
+    double *norms;       /* LARS, LAMB: two doubles per parameter (the backend's memory) */
     int nesterov;
     float norm_weight_decay; /* BN's parameters (its bias: unless bias_weight_decay is set); NAN: weight_decay */
     float bias_weight_decay; /* every bias, conv, linear and BN; NAN: as the rest */
@@ -43,7 +45,12 @@ int dt_optim_init(dt_optim *o, const dt_model *m, float lr, float momentum, floa
  * (zeros); DT_OK, DT_ERR_INPUT (nesterov with either), DT_ERR_NOMEM. */
 int dt_optim_use_adam(dt_optim *o, const dt_model *m, double beta1, double beta2, double eps, int decoupled);
 int dt_optim_use_rmsprop(dt_optim *o, const dt_model *m, double alpha, double eps);
-/* "sgd", "adam", "adamw", "rmsprop" */
+/* LARS (MLPerf's: momentum as dt_optim_init had it, trust coefficient eta; BN's parameters and
+ * biases without the trust ratio) and LAMB (Adam's moments, the trust ratio |w| / |r| on every
+ * tensor): the nn/backend.h ops of the same names, tensor by tensor. */
+int dt_optim_use_lars(dt_optim *o, const dt_model *m, double trust);
+int dt_optim_use_lamb(dt_optim *o, const dt_model *m, double beta1, double beta2, double eps);
+/* "sgd", "adam", "adamw", "rmsprop", "lars", "lamb" */
 const char *dt_optim_name(const dt_optim *o);
 /* the groups' decays (NAN: not a group of their own) */
 void dt_optim_set_group_decay(dt_optim *o, float norm_weight_decay, float bias_weight_decay);

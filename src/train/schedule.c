@@ -25,7 +25,7 @@
 const char *const dt_lr_schedule_names[] = {"step",         "cosine",        "steplr",       "multisteplr",
                                             "cosineannealinglr", "exponentiallr", "polynomiallr", NULL};
 const char *const dt_lr_warmup_names[] = {"linear", "constant", NULL};
-const char *const dt_opt_names[] = {"sgd", "sgd_nesterov", "adam", "adamw", "rmsprop", NULL};
+const char *const dt_opt_names[] = {"sgd", "sgd_nesterov", "adam", "adamw", "rmsprop", "lars", "lamb", NULL};
 
 double dt_schedule_base_lr(const dt_train_cfg *cfg, int world)
 {

@@ -58,6 +58,7 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->adam_beta2 = 0.999;
     cfg->opt_eps = -1;
     cfg->rmsprop_alpha = 0.9;
+    cfg->lars_eta = 0.001;
     cfg->ra_reps = 3;
     cfg->model_ema_steps = 32;
     cfg->model_ema_decay = 0.99998;
@@ -211,6 +212,11 @@ static int resume_or_init(dt_run *r)
     if (cfg->opt == DT_OPTC_ADAM || cfg->opt == DT_OPTC_ADAMW)
         DT_TRY(dt_optim_use_adam(&r->opt, &r->model, cfg->adam_beta1, cfg->adam_beta2,
                                  cfg->opt_eps < 0 ? 1e-8 : cfg->opt_eps, cfg->opt == DT_OPTC_ADAMW));
+    else if (cfg->opt == DT_OPTC_LARS)
+        DT_TRY(dt_optim_use_lars(&r->opt, &r->model, cfg->lars_eta));
+    else if (cfg->opt == DT_OPTC_LAMB) /* the paper's eps 1e-6 */
+        DT_TRY(dt_optim_use_lamb(&r->opt, &r->model, cfg->adam_beta1, cfg->adam_beta2,
+                                 cfg->opt_eps < 0 ? 1e-6 : cfg->opt_eps));
     else if (cfg->opt == DT_OPTC_RMSPROP) /* torchvision's: eps 0.0316, alpha 0.9 */
         DT_TRY(dt_optim_use_rmsprop(&r->opt, &r->model, cfg->rmsprop_alpha, cfg->opt_eps < 0 ? 0.0316 : cfg->opt_eps));
     dt_optim_set_group_decay(&r->opt, cfg->norm_wd < 0 ? NAN : (float)cfg->norm_wd,

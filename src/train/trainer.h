@@ -29,8 +29,11 @@ enum dt_lr_schedule {
 /* --lr-warmup-method */
 enum dt_lr_warmup { DT_WARMUP_LINEAR = 0, DT_WARMUP_CONSTANT = 1 };
 /* --opt: torchvision's names (its train.py: "sgd" and any other name starting with sgd, with Nesterov
- * when it holds "nesterov"; "rmsprop"; "adamw"), and Adam */
-enum dt_opt_choice { DT_OPTC_SGD = 0, DT_OPTC_SGD_NESTEROV = 1, DT_OPTC_ADAM = 2, DT_OPTC_ADAMW = 3, DT_OPTC_RMSPROP = 4 };
+ * when it holds "nesterov"; "rmsprop"; "adamw"), Adam, and LARS and LAMB (train/optim.h) */
+enum dt_opt_choice {
+    DT_OPTC_SGD = 0, DT_OPTC_SGD_NESTEROV = 1, DT_OPTC_ADAM = 2, DT_OPTC_ADAMW = 3, DT_OPTC_RMSPROP = 4, DT_OPTC_LARS = 5,
+    DT_OPTC_LAMB = 6
+};
 /* the choices' names, in enum order, NULL-terminated */
 extern const char *const dt_opt_names[];
 extern const char *const dt_lr_schedule_names[];
@@ -65,6 +68,7 @@ typedef struct dt_train_cfg {
     double adam_beta1, adam_beta2, opt_eps; /* Adam/AdamW's betas, Adam's and RMSprop's eps (< 0: torch's
                                              * defaults, torchvision's 0.0316 for RMSprop) */
     double rmsprop_alpha;       /* RMSprop's smoothing constant (< 0: torchvision's 0.9) */
+    double lars_eta;            /* LARS's trust coefficient (0.001) */
     double mixup_alpha, cutmix_alpha; /* --mixup-alpha, --cutmix-alpha: mix each batch (data/mix.h); 0: off */
     int ra_sampler;             /* --ra-sampler: torchvision's repeated augmentation sampler (data/sampler.h) */
     int ra_reps;                /* --ra-reps: its repetitions (3) */

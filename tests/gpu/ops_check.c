@@ -4,7 +4,8 @@
  *   ops_check [--seed N] [--only GROUP] [--no-model] [--quick] [--list] [--backend cuda|cpu] [--verbose]
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
- * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, maxpool, avgpool, linear, flatten,
+ * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, tensor_sumsq, lars,
+ * lamb, maxpool, avgpool, linear, flatten,
  * dropout, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's name
  * contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
@@ -2188,6 +2189,111 @@ static void test_unscale_check(int dt)
 /* The gradients' sum of squares (clipping): n unscaled gradients' squares added to a sum already in
  * the block, by another summation order than the CPU's (a relative 1e-12 allowed; the rest of the
  * block bit for bit); g only read. */
+/* two doubles on the device from host values, and back */
+static double *d_doubles(const double *h, int n)
+{
+    double *d = d_bytes((size_t)n * sizeof(double));
+    DEV->mem_put(d, h, (size_t)n * sizeof(double));
+    return d;
+}
+
+static void d_doubles_get(double *h, const double *d, int n)
+{
+    if (LIST)
+        return;
+    DEV->mem_get(h, d, (size_t)n * sizeof(double));
+}
+
+/* LARS and LAMB: tensor_sumsq's norms (relative 1e-12: the device sums in another order), lars with
+ * the reference's norms (a trust-ratio row and an excluded one), lamb_moments' moments and norms,
+ * lamb_apply with the reference's norms; p of the row's type then fp32 (master weights) */
+static void test_norm_optimizers(int dt)
+{
+    char shape[32];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)NE);
+    const dt_dtype T = ty(dt);
+    if (want_test("tensor_sumsq"))
+        for (int unscale = 0; unscale <= 1; unscale++) {
+            float *x = h_randn(NE, 0, unscale ? 512 : 0.05, dt);
+            void *Dx = d_from(x, NE, dt);
+            dt_scalars hs = s_clean();
+            hs.inv_scale = 1.0f / 1024;
+            hs.grad_sumsq = 9.0; /* with clip_norm 1.5: the unscaled values times 1/2 */
+            hs.clip_norm = 1.5f;
+            dt_scalars *Ds = d_scalars(&hs);
+            double want = 0, got = 0, *Dout = d_doubles(&got, 1);
+            REF->tensor_sumsq(NE, x, S32, unscale, &hs, &want);
+            DEV->tensor_sumsq(NE, Dx, T, unscale, Ds, Dout);
+            d_doubles_get(&got, Dout, 1);
+            if (LIST)
+                got = want;
+            const double rel = fabs(got - want) / fmax(fabs(want), 1e-300);
+            row(unscale ? "tensor_sumsq unscaled, clipped" : "tensor_sumsq", DTYPE_NAME[dt], shape, fabs(got - want),
+                rel, M_RED, 1e-12, LIST || rel <= 1e-12);
+            release();
+        }
+    for (int master = 0; master <= (dt != F32); master++) {
+        const int pt = master ? F32 : dt;
+        const char *tag = master ? " (p fp32)" : "";
+        char op[96];
+        if (want_test("lars"))
+            for (int excluded = 0; excluded <= 1; excluded++) {
+                float *p = h_randn(NE, 0, 0.05, pt), *g = h_randn(NE, 0, 0.01, dt), *buf = h_randn(NE, 0, 1e-3, F32);
+                dt_scalars hs = s_clean();
+                hs.lr = 0.5f;
+                double norms[2];
+                REF->tensor_sumsq(NE, p, S32, 0, &hs, norms);
+                REF->tensor_sumsq(NE, g, S32, 1, &hs, norms + 1);
+                dt_scalars *Ds = d_scalars(&hs);
+                void *Dp = d_from(p, NE, pt), *Dg = d_from(g, NE, dt);
+                float *Dbuf = d_from(buf, NE, F32);
+                double *Dn = d_doubles(norms, 2);
+                const double eta = excluded ? 0 : 0.001;
+                REF->lars(NE, p, S32, g, S32, buf, 0.9, 5e-5, eta, norms, &hs);
+                DEV->lars(NE, Dp, ty(pt), Dg, T, Dbuf, 0.9, 5e-5, eta, Dn, Ds);
+                ref_out(p, NE, pt);
+                snprintf(op, sizeof op, "lars%s%s p", excluded ? " excluded (eta 0)" : "", tag);
+                check_as(op, dt, pt, shape, Dp, p, NE, M_ELT);
+                snprintf(op, sizeof op, "lars%s%s buf", excluded ? " excluded (eta 0)" : "", tag);
+                check_as(op, dt, F32, shape, Dbuf, buf, NE, M_ELT);
+                release();
+            }
+        if (want_test("lamb")) {
+            float *p = h_randn(NE, 0, 0.05, pt), *g = h_randn(NE, 0, 0.01, dt), *m1 = h_randn(NE, 0, 0.01, F32),
+                  *m2 = h_randn(NE, 0, 1e-4, F32);
+            for (int64_t i = 0; i < NE; i++)
+                m2[i] = fabsf(m2[i]);
+            dt_scalars hs = s_clean();
+            hs.lr = 0.01f;
+            hs.sgd_steps = 4;
+            dt_scalars *Ds = d_scalars(&hs);
+            void *Dp = d_from(p, NE, pt), *Dg = d_from(g, NE, dt);
+            float *Da = d_from(m1, NE, F32), *Db = d_from(m2, NE, F32);
+            double norms[2], got[2] = {0, 0}, *Dn = d_doubles(got, 2);
+            REF->lamb_moments(NE, p, S32, g, S32, m1, m2, 0.9, 0.999, 1e-6, 0.01, &hs, norms);
+            DEV->lamb_moments(NE, Dp, ty(pt), Dg, T, Da, Db, 0.9, 0.999, 1e-6, 0.01, Ds, Dn);
+            snprintf(op, sizeof op, "lamb_moments%s exp_avg", tag);
+            check_as(op, dt, F32, shape, Da, m1, NE, M_ELT);
+            snprintf(op, sizeof op, "lamb_moments%s exp_avg_sq", tag);
+            check_as(op, dt, F32, shape, Db, m2, NE, M_ELT);
+            d_doubles_get(got, Dn, 2);
+            if (LIST)
+                got[0] = norms[0], got[1] = norms[1];
+            const double rel = fmax(fabs(got[0] - norms[0]) / fmax(norms[0], 1e-300),
+                                    fabs(got[1] - norms[1]) / fmax(norms[1], 1e-300));
+            snprintf(op, sizeof op, "lamb_moments%s norms", tag);
+            row(op, DTYPE_NAME[dt], shape, rel, rel, M_RED, 1e-10, LIST || rel <= 1e-10);
+            DEV->mem_put(Dn, norms, sizeof norms); /* the update from the reference's norms */
+            REF->lamb_apply(NE, p, S32, m1, m2, 0.9, 0.999, 1e-6, 0.01, norms, &hs);
+            DEV->lamb_apply(NE, Dp, ty(pt), Da, Db, 0.9, 0.999, 1e-6, 0.01, Dn, Ds);
+            ref_out(p, NE, pt);
+            snprintf(op, sizeof op, "lamb_apply%s p", tag);
+            check_as(op, dt, pt, shape, Dp, p, NE, M_ELT);
+            release();
+        }
+    }
+}
+
 static void test_grad_sumsq(int dt)
 {
     if (!want_test("grad_sumsq"))
@@ -2701,7 +2807,8 @@ static void usage(FILE *f)
                "                 [--verbose] [--model ARCH] [--model-batch N] [--model-size S]\n"
                "Checks every op of the CUDA backend against the CPU backend (fp32, and fp16 and bf16 storage),\n"
                "then two training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem,\n"
-               "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, maxpool, avgpool, linear, flatten, dropout,\n"
+               "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, tensor_sumsq, lars, lamb,\n"
+               "maxpool, avgpool, linear, flatten, dropout,\n"
                "xent, round_half, unscale_check, normalize_u8, step_end, model.\n"
                "--quick: every op once, fp32 and fp16, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"
@@ -2793,6 +2900,7 @@ int main(int argc, char **argv)
     test_round_half();
     ALL_DTYPES test_unscale_check(dt);
     ALL_DTYPES test_grad_sumsq(dt);
+    ALL_DTYPES test_norm_optimizers(dt);
     ALL_DTYPES test_normalize_u8(dt);
     test_step_end();
     test_coverage();

@@ -1,5 +1,6 @@
-/* optim_check.c FILE.h5: our optimizer ops (nn/backend.h's sgd, adam, rmsprop on the CPU backend)
- * against torch.optim on the cases tests/torch/optim_torch.py wrote: the same parameters, gradients
+/* optim_check.c FILE.h5: our optimizer ops (nn/backend.h's sgd, adam, rmsprop, lars, lamb on the
+ * CPU backend) against torch.optim (and the LARS and LAMB references written there from the
+ * papers) on the cases tests/torch/optim_torch.py wrote: the same parameters, gradients
  * and per-step learning rates in, the parameters after each of the 10 steps and the state after
  * the last compared. Each case runs twice: with the gradients as written (1/scale 1), and as the
  * loss scaler hands them over (times 1024, 1/scale 1/1024: exact, so the same results). TAP. */
@@ -84,7 +85,7 @@ static void run_case(hid_t f, const char *file, const char *name)
     const int steps = (int)attr(g, "steps");
     int64_t n = 10000, s1[1] = {steps}, sn[1] = {n}, s2[2] = {steps, n};
     const double mom = attr(g, "momentum"), wd = attr(g, "weight_decay"), b1 = attr(g, "beta1"),
-                 b2 = attr(g, "beta2"), eps = attr(g, "eps"), alpha = attr(g, "alpha");
+                 b2 = attr(g, "beta2"), eps = attr(g, "eps"), alpha = attr(g, "alpha"), trust = attr(g, "trust");
     const int nesterov = (int)attr(g, "nesterov");
     float *p0 = read_floats(g, file, "p0", 1, sn), *lr = read_floats(g, file, "lr", 1, s1),
           *grads = read_floats(g, file, "grads", 2, s2), *want = read_floats(g, file, "p", 2, s2),
@@ -99,6 +100,7 @@ static void run_case(hid_t f, const char *file, const char *name)
         float *p = malloc((size_t)n * sizeof(float)), *a = calloc((size_t)n, sizeof(float)),
               *b = calloc((size_t)n, sizeof(float)), *gk = malloc((size_t)n * sizeof(float));
         dt_scalars s;
+        double norms[2];
         memset(&s, 0, sizeof s);
         s.inv_scale = scaled ? 1.0f / 1024 : 1.0f;
         memcpy(p, p0, (size_t)n * sizeof(float));
@@ -112,7 +114,14 @@ static void run_case(hid_t f, const char *file, const char *name)
                 be->sgd(n, p, DT_FLOAT32, gk, DT_FLOAT32, mom != 0 ? a : NULL, (float)mom, 0, (float)wd, nesterov, &s);
             else if (!strcmp(kind, "adam") || !strcmp(kind, "adamw"))
                 be->adam(n, p, DT_FLOAT32, gk, DT_FLOAT32, a, b, b1, b2, eps, wd, !strcmp(kind, "adamw"), &s);
-            else
+            else if (!strcmp(kind, "lars")) {
+                be->tensor_sumsq(n, p, DT_FLOAT32, 0, &s, norms);
+                be->tensor_sumsq(n, gk, DT_FLOAT32, 1, &s, norms + 1);
+                be->lars(n, p, DT_FLOAT32, gk, DT_FLOAT32, a, mom, wd, trust, norms, &s);
+            } else if (!strcmp(kind, "lamb")) {
+                be->lamb_moments(n, p, DT_FLOAT32, gk, DT_FLOAT32, a, b, b1, b2, eps, wd, &s, norms);
+                be->lamb_apply(n, p, DT_FLOAT32, a, b, b1, b2, eps, wd, norms, &s);
+            } else
                 be->rmsprop(n, p, DT_FLOAT32, gk, DT_FLOAT32, b, mom > 0 ? a : NULL, alpha, eps, wd, mom, &s);
             const float *prev = k ? want + (k - 1) * n : p0;
             double ss = 0;
@@ -126,9 +135,11 @@ static void run_case(hid_t f, const char *file, const char *name)
         }
         const double d1 = rel_diff(a, want1, n), d2 = rel_diff(b, want2, n);
         TAP_OK(worst <= TOL && d1 <= STATE_TOL && d2 <= STATE_TOL,
-               "%s%s: %d steps as torch.optim.%s's: parameters within %.2e of a step (RMS step %.3g; tolerance %g), "
+               "%s%s: %d steps as %s%s's: parameters within %.2e of a step (RMS step %.3g; tolerance %g), "
                "state within %.2e and %.2e of its largest",
-               name, scaled ? " (gradients x1024, 1/scale 1/1024)" : "", steps, kind, worst, step_rms, TOL, d1, d2);
+               name, scaled ? " (gradients x1024, 1/scale 1/1024)" : "", steps,
+               strcmp(kind, "lars") && strcmp(kind, "lamb") ? "torch.optim." : "the paper's ", kind, worst, step_rms, TOL,
+               d1, d2);
         free(p);
         free(a);
         free(b);
@@ -153,8 +164,8 @@ int main(int argc, char **argv)
     hid_t f = dt_h5_open_ro(argv[1], "optimizer cases");
     if (f < 0)
         return 1;
-    static const char *const cases[] = {"sgd_nesterov", "adam", "adamw", "adamw_betas", "rmsprop_torchvision",
-                                        "rmsprop_plain"};
+    static const char *const cases[] = {"sgd_nesterov",  "adam",          "adamw", "adamw_betas",
+                                        "rmsprop_torchvision", "rmsprop_plain", "lars",  "lamb"};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(f, argv[1], cases[i]);
     H5Fclose(f);

@@ -141,6 +141,7 @@ int main(void)
     CHANGE("--adam-beta1", c->adam_beta1 = 0.8);
     CHANGE("--adam-beta2", c->adam_beta2 = 0.99);
     CHANGE("--rmsprop-alpha", c->rmsprop_alpha = 0.95);
+    CHANGE("--lars-eta", c->lars_eta = 0.02);
     CHANGE("--model-ema", c->model_ema = 1);
     CHANGE("--ra-sampler", c->ra_sampler = 1);
     CHANGE("--mixup-alpha", c->mixup_alpha = 0.2);

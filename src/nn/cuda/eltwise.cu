@@ -806,6 +806,195 @@ extern "C" void dt_cuda_grad_sumsq(int64_t n, dt_dtype t, const void *g, dt_scal
     DT_LAUNCHED("grad_sumsq_total_kernel");
 }
 
+/* --- per-tensor norms, LARS and LAMB (eltwise.c's, each operation rounded as there) ------------ */
+
+static __device__ double sumsq_part2[SUMSQ_PARTS];
+
+/* the block size of the norms' sums: eltwise.c's rule, fixed by n */
+static int64_t sumsq_block(int64_t n)
+{
+    int64_t block = (int64_t)1 << 16;
+    if ((n + block - 1) / block > SUMSQ_PARTS)
+        block = (n + SUMSQ_PARTS - 1) / SUMSQ_PARTS;
+    return block;
+}
+
+/* a fixed tree over the block's THREADS values of a and b (b may be unused) */
+static __device__ void tree2(double *ta, double *tb, double a, double b)
+{
+    ta[threadIdx.x] = a;
+    tb[threadIdx.x] = b;
+    __syncthreads();
+    for (int w = THREADS / 2; w > 0; w /= 2) {
+        if (threadIdx.x < w) {
+            ta[threadIdx.x] = __dadd_rn(ta[threadIdx.x], ta[threadIdx.x + w]);
+            tb[threadIdx.x] = __dadd_rn(tb[threadIdx.x], tb[threadIdx.x + w]);
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T>
+static __global__ void tensor_sumsq_kernel(int64_t n, int64_t block, const T *x, int unscale, const dt_scalars *s)
+{
+    __shared__ double ta[THREADS], tb[THREADS];
+    const float clip = dt_scalars_clip_coef(s);
+    const int64_t lo = (int64_t)blockIdx.x * block, hi = lo + block < n ? lo + block : n;
+    double acc = 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += THREADS) {
+        const float u = unscale ? unscaled_one(ld(x, i), s, clip) : ld(x, i);
+        acc = __dadd_rn(acc, __dmul_rn((double)u, (double)u));
+    }
+    tree2(ta, tb, acc, 0.0);
+    if (threadIdx.x == 0)
+        sumsq_part[blockIdx.x] = ta[0];
+}
+
+/* the parts in order into out[0] (and out[1] from sumsq_part2 when two); zeros when skip is set and
+ * the step is skipped (LAMB's phase 1 wrote no parts then) */
+static __global__ void sumsq_out_kernel(int64_t parts, int two, int skip, const dt_scalars *s, double *out)
+{
+    if (skip && dt_scalars_skip(s)) {
+        out[0] = 0;
+        if (two)
+            out[1] = 0;
+        return;
+    }
+    double a = 0, b = 0;
+    for (int64_t k = 0; k < parts; k++) {
+        a = __dadd_rn(a, sumsq_part[k]);
+        if (two)
+            b = __dadd_rn(b, sumsq_part2[k]);
+    }
+    out[0] = a;
+    if (two)
+        out[1] = b;
+}
+
+extern "C" void dt_cuda_tensor_sumsq(int64_t n, const void *x, dt_dtype t, int unscale, const dt_scalars *s, double *out)
+{
+    const int64_t block = sumsq_block(n > 0 ? n : 1), parts = n > 0 ? (n + block - 1) / block : 0;
+    if (parts > 0) {
+        DT_CUDA_TYPED("tensor_sumsq", t, T,
+                      tensor_sumsq_kernel<T><<<(unsigned)parts, THREADS, 0, stream()>>>(n, block, (const T *)x,
+                                                                                          unscale, s));
+        DT_LAUNCHED("tensor_sumsq_kernel");
+    }
+    sumsq_out_kernel<<<1, 1, 0, stream()>>>(parts, 0, 0, s, out);
+    DT_LAUNCHED("sumsq_out_kernel");
+}
+
+template <typename TP, typename TG>
+static __global__ void lars_kernel(int64_t n, TP *p, const TG *g, float *buf, float mom, float wd, double dwd,
+                                   double eta, const double *norms, const dt_scalars *s)
+{
+    if (dt_scalars_skip(s))
+        return;
+    const double wn = sqrt(norms[0]), gn = sqrt(norms[1]);
+    const float trust = eta > 0 && wn > 0 && gn > 0 ? (float)(eta * wn / (gn + dwd * wn)) : 1.0f;
+    const float local_lr = __fmul_rn(s->lr, trust), clip = dt_scalars_clip_coef(s);
+    GRID_LOOP(i, n)
+    {
+        const float w = ld(p, i);
+        const float d = __fadd_rn(unscaled_one(ld(g, i), s, clip), __fmul_rn(wd, w));
+        const float b = __fadd_rn(__fmul_rn(mom, buf[i]), __fmul_rn(local_lr, d));
+        buf[i] = b;
+        st(p, i, __fsub_rn(w, b));
+    }
+}
+
+extern "C" void dt_cuda_lars(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, float *buf, double momentum,
+                             double wd, double eta, const double *norms, const dt_scalars *s)
+{
+    if (n <= 0)
+        return;
+    DT_CUDA_TYPED("lars", pt, TP,
+                  DT_CUDA_TYPED("lars", gt, TG,
+                                lars_kernel<TP, TG><<<grid8(n, 0), THREADS, 0, stream()>>>(
+                                    n, (TP *)p, (const TG *)g, buf, (float)momentum, (float)wd, wd, eta, norms, s)));
+    DT_LAUNCHED("lars_kernel");
+}
+
+/* LAMB's r for one element (eltwise.c's lamb_r) */
+static __device__ __forceinline__ float lamb_r(float a, float b, float w, const dt_adam_consts &c, float inv_bc1)
+{
+    return __fadd_rn(__fdiv_rn(__fmul_rn(a, inv_bc1), __fadd_rn(__fdiv_rn(__fsqrt_rn(b), c.bc2_sqrt), c.eps)),
+                     __fmul_rn(c.wd, w));
+}
+
+template <typename TP, typename TG>
+static __global__ void lamb_moments_kernel(int64_t n, int64_t block, const TP *p, const TG *g, float *m1, float *m2,
+                                           double beta1, double beta2, double eps, double wd, const dt_scalars *s)
+{
+    __shared__ double ta[THREADS], tb[THREADS];
+    if (dt_scalars_skip(s))
+        return;
+    const dt_adam_consts c = dt_adam_consts_of(s, beta1, beta2, eps, wd);
+    const float inv_bc1 = (float)(1.0 / (1.0 - pow(beta1, (double)(s->sgd_steps + 1))));
+    const float clip = dt_scalars_clip_coef(s);
+    const int64_t lo = (int64_t)blockIdx.x * block, hi = lo + block < n ? lo + block : n;
+    double aw = 0, ar = 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += THREADS) {
+        const float w = ld(p, i), d = unscaled_one(ld(g, i), s, clip);
+        const float a = __fadd_rn(__fmul_rn(m1[i], c.beta1), __fmul_rn(c.one_minus_beta1, d));
+        const float b = __fadd_rn(__fmul_rn(m2[i], c.beta2), __fmul_rn(__fmul_rn(c.one_minus_beta2, d), d));
+        m1[i] = a;
+        m2[i] = b;
+        const float r = lamb_r(a, b, w, c, inv_bc1);
+        aw = __dadd_rn(aw, __dmul_rn((double)w, (double)w));
+        ar = __dadd_rn(ar, __dmul_rn((double)r, (double)r));
+    }
+    tree2(ta, tb, aw, ar);
+    if (threadIdx.x == 0) {
+        sumsq_part[blockIdx.x] = ta[0];
+        sumsq_part2[blockIdx.x] = tb[0];
+    }
+}
+
+extern "C" void dt_cuda_lamb_moments(int64_t n, const void *p, dt_dtype pt, const void *g, dt_dtype gt, float *m1,
+                                     float *m2, double beta1, double beta2, double eps, double wd, const dt_scalars *s,
+                                     double *norms)
+{
+    const int64_t block = sumsq_block(n > 0 ? n : 1), parts = n > 0 ? (n + block - 1) / block : 0;
+    if (parts > 0) {
+        DT_CUDA_TYPED("lamb_moments", pt, TP,
+                      DT_CUDA_TYPED("lamb_moments", gt, TG,
+                                    lamb_moments_kernel<TP, TG><<<(unsigned)parts, THREADS, 0, stream()>>>(
+                                        n, block, (const TP *)p, (const TG *)g, m1, m2, beta1, beta2, eps, wd, s)));
+        DT_LAUNCHED("lamb_moments_kernel");
+    }
+    sumsq_out_kernel<<<1, 1, 0, stream()>>>(parts, 1, 1, s, norms);
+    DT_LAUNCHED("sumsq_out_kernel");
+}
+
+template <typename TP>
+static __global__ void lamb_apply_kernel(int64_t n, TP *p, const float *m1, const float *m2, double beta1,
+                                         double beta2, double eps, double wd, const double *norms, const dt_scalars *s)
+{
+    if (dt_scalars_skip(s))
+        return;
+    const dt_adam_consts c = dt_adam_consts_of(s, beta1, beta2, eps, wd);
+    const float inv_bc1 = (float)(1.0 / (1.0 - pow(beta1, (double)(s->sgd_steps + 1))));
+    const double wn = sqrt(norms[0]), rn = sqrt(norms[1]);
+    const float step = __fmul_rn(s->lr, wn > 0 && rn > 0 ? (float)(wn / rn) : 1.0f);
+    GRID_LOOP(i, n)
+    {
+        const float w = ld(p, i);
+        st(p, i, __fsub_rn(w, __fmul_rn(step, lamb_r(m1[i], m2[i], w, c, inv_bc1))));
+    }
+}
+
+extern "C" void dt_cuda_lamb_apply(int64_t n, void *p, dt_dtype pt, const float *m1, const float *m2, double beta1,
+                                   double beta2, double eps, double wd, const double *norms, const dt_scalars *s)
+{
+    if (n <= 0)
+        return;
+    DT_CUDA_TYPED("lamb_apply", pt, TP,
+                  lamb_apply_kernel<TP><<<grid8(n, 0), THREADS, 0, stream()>>>(n, (TP *)p, m1, m2, beta1, beta2, eps,
+                                                                               wd, norms, s));
+    DT_LAUNCHED("lamb_apply_kernel");
+}
+
 /* --- input normalisation --------------------------------------------------------------------------- */
 
 #define NORM_MAXC 16
