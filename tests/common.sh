@@ -43,3 +43,18 @@ fmnist_idx() {
     gzip -dc "$fm_src/$f.gz" > "$DT_TMP/$f"
   done
 }
+
+# torch_oracle NAME CHECK: PyTorch's side, tests/torch/NAME_torch.py, writes $DT_TMP/NAME.h5 (exit 77:
+# it could not import what it needs: skip), then tests/torch/CHECK compares ours with it; its exit
+# status is the test's
+torch_oracle() {
+  [ "$DT_TORCH_TESTS" = yes ] || skip "PyTorch tests disabled (configure --disable-torch-tests)"
+  [ -n "$DT_PYTHON_TORCH" ] || skip "no python3 with torch and h5py (Debian: python3-torch python3-h5py)"
+  set +e
+  "$DT_PYTHON_TORCH" "$top_srcdir/tests/torch/$1_torch.py" "$DT_TMP/$1.h5"
+  st=$?
+  set -e
+  [ "$st" -eq 77 ] && skip "$1_torch.py could not import torch, torchvision, numpy or h5py"
+  [ "$st" -eq 0 ] || fail "$1_torch.py exited $st"
+  "$top_builddir/tests/torch/$2" "$DT_TMP/$1.h5"
+}

@@ -13,6 +13,9 @@
 #include "libdt/comm.h"
 #include "libdt/spawn.h"
 #include "nn/model.h"
+#include "data/augment.h"
+#include "data/image.h"
+#include "train/recipe.h"
 #include "train/trainer.h"
 #include "util/check.h"
 #include "util/cli.h"
@@ -27,7 +30,8 @@ enum {
     OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
     OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
-    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX, OPT_LARS_ETA
+    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX, OPT_LARS_ETA,
+    OPT_VAL_CROP, OPT_VAL_RESIZE, OPT_INTERP, OPT_AUTO_AUG, OPT_RA_MAG, OPT_ERASE, OPT_AMP
 };
 
 static void usage(FILE *out)
@@ -40,10 +44,20 @@ static void usage(FILE *out)
             "Model and data:\n"
             "  -a, --arch NAME           ");
     dt_model_print_names(out, 28, 28, 80); /* the table in nn/models.c; room left for the default */
-    fprintf(out, " (default resnet50)\n"
+    fprintf(out, " (default resnet50); also --model\n"
             "  -j, --workers N           loader threads per rank (default 4)\n"
             "  -b, --batch-size N        images per rank and step (default 64)\n"
-            "      --crop N              training crop of encoded images (default 224; raw shards: their size)\n"
+            "      --recipe NAME         a documented recipe's flags (torchvision's for resnet50 ...) before the\n"
+            "                            ones given here, which win; --recipe list shows them (doc/recipes.md)\n"
+            "      --crop N              training crop of encoded images (default 224; raw shards: their size);\n"
+            "                            also --train-crop-size\n"
+            "      --val-crop-size N     validation's centre crop of encoded images (default: the training crop)\n"
+            "      --val-resize-size N   validation's resize of the shorter side first (default: 256/224 x crop)\n"
+            "      --interpolation M     the resizes' filter, PIL's: nearest, bilinear (default), bicubic, box,\n"
+            "                            hamming, lanczos\n"
+            "      --auto-augment P      imagenet, cifar10, svhn (AutoAugment's policies), ra (RandAugment,\n"
+            "                            --ra-magnitude N, default 9) or ta_wide (TrivialAugmentWide)\n"
+            "      --random-erase P      RandomErasing's probability (default 0)\n"
             "      --crop-padding N      raw shards: zero padding of the random crop (default 4; 0: none)\n"
             "      --synthetic           random batches, no data (benchmark)\n"
             "Optimisation:\n"
@@ -90,7 +104,7 @@ static void usage(FILE *out)
             "      --pretrained PATH     start from these weights: a dtrain checkpoint or a file written by\n"
             "                            tools/dt-export-torchvision (torchvision's names and shapes)\n"
             "Mixed precision (Apex's opt levels):\n"
-            "      --opt-level O0|O1|O2|O3       (default O0)\n"
+            "      --opt-level O0|O1|O2|O3       (default O0); --amp: O1 (torchvision's torch.amp autocast)\n"
             "      --precision fp16|bf16         the reduced type (default fp16; bf16 needs no loss scaling)\n"
             "      --keep-batchnorm-fp32 BOOL    (O2, O3)\n"
             "      --master-weights BOOL         (O2, O3)\n"
@@ -110,12 +124,13 @@ static void usage(FILE *out)
             "      --nproc-per-node N    without Slurm: run N workers here, one per GPU (CPU runs use mpirun)\n"
             "Output:\n"
             "  -p, --print-freq N        steps between progress lines (default 10)\n"
-            "      --results DIR         runs go to DIR/<run id>/ (default results)\n"
+            "      --results DIR         runs go to DIR/<run id>/ (default results); also --output-dir\n"
             "      --run-name NAME       appended to the run id\n"
             "      --resume PATH|auto|job  continue from a checkpoint (auto: the newest of this arch under\n"
             "                            --results; job: this Slurm job's, if it wrote one, else a new run)\n"
             "      --checkpoint-every N  also write the checkpoint every N steps (default: at epoch ends)\n"
-            "  -e, --evaluate            validate the --resume checkpoint (or --pretrained weights) and exit\n"
+            "  -e, --evaluate            validate the --resume checkpoint (or --pretrained weights) and exit;\n"
+            "                            also --test-only\n"
             "                            (nothing written)\n"
             "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
             "      --device cpu|cuda     where to compute (default cpu); cuda: the local rank's GPU (a CUDA build)\n"
@@ -132,7 +147,7 @@ static int num(const char *flag, const char *v, double lo, double hi, double *ou
     return dt_parse_double(flag, v, lo, hi, out);
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"help", no_argument, NULL, 'h'},
@@ -188,6 +203,17 @@ int main(int argc, char **argv)
         {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
         {"threads", required_argument, NULL, OPT_THREADS},
         {"crop", required_argument, NULL, OPT_CROP},
+        {"train-crop-size", required_argument, NULL, OPT_CROP},
+        {"val-crop-size", required_argument, NULL, OPT_VAL_CROP},
+        {"val-resize-size", required_argument, NULL, OPT_VAL_RESIZE},
+        {"interpolation", required_argument, NULL, OPT_INTERP},
+        {"auto-augment", required_argument, NULL, OPT_AUTO_AUG},
+        {"ra-magnitude", required_argument, NULL, OPT_RA_MAG},
+        {"random-erase", required_argument, NULL, OPT_ERASE},
+        {"model", required_argument, NULL, 'a'},
+        {"test-only", no_argument, NULL, 'e'},
+        {"output-dir", required_argument, NULL, OPT_RESULTS},
+        {"amp", no_argument, NULL, OPT_AMP},
         {"crop-padding", required_argument, NULL, OPT_PADDING},
         {"results", required_argument, NULL, OPT_RESULTS},
         {"run-name", required_argument, NULL, OPT_RUN_NAME},
@@ -222,7 +248,6 @@ int main(int argc, char **argv)
      * checkpoint: SIGSEGV after the error was said). dtrain closes every file itself, so the handler
      * has nothing to do; this must come before any other HDF5 call. */
     H5dont_atexit();
-    dt_log_init();
     dt_train_cfg cfg;
     dt_train_defaults(&cfg);
     opterr = 0; /* our own one-line messages */
@@ -294,6 +319,26 @@ int main(int argc, char **argv)
         case OPT_MAX_STEPS: bad = dt_parse_long("--max-steps", optarg, 1, 1L << 40, &cfg.max_steps); break;
         case OPT_THREADS: bad = dt_parse_long("--threads", optarg, 1, 4096, &v) || ((cfg.threads = (int)v), 0); break;
         case OPT_CROP: bad = dt_parse_long("--crop", optarg, 8, 4096, &v) || ((cfg.crop = (int)v), 0); break;
+        case OPT_VAL_CROP:
+            bad = dt_parse_long("--val-crop-size", optarg, 8, 4096, &v) || ((cfg.val_crop = (int)v), 0);
+            break;
+        case OPT_VAL_RESIZE:
+            bad = dt_parse_long("--val-resize-size", optarg, 8, 8192, &v) || ((cfg.val_resize = (int)v), 0);
+            break;
+        case OPT_INTERP:
+            if ((cfg.interpolation = dt_filter_parse(optarg)) < 0) {
+                dt_error("--interpolation %s: nearest, bilinear, bicubic, box, hamming or lanczos", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_AUTO_AUG:
+            if ((cfg.auto_augment = dt_aug_policy_parse(optarg)) < 0) {
+                dt_error("--auto-augment %s: imagenet, cifar10, svhn, ra or ta_wide (augmix is not built)", optarg);
+                bad = 1;
+            }
+            break;
+        case OPT_RA_MAG: bad = dt_parse_long("--ra-magnitude", optarg, 0, 30, &v) || ((cfg.ra_magnitude = (int)v), 0); break;
+        case OPT_ERASE: bad = num("--random-erase", optarg, 0, 1, &cfg.random_erase); break;
         case OPT_PADDING:
             bad = dt_parse_long("--crop-padding", optarg, 0, 64, &v) || ((cfg.crop_padding = v ? (int)v : -1), 0);
             break;
@@ -308,6 +353,7 @@ int main(int argc, char **argv)
             cfg.run_name = optarg;
             break;
         case OPT_OPT_LEVEL: bad = dt_parse_choice("--opt-level", optarg, opt_levels, &cfg.opt_level); break;
+        case OPT_AMP: cfg.opt_level = 1; break; /* torchvision's --amp: torch.amp's autocast, Apex's O1 */
         case OPT_KEEP_BN:
             bad = dt_parse_bool("--keep-batchnorm-fp32", optarg, &bv) || ((cfg.amp.keep_batchnorm_fp32 = bv), 0);
             break;
@@ -391,4 +437,18 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     return dt_train(&cfg);
+}
+
+int main(int argc, char **argv)
+{
+    dt_log_init();
+    int n;
+    char **expanded, *strings;
+    int got = dt_recipe_expand(argc, argv, &n, &expanded, &strings); /* --recipe NAME: its flags first */
+    if (got != 1)
+        return got < 0 ? EXIT_USAGE : got == 2 ? EXIT_SUCCESS : run(argc, argv);
+    int rc = run(n, expanded);
+    free(expanded);
+    free(strings);
+    return rc;
 }

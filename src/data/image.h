@@ -56,21 +56,45 @@ int dt_jpeg_encode(const uint8_t *rgb, int w, int h, int quality, uint8_t **out,
 /* Width and height from a JPEG's header (no decoding). */
 int dt_jpeg_size(const uint8_t *buf, size_t len, int *w, int *h, char *err, size_t errlen);
 
-/* Resizes RGB src (w x h) to dst (ow x oh) with an antialiased bilinear (triangle) filter, as PIL's
- * Image.resize(BILINEAR) does, which is what torchvision's Resize/RandomResizedCrop use on PIL images:
- * when shrinking, the filter's support widens by the scale factor. Separable: rows, then columns. */
-int dt_image_resize(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int oh, dt_image_scratch *s);
+/* The resampling filters of torchvision's InterpolationMode as PIL applies them (Image.resize), which is
+ * what its Resize and RandomResizedCrop do to PIL images. Bilinear is 0, so a zeroed config keeps it.
+ * All but nearest are PIL's antialiased convolutions in its 8-bit fixed point (the kernel's support
+ * widens by the scale factor when shrinking): bilinear (triangle, support 1), bicubic (cubic
+ * convolution a = -0.5, support 2), box (support 1/2: the mean of the covered pixels), hamming
+ * (sinc times a Hamming window, support 1), lanczos (sinc times sinc(x / 3), support 3). Nearest is
+ * PIL's: each output pixel is the source pixel under its centre, no filtering at all. */
+enum dt_filter {
+    DT_FILTER_BILINEAR = 0,
+    DT_FILTER_NEAREST,
+    DT_FILTER_BICUBIC,
+    DT_FILTER_BOX,
+    DT_FILTER_HAMMING,
+    DT_FILTER_LANCZOS
+};
+#define DT_FILTER_COUNT 6
+/* torchvision's lower-case name ("nearest", "bilinear", "bicubic", "box", "hamming", "lanczos"; also
+ * "nearest-exact", which on PIL images is nearest) to an enum dt_filter; -1 for anything else */
+int dt_filter_parse(const char *name);
+/* the name of an enum dt_filter ("nearest" for nearest), or "?" for a value that is none */
+const char *dt_filter_name(int filter);
 
-/* The loader's decode: the box of the JPEG (source pixels), resized to out_w x out_h RGB into out,
- * mirrored left-right when flip. Fast paths, both exact up to resampling:
+/* Resizes RGB src (w x h) to dst (ow x oh) with filter (enum dt_filter) as PIL's Image.resize does;
+ * convolutions are separable: rows, then columns. -1 for empty sizes or an unknown filter. */
+int dt_image_resize(const uint8_t *src, int w, int h, uint8_t *dst, int ow, int oh, int filter,
+                    dt_image_scratch *s);
+
+/* The loader's decode: the box of the JPEG (source pixels), resized to out_w x out_h RGB with filter
+ * (enum dt_filter) into out, mirrored left-right when flip: PIL's Image.crop(box).resize(size, filter).
+ * Fast paths, both exact up to resampling:
  *   - DCT-domain scaling (libjpeg scale_denom 2, 4 or 8): the largest factor that still leaves the
- *     box at least out_w x out_h after scaling;
+ *     box at least out_w x out_h after scaling (bilinear); at least twice that (bicubic, lanczos,
+ *     hamming), four times (box); none for nearest (jpeg.c says why);
  *   - only the box is decoded: jpeg_crop_scanline for the columns (widened to the iMCU boundary),
  *     jpeg_skip_scanlines for the rows above it, and reading stops after its last row.
  * Gray and CMYK JPEGs are converted to RGB as in dt_image_decode_rgb. A box outside the image is
  * clipped to it (an empty result is an error). Corrupt-data warnings are errors, as in dt_image_probe. */
-int dt_jpeg_decode_box(const uint8_t *buf, size_t len, dt_box box, int out_w, int out_h, int flip, uint8_t *out,
-                       dt_image_scratch *s, char *err, size_t errlen);
+int dt_jpeg_decode_box(const uint8_t *buf, size_t len, dt_box box, int out_w, int out_h, int filter, int flip,
+                       uint8_t *out, dt_image_scratch *s, char *err, size_t errlen);
 
 /* torchvision's RandomResizedCrop.get_params for a W x H image: up to 10 tries of an area fraction
  * uniform in [smin, smax] and a log-uniform aspect ratio in [rmin, rmax] (w = round(sqrt(area*ratio)),

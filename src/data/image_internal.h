@@ -1,10 +1,11 @@
 /* image_internal.h: what the image files (image.c, jpeg.c, png.c, resize.c, crop.c) share behind
- * image.h; nothing outside src/data includes it.
+ * image.h; nothing outside src/data includes it but tests/data/resample_check.c, which puts the
+ * box-taking resampler next to PIL's resize(box=...).
  *
  * image.c  error text, telling JPEG from PNG by content, the scratch memory
  * jpeg.c   libjpeg-turbo: probing, full and box decodes, encoding
  * png.c    libpng: full decodes
- * resize.c PIL's bilinear resampling, planned once and run on caller memory
+ * resize.c PIL's resampling filters (image.h's enum dt_filter), planned once and run on caller memory
  * crop.c   torchvision's boxes and the horizontal flip
  *
  * The error convention is image.h's: 0, or -1 with one reason in err[errlen], never a log line. */
@@ -41,17 +42,19 @@ int dt_png_decode(const uint8_t *buf, size_t len, uint8_t **rgb, int *w, int *h,
 
 /* --- resize.c --------------------------------------------------------------------------------- */
 
-/* The resampling of a box of a w x h image to ow x oh: the filter sizes, the passes that are not
- * copies, and the scratch bytes dt_resample_run needs. */
+/* The resampling of a box of a w x h image to ow x oh with one filter: the kernel sizes, the passes
+ * that are not copies, and the scratch bytes dt_resample_run needs. */
 typedef struct dt_resample_plan {
-    int ksx, ksy;       /* taps per output column, per output row */
+    int filter;         /* enum dt_filter */
+    int ksx, ksy;       /* taps per output column, per output row (convolutions) */
     int need_h, need_v; /* the horizontal, vertical pass runs (it is skipped when it would copy) */
     size_t need;        /* scratch bytes */
 } dt_resample_plan;
 
-/* Plans resampling the box [box[0],box[2]) x [box[1],box[3]) (fractional source pixels) of a w x h
- * image to ow x oh; -1 for empty sizes or sizes that overflow. */
-int dt_resample_plan_make(int w, int h, const double box[4], int ow, int oh, dt_resample_plan *p);
+/* Plans resampling the box [box[0],box[2]) x [box[1],box[3]) (fractional source pixels, taken as
+ * float32 as PIL takes them) of a w x h image to ow x oh with filter (enum dt_filter), as PIL's
+ * Image.resize(size, filter, box) does; -1 for empty sizes, sizes that overflow, unknown filters. */
+int dt_resample_plan_make(int w, int h, const double box[4], int ow, int oh, int filter, dt_resample_plan *p);
 /* Resamples the box of src (w x h RGB) to dst (ow x oh RGB) in work (p->need bytes); cannot fail. */
 void dt_resample_run(const uint8_t *src, int w, int h, const double box[4], uint8_t *dst, int ow, int oh,
                      const dt_resample_plan *p, uint8_t *work);

@@ -76,8 +76,21 @@ typedef struct worker_mem {
     uint8_t *buf;
     size_t cap;
     uint8_t *other;             /* one image: mixing's copy of a batch's last image */
+    uint8_t *aug;               /* the augmentation's scratch (dt_aug_scratch_bytes) */
     dt_image_scratch scratch;
 } worker_mem;
+
+/* a training image's policy and erasing (cfg.aug), drawing on after its crop and flip */
+static int augment(const dt_loader *L, uint8_t *img, dt_rng *r, worker_mem *wm)
+{
+    const dt_aug_cfg *a = &L->cfg.aug;
+    if (!L->cfg.train || (a->policy == DT_AUG_NONE && a->erase_p <= 0))
+        return DT_OK;
+    if (!wm->aug && !(wm->aug = malloc(dt_aug_scratch_bytes(L->h, L->w, L->c))))
+        return DT_ERR_NOMEM;
+    dt_aug_apply(a, img, L->h, L->w, L->c, r, wm->aug);
+    return DT_OK;
+}
 
 /* makes image j of step s into its slot; DT_OK or an error after one line */
 static int make_image(dt_loader *L, int64_t s, int64_t j, worker_mem *wm)
@@ -105,7 +118,7 @@ static int make_image(dt_loader *L, int64_t s, int64_t j, worker_mem *wm)
     uint8_t *out = b->x + (size_t)j * L->img_bytes;
     if (ds->kind == DT_SHARD_RAW) {
         raw_augment(L, wm->buf, out, &r);
-        return DT_OK;
+        return augment(L, out, &r, wm);
     }
     char err[256];
     int W, H;
@@ -114,8 +127,9 @@ static int make_image(dt_loader *L, int64_t s, int64_t j, worker_mem *wm)
                                                L->cfg.ratio_max, &r)
                                   : dt_center_box(W, H, L->cfg.val_resize, L->w);
         int flip = L->cfg.train && !L->cfg.no_flip && dt_rng_uniform(&r) < 0.5;
-        if (dt_jpeg_decode_box(wm->buf, n, box, L->w, L->h, flip, out, &wm->scratch, err, sizeof err) == 0)
-            return DT_OK;
+        if (dt_jpeg_decode_box(wm->buf, n, box, L->w, L->h, L->cfg.interpolation, flip, out, &wm->scratch, err,
+                               sizeof err) == 0)
+            return augment(L, out, &r, wm);
     }
     int64_t local;
     const dt_shard *sh = dt_dataset_locate(ds, idx, &local);
@@ -198,6 +212,7 @@ static void *worker(void *arg)
     pthread_mutex_unlock(&L->mu);
     free(wm.buf);
     free(wm.other);
+    free(wm.aug);
     dt_image_scratch_free(&wm.scratch);
     return NULL;
 }
@@ -243,6 +258,15 @@ int dt_loader_create(dt_loader **out, const dt_dataset *ds, const dt_loader_cfg 
         return bad("workers", c.workers, "must be 1..1024");
     if (c.prefetch < 1 || c.prefetch > 4096)
         return bad("prefetch", c.prefetch, "must be 1..4096");
+    if (c.interpolation < 0 || c.interpolation >= DT_FILTER_COUNT)
+        return bad("interpolation", c.interpolation, "is not a resampling filter (data/image.h)");
+    const dt_aug_cfg *a = &c.aug;
+    if (a->policy != DT_AUG_NONE && (a->num_magnitude_bins < 2 || a->ra_magnitude < 0 ||
+                                     a->ra_magnitude >= a->num_magnitude_bins || a->ra_num_ops < 1 ||
+                                     a->ra_num_ops > DT_AUG_MAX_STEPS))
+        return bad("augmentation magnitude", a->ra_magnitude, "must be below the bins, with 1..4 ops");
+    if (!(a->erase_p >= 0 && a->erase_p <= 1))
+        return bad("random erasing", (long long)(a->erase_p * 100), "percent must be 0..100");
     if (raw && (c.out_h != ds->h || c.out_w != ds->w)) {
         dt_error("loader: raw shards hold %dx%d images; crops of %dx%d would need resizing, which raw shards do not do",
                  ds->h, ds->w, c.out_h, c.out_w);

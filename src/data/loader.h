@@ -5,8 +5,11 @@
  * takes the batches in order. Nothing is allocated per batch.
  *   encoded shards, training:   RandomResizedCrop(out, scale, ratio) + horizontal flip (p = 0.5);
  *   encoded shards, validation: Resize(val_resize) + CenterCrop(out), in one resampling;
+ *   both resample with `interpolation` (torchvision's --interpolation) as PIL does (data/image.h);
  *   raw shards, training:       random crop of the image zero-padded by `pad` + flip (CIFAR recipe);
  *   raw shards, validation:     the image as it is (centre crop when out is smaller).
+ * Training images then go through `aug` (AutoAugment, RandAugment, TrivialAugmentWide, RandomErasing),
+ * each with its own draws, as torchvision's ClassificationPresetTrain orders them.
  * Normalisation is left to the device (or backend): batches stay uint8.
  * Every random choice for an image comes from (seed, epoch, its position in the epoch order), so
  * batches are identical whatever the number of workers, and an epoch resumes at any step. A read or
@@ -17,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "data/augment.h"
 #include "data/mix.h"
 #include "data/shard.h"
 
@@ -40,6 +44,9 @@ typedef struct dt_loader_cfg {
     int rank, world;            /* world 0: 1 */
     int ra_reps;                /* training: torchvision's RASampler with this many repetitions (0, 1: none) */
     double mixup_alpha, cutmix_alpha; /* training: mix each batch (data/mix.h); 0, 0: none */
+    int interpolation;          /* enum dt_filter (data/image.h); 0: bilinear */
+    dt_aug_cfg aug;             /* training: torchvision's --auto-augment and --random-erase after the crop and
+                                 * flip (data/augment.h); policy DT_AUG_NONE and erase_p 0: none */
 } dt_loader_cfg;
 
 typedef struct dt_batch {

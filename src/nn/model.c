@@ -453,10 +453,78 @@ static int plan_scalars(dt_model *m, int n)
     return DT_OK;
 }
 
-int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also)
+/* the shapes for n x h x w and the offsets of every value and saved state in the planned arenas
+ * (carved from m->act, emptied first); host memory for the offsets only */
+static int lay_out(dt_model *m, int n, int h, int w)
 {
-    if (n < 1 || h < 1 || w < 1 || n_also < 0 || (n_also > 0 && !also)) {
-        dt_error("model %s: cannot plan for a batch of %d images of %dx%d", m->arch, n, h, w);
+    size_t *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
+    size_t *act_offs = calloc((size_t)m->n_values, sizeof(size_t));
+    int rc = grad_offs && act_offs && plan_shapes(m, n, h, w) == DT_OK ? DT_OK : DT_ERR_NOMEM;
+    size_t gbytes = rc == DT_OK ? plan_grads(m, n, grad_offs) : 0, abytes = rc == DT_OK ? plan_acts(m, n, act_offs) : 0;
+    if (rc == DT_OK && (gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL))
+        rc = DT_ERR_NOMEM;
+    if (rc == DT_OK) {
+        dt_arena_init_buffer(&m->act, "activations", m->act.base, m->act.capacity);
+        rc = carve(m, n, &m->act, abytes, act_offs, grad_offs);
+    }
+    free(grad_offs);
+    free(act_offs);
+    if (rc != DT_OK)
+        dt_error("model %s: out of memory laying out a batch of %d images of %dx%d", m->arch, n, h, w);
+    return rc;
+}
+
+/* the bytes each arena needs at n x h x w (the shapes planned), and the backend's planning for n and
+ * the other sizes (sizes_text: the others, once each) */
+typedef struct plan_need {
+    size_t act, grad, ws, scratch, amp;
+} plan_need;
+
+static int measure(dt_model *m, int n, int h, int w, const int *also, int n_also, plan_need *need, char *sizes_text,
+                   size_t text_size)
+{
+    DT_TRY(plan_shapes(m, n, h, w));
+    plan_backend(m, n, &need->ws, &need->scratch);
+    for (int k = 0; k < n_also; k++) {
+        int seen = also[k] == n;
+        for (int j = 0; j < k && !seen; j++)
+            seen = also[j] == also[k];
+        if (seen)
+            continue;
+        plan_backend(m, also[k], &need->ws, &need->scratch);
+        size_t len = sizes_text ? strlen(sizes_text) : 0;
+        if (text_size > len)
+            snprintf(sizes_text + len, text_size - len, "%s%d", len ? ", " : "", also[k]);
+    }
+    size_t *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
+    size_t *act_offs = calloc((size_t)m->n_values, sizeof(size_t));
+    int rc = grad_offs && act_offs ? DT_OK : DT_ERR_NOMEM;
+    size_t gbytes = rc == DT_OK ? plan_grads(m, n, grad_offs) : 0, abytes = rc == DT_OK ? plan_acts(m, n, act_offs) : 0;
+    if (rc == DT_OK && (gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL))
+        rc = DT_ERR_NOMEM;
+    dt_arena pa;
+    dt_arena_init_plan(&pa, "activations");
+    if (rc == DT_OK)
+        rc = carve(m, n, &pa, abytes, act_offs, grad_offs);
+    free(grad_offs);
+    free(act_offs);
+    if (rc != DT_OK) {
+        dt_error("model %s: out of memory planning", m->arch);
+        return rc;
+    }
+#define GROW(field, v) (need->field = (v) > need->field ? (v) : need->field)
+    GROW(act, dt_arena_peak(&pa));
+    GROW(grad, gbytes);
+    if (m->amp_level > 0)
+        GROW(amp, dt_amp_scratch_bytes(m, n));
+#undef GROW
+    return DT_OK;
+}
+
+int dt_model_plan_inputs(dt_model *m, int n, int h, int w, int h2, int w2, const int *also, int n_also)
+{
+    if (n < 1 || h < 1 || w < 1 || h2 < 1 || w2 < 1 || n_also < 0 || (n_also > 0 && !also)) {
+        dt_error("model %s: cannot plan for a batch of %d images of %dx%d (and %dx%d)", m->arch, n, h, w, h2, w2);
         return DT_ERR_INPUT;
     }
     for (int k = 0; k < n_also; k++)
@@ -465,77 +533,86 @@ int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n
                      also[k], n);
             return DT_ERR_INPUT;
         }
-    int rc = plan_shapes(m, n, h, w);
-    if (rc == DT_OK)
-        rc = check_tensor_limit(m, n, h, w);
-    if (rc != DT_OK) {
-        if (m->plan_n > 0) /* a plan made before stays usable */
-            plan_shapes(m, m->plan_n, m->plan_h, m->plan_w);
-        return rc;
+    const int hw[2][2] = {{h, w}, {h2, w2}}, n_hw = h2 == h && w2 == w ? 1 : 2;
+    for (int s = 0; s < n_hw; s++) {
+        int rc = plan_shapes(m, n, hw[s][0], hw[s][1]);
+        if (rc == DT_OK)
+            rc = check_tensor_limit(m, n, hw[s][0], hw[s][1]);
+        if (rc != DT_OK) {
+            if (m->plan_n > 0) /* a plan made before stays usable */
+                plan_shapes(m, m->plan_n, m->plan_h, m->plan_w);
+            return rc;
+        }
     }
     be_arena_free(m, &m->act);
     be_arena_free(m, &m->grad);
     be_arena_free(m, &m->workspace);
-    m->plan_n = 0; /* not planned until this returns DT_OK */
-    /* the backend first, before the arenas take device memory (cuDNN's search allocates its own):
-     * n, then each other size once */
-    size_t ws = 0, scratch = 0;
-    char sizes_text[256] = "";
-    plan_backend(m, n, &ws, &scratch);
-    for (int k = 0; k < n_also; k++) {
-        int seen = also[k] == n;
-        for (int j = 0; j < k && !seen; j++)
-            seen = also[j] == also[k];
-        if (seen)
-            continue;
-        plan_backend(m, also[k], &ws, &scratch);
-        size_t len = strlen(sizes_text);
-        snprintf(sizes_text + len, sizeof sizes_text - len, "%s%d", len ? ", " : "", also[k]);
-    }
-    dt_arena pa;
-    size_t *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
-    size_t *act_offs = calloc((size_t)m->n_values, sizeof(size_t));
-    if (!grad_offs || !act_offs) {
-        free(grad_offs);
-        free(act_offs);
-        dt_error("model %s: out of memory planning", m->arch);
-        return DT_ERR_NOMEM;
-    }
-    size_t gbytes = plan_grads(m, n, grad_offs), abytes = plan_acts(m, n, act_offs);
-    rc = gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL ? DT_ERR_NOMEM : DT_OK;
-    dt_arena_init_plan(&pa, "activations");
-    if (rc == DT_OK)
-        rc = carve(m, n, &pa, abytes, act_offs, grad_offs);
-    if (rc == DT_OK)
-        rc = be_arena(m, &m->act, "activations", dt_arena_peak(&pa));
-    if (rc == DT_OK)
-        rc = be_arena(m, &m->grad, "gradients", gbytes);
-    if (rc == DT_OK)
-        rc = be_arena(m, &m->workspace, "workspace", ws);
-    if (rc == DT_OK)
-        rc = carve(m, n, &m->act, abytes, act_offs, grad_offs);
-    free(grad_offs);
-    free(act_offs);
     be_arena_free(m, &m->amp_scratch);
-    if (rc == DT_OK && m->amp_level > 0)
-        rc = be_arena(m, &m->amp_scratch, "mixed precision", dt_amp_scratch_bytes(m, n));
+    m->plan_n = 0; /* not planned until this returns DT_OK */
+    /* the backend first, before the arenas take device memory (cuDNN's search allocates its own): n,
+     * then each other size once, at each input size; the arenas hold the most either size needs */
+    plan_need need = {0, 0, 0, 0, 0};
+    char sizes_text[256] = "";
+    for (int s = 0; s < n_hw; s++)
+        DT_TRY(measure(m, n, hw[s][0], hw[s][1], also, n_also, &need, s ? NULL : sizes_text, s ? 0 : sizeof sizes_text));
+    int rc = be_arena(m, &m->act, "activations", need.act);
     if (rc == DT_OK)
-        rc = m->be->reserve_scratch(scratch);
+        rc = be_arena(m, &m->grad, "gradients", need.grad);
+    if (rc == DT_OK)
+        rc = be_arena(m, &m->workspace, "workspace", need.ws);
+    if (rc == DT_OK && m->amp_level > 0)
+        rc = be_arena(m, &m->amp_scratch, "mixed precision", need.amp);
+    if (rc == DT_OK)
+        rc = m->be->reserve_scratch(need.scratch);
+    if (rc == DT_OK)
+        rc = lay_out(m, n, h, w);
     if (rc == DT_OK)
         rc = plan_scalars(m, n);
     DT_TRY(rc);
     m->plan_n = n;
     m->plan_h = h;
     m->plan_w = w;
+    m->plan_inputs[0][0] = h;
+    m->plan_inputs[0][1] = w;
+    m->plan_inputs[1][0] = h2;
+    m->plan_inputs[1][1] = w2;
     int tails = 0, bn_relus = 0; /* the fused schedule (graph.c, dt_model_set_fusion) */
     for (int i = 0; i < m->n_nodes; i++) {
         tails += m->nodes[i].op == DT_OP_ADD && m->nodes[i].attr.tail_bn >= 0;
         bn_relus += m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_relu >= 0;
     }
-    dt_debug("model %s planned for %dx%dx%dx%d%s%s%s: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB, "
-             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU", m->arch, n, h, w, m->in_c,
-             sizes_text[0] ? " (also batches " : "", sizes_text, sizes_text[0] ? ")" : "", dt_arena_peak(&pa) / 1048576.0,
-             gbytes / 1048576.0, ws / 1048576.0, scratch / 1048576.0, m->be->name, bn_relus, tails);
+    char other[48] = "";
+    if (n_hw > 1)
+        snprintf(other, sizeof other, " and %dx%d", h2, w2);
+    dt_debug("model %s planned for %dx%dx%dx%d%s%s%s%s: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB, "
+             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU", m->arch, n, h, w, m->in_c, other,
+             sizes_text[0] ? " (also batches " : "", sizes_text, sizes_text[0] ? ")" : "", need.act / 1048576.0,
+             need.grad / 1048576.0, need.ws / 1048576.0, need.scratch / 1048576.0, m->be->name, bn_relus, tails);
+    return DT_OK;
+}
+
+int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also)
+{
+    return dt_model_plan_inputs(m, n, h, w, h, w, also, n_also);
+}
+
+int dt_model_set_input(dt_model *m, int h, int w)
+{
+    if (m->plan_n < 1) {
+        dt_error("model %s: an input size for a model not planned", m->arch);
+        return DT_ERR_INPUT;
+    }
+    if (h == m->plan_h && w == m->plan_w)
+        return DT_OK;
+    const int(*in)[2] = m->plan_inputs;
+    if (!(h == in[0][0] && w == in[0][1]) && !(h == in[1][0] && w == in[1][1])) {
+        dt_error("model %s: an input of %dx%d, planned for %dx%d and %dx%d", m->arch, h, w, in[0][0], in[0][1],
+                 in[1][0], in[1][1]);
+        return DT_ERR_INPUT;
+    }
+    DT_TRY(lay_out(m, m->plan_n, h, w));
+    m->plan_h = h;
+    m->plan_w = w;
     return DT_OK;
 }
 

@@ -137,7 +137,8 @@ typedef struct dt_model {
     int64_t *counts;
     int64_t n_counts;
 
-    int plan_n, plan_h, plan_w;
+    int plan_n, plan_h, plan_w; /* the planned batch, the input size the model now runs at */
+    int plan_inputs[2][2];  /* the input sizes planned (h, w each; the same twice for one) */
     int plan_rule;          /* enum dt_plan_order (nn/plan.h): 0 the smallest packing, 1..3 force one
                              * (tests check that all give the same numbers) */
     /* mixed precision (dt_model_set_amp; nn/precision.c): values and parameters the opt level makes
@@ -223,6 +224,16 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
  * (one line naming the layer and the largest batch that fits); or DT_ERR_NOMEM. A plan made before
  * stays usable when the new one is refused for its input. */
 int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also);
+/* dt_model_plan_sizes for a second input size as well (validation at another resolution, as
+ * torchvision's --val-crop-size): both sizes are checked and planned on the backend, each arena holds
+ * what the larger of the two needs, and the model runs at h x w until dt_model_set_input. h2, w2 equal
+ * to h, w: dt_model_plan_sizes. */
+int dt_model_plan_inputs(dt_model *m, int n, int h, int w, int h2, int w2, const int *also, int n_also);
+/* Runs the planned model on inputs of h x w from now on, one of the sizes it was planned for: the
+ * shapes and every value's place in the planned arenas (no backend memory is allocated; the same size
+ * gives the same places again, so graphs captured at it stay valid). DT_OK, or DT_ERR_INPUT after one
+ * line for a size not planned; DT_ERR_NOMEM (host memory for the offsets). */
+int dt_model_set_input(dt_model *m, int h, int w);
 /* dt_model_plan_sizes for batch n alone */
 int dt_model_plan(dt_model *m, int n, int h, int w);
 /* The largest batch of h x w images whose every tensor (each node's input and output, for which a

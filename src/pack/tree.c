@@ -247,7 +247,7 @@ static void process_item(item *it, const dt_pack_opts *o)
         int sh = w < h ? (int)((double)h * o->resize_short / w + 0.5) : o->resize_short;
         dt_image_scratch scr = {0};
         small = malloc((size_t)sw * sh * 3);
-        int bad = !small || dt_image_resize(rgb, w, h, small, sw, sh, &scr) != 0;
+        int bad = !small || dt_image_resize(rgb, w, h, small, sw, sh, DT_FILTER_BILINEAR, &scr) != 0;
         dt_image_scratch_free(&scr);
         if (bad) {
             snprintf(it->err, sizeof it->err, "resizing to %dx%d failed", sw, sh);

@@ -132,8 +132,14 @@ int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
     put_flag(out, "--ra-sampler", cfg->ra_sampler);
     put_double(out, "--mixup-alpha", cfg->mixup_alpha);
     put_double(out, "--cutmix-alpha", cfg->cutmix_alpha);
-    put_double(out, "--ra-reps", cfg->ra_reps);
-    put_double(out, "--model-ema-steps", (double)cfg->model_ema_steps);
+    put_long(out, "--ra-reps", cfg->ra_reps, -1);
+    put_long(out, "--model-ema-steps", cfg->model_ema_steps, -1);
+    put_long(out, "--val-crop-size", cfg->val_crop, 0);
+    put_long(out, "--val-resize-size", cfg->val_resize, 0);
+    put_long(out, "--interpolation", cfg->interpolation, -1);
+    put_long(out, "--auto-augment", cfg->auto_augment, -1);
+    put_long(out, "--ra-magnitude", cfg->ra_magnitude, -1);
+    put_double(out, "--random-erase", cfg->random_erase);
     put_double(out, "--model-ema-decay", cfg->model_ema_decay);
     put_double(out, "--opt-eps", cfg->opt_eps);
     put_double(out, "--adam-beta1", cfg->adam_beta1);

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "data/image.h"
 #include "train/trainer_int.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -53,7 +54,7 @@ int dt_run_open_datasets(dt_run *r)
     if (cfg->synthetic) {
         r->classes = 1000;
         r->channels = 3;
-        r->image_size = cfg->crop ? cfg->crop : 224;
+        r->image_size = r->val_size = cfg->crop ? cfg->crop : 224;
         return DT_OK;
     }
     if (!cfg->data) {
@@ -72,6 +73,12 @@ int dt_run_open_datasets(dt_run *r)
     r->classes = r->train_set.num_classes;
     r->channels = raw ? r->train_set.c : 3;
     r->image_size = raw ? r->train_set.h : (cfg->crop ? cfg->crop : 224);
+    r->val_size = raw || !cfg->val_crop ? r->image_size : cfg->val_crop;
+    if (raw && (cfg->val_crop || cfg->val_resize || cfg->crop)) {
+        dt_error("%s: --train-crop-size (--crop), --val-crop-size and --val-resize-size are for encoded images; "
+                 "its shards are raw %dx%d images", cfg->data, r->train_set.w, r->train_set.h);
+        return DT_ERR_INPUT;
+    }
     return DT_OK;
 }
 
@@ -123,11 +130,20 @@ int dt_run_load_data(dt_run *r)
                         .rank = r->launch.rank, .world = r->launch.size, .drop_last = TRAIN_DROP_LAST,
                         .ra_reps = cfg->ra_sampler ? cfg->ra_reps : 1,
                         .mixup_alpha = cfg->mixup_alpha, .cutmix_alpha = cfg->cutmix_alpha,
-                        .out_h = r->image_size, .out_w = r->image_size, .pad = cfg->crop_padding};
+                        .out_h = r->image_size, .out_w = r->image_size, .pad = cfg->crop_padding,
+                        .interpolation = cfg->interpolation};
+    /* --auto-augment, --random-erase: erasing fills with the mean, torchvision's 0 after Normalize */
+    lc.aug = (dt_aug_cfg){.policy = cfg->auto_augment, .ra_num_ops = 2, .ra_magnitude = cfg->ra_magnitude,
+                          .num_magnitude_bins = 31, .erase_p = cfg->random_erase,
+                          .interp = cfg->interpolation == DT_FILTER_NEAREST ? DT_AUG_NEAREST : DT_AUG_BILINEAR};
+    for (int ch = 0; ch < r->channels && ch < 3; ch++)
+        lc.aug.erase_fill[ch] = (uint8_t)lrint(r->mean[ch] * 255.0f);
     if (!cfg->synthetic)
         DT_TRY(dt_loader_create(&r->train_loader, &r->train_set, &lc));
     lc.train = 0;
     lc.drop_last = VAL_DROP_LAST;
+    lc.out_h = lc.out_w = r->val_size;
+    lc.val_resize = cfg->val_resize;
     if (r->have_val_set)
         DT_TRY(dt_loader_create(&r->val_loader, &r->val_set, &lc));
     r->steps_per_epoch = cfg->synthetic ? (cfg->max_steps ? cfg->max_steps : 100)

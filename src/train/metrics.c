@@ -17,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "data/augment.h"
+#include "data/image.h"
 #include "train/trainer_int.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -96,6 +98,12 @@ static int write_run_json(dt_run *r)
         json_object_set_new(j, "ra_reps", cfg->ra_sampler ? json_integer(cfg->ra_reps) : json_null());
         json_object_set_new(j, "mixup_alpha", json_real(cfg->mixup_alpha));
         json_object_set_new(j, "cutmix_alpha", json_real(cfg->cutmix_alpha));
+        json_object_set_new(j, "augmentation",
+                            json_pack("{s:i, s:i, s:s, s:s?, s:i, s:f}", "train_crop_size", r->image_size,
+                                      "val_crop_size", r->val_size, "interpolation",
+                                      dt_filter_name(cfg->interpolation), "auto_augment",
+                                      cfg->auto_augment ? dt_aug_policy_name(cfg->auto_augment) : NULL,
+                                      "ra_magnitude", cfg->ra_magnitude, "random_erase", cfg->random_erase));
         json_object_set_new(j, "model_ema", r->have_ema ? json_pack("{s:I, s:f, s:f}", "steps",
                                                                     (json_int_t)r->ema.every, "decay_option",
                                                                     cfg->model_ema_decay, "decay", r->ema.decay)

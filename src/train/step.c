@@ -31,7 +31,8 @@ int dt_run_alloc_batch(dt_run *r)
         return DT_OK;
     const dt_train_cfg *cfg = r->cfg;
     const dt_backend *be = r->model.be;
-    size_t image = (size_t)r->image_size * r->image_size * r->channels, n = (size_t)cfg->batch;
+    int side = r->image_size > r->val_size ? r->image_size : r->val_size; /* the buffers serve both */
+    size_t image = (size_t)side * side * r->channels, n = (size_t)cfg->batch;
     r->input = be->mem_alloc(n * image * sizeof(float));
     r->pixels = be->mem_alloc(n * image);
     r->staging = be->host_alloc(n * image);
@@ -375,6 +376,7 @@ static int validation_pass(dt_run *r, int epoch, int interruptible, const char *
     if (r->ddp) /* every rank evaluates rank 0's running statistics: the model the checkpoint holds */
         DT_TRY(dt_ddp_sync_buffers(r->ddp));
     r->model.training = 0;
+    DT_TRY(dt_model_set_input(&r->model, r->val_size, r->val_size)); /* --val-crop-size, planned with training's */
     DT_TRY(dt_loader_start(r->val_loader, epoch, 0));
     const dt_batch *b;
     int rc;
@@ -400,6 +402,7 @@ static int validation_pass(dt_run *r, int epoch, int interruptible, const char *
     sum[0] = acc.loss_sum;
     sum[1] = (dt_seconds() - t0) / (double)(batches ? batches : 1);
     r->model.training = 1;
+    DT_TRY(dt_model_set_input(&r->model, r->image_size, r->image_size));
     if (rc < 0)
         return rc;
     if (rc == 1) { /* a signal: time is short, the pass is dropped (the checkpoint is written next) */

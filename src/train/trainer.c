@@ -60,6 +60,7 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->rmsprop_alpha = 0.9;
     cfg->lars_eta = 0.001;
     cfg->ra_reps = 3;
+    cfg->ra_magnitude = 9;
     cfg->model_ema_steps = 32;
     cfg->model_ema_decay = 0.99998;
     cfg->wd = 1e-4;
@@ -181,7 +182,8 @@ static int build_model(dt_run *r)
         r->amp.scaler.growth_interval = cfg->scale_window;
     r->amp.scaler.max_nonfinite = cfg->max_nonfinite;
     int sizes[5], n_sizes = dt_run_batch_sizes(r, sizes);
-    return dt_model_plan_sizes(&r->model, cfg->batch, r->image_size, r->image_size, sizes, n_sizes);
+    return dt_model_plan_inputs(&r->model, cfg->batch, r->image_size, r->image_size, r->val_size, r->val_size, sizes,
+                                n_sizes);
 }
 
 /* every input check on this rank (nothing written): the data, the device, the model, the loaders */

@@ -82,6 +82,12 @@ typedef struct dt_train_cfg {
     long max_steps;             /* stop after this many optimiser steps; 0: no limit */
     int threads;                /* compute threads per rank; 0: OMP_NUM_THREADS or all cores */
     int crop;                   /* encoded images: training crop (224); raw shards: their size */
+    int val_crop;               /* encoded images: validation's centre crop (0: the training crop) */
+    int val_resize;             /* encoded images: validation's resize of the shorter side (0: 256/224 of the crop) */
+    int interpolation;          /* the resizes' filter (enum dt_filter, data/image.h; 0: bilinear) */
+    int auto_augment;           /* --auto-augment (enum dt_aug_policy, data/augment.h; 0: none) */
+    int ra_magnitude;           /* RandAugment's magnitude bin (9) */
+    double random_erase;        /* RandomErasing's probability (0: off) */
     int crop_padding;           /* raw shards: the random crop's zero padding (0: 4; -1: none) */
     const char *results;        /* results root ("results") */
     const char *resume;         /* a checkpoint to continue from, or "auto" (the newest under results) */

@@ -49,7 +49,8 @@ typedef struct dt_run {
     dt_loader *train_loader, *val_loader;
     char dataset_name[256];     /* the data directory's name, or "synthetic" */
     float mean[4], std[4];      /* normalisation per channel */
-    int channels, image_size, classes; /* the model's input (image_size x image_size x channels) and output */
+    int channels, image_size, classes; /* the model's training input (image_size x image_size x channels) and output */
+    int val_size;               /* validation's input (val_size x val_size; encoded data: --val-crop-size) */
     int64_t steps_per_epoch;    /* optimiser steps (each of accum_steps batches) */
 
     dt_model model;

@@ -1,8 +1,9 @@
 /* test_image.c: data/image.h on inputs made here: a synthetic RGB pattern (gradients, a ripple and
  * sharp squares) encoded by dt_jpeg_encode; gray and CMYK JPEGs written with libjpeg directly; PNGs
- * written with libpng's simplified API. Checks probing, decoding, the resampler against a
- * double-precision triangle filter written here, box decoding (every DCT scale, gray, CMYK) against
- * full decode + crop + resize, failures on damaged input, and the torchvision boxes. */
+ * written with libpng's simplified API. Checks probing, decoding, the resampler (every filter of
+ * enum dt_filter) against double-precision filters written here, box decoding (every DCT scale,
+ * every filter, gray, CMYK) against full decode + crop + resize, failures on damaged input, and the
+ * torchvision boxes. tests/data/resample.sh checks the same pixel for pixel against PIL. */
 #include "config.h"
 
 #include <math.h>
@@ -154,19 +155,46 @@ static uint8_t *crop(const uint8_t *src, int w, dt_box b)
     return c;
 }
 
-/* The triangle filter the plain way: every input sample weighted by the triangle (support 1,
- * stretched by the scale when shrinking) around the output sample's centre (o + 0.5) * in / out,
- * normalised; both axes in double, then rounded once. */
-static double *axis_weights(int in, int out)
+/* The filters as PIL defines them, written out plainly: distance x in input pixels at scale 1 */
+static double sinc_pi(double x)
+{
+    return x == 0 ? 1 : sin(M_PI * x) / (M_PI * x);
+}
+
+static double ref_kernel(int filter, double x, double *support)
+{
+    double ax = fabs(x);
+    switch (filter) {
+    case DT_FILTER_BOX: *support = 0.5; return x > -0.5 && x <= 0.5 ? 1 : 0;
+    case DT_FILTER_HAMMING: *support = 1; return ax < 1 ? sinc_pi(x) * (0.54 + 0.46 * cos(M_PI * x)) : 0;
+    case DT_FILTER_BICUBIC: /* Keys, a = -0.5 */
+        *support = 2;
+        return ax < 1 ? 1.5 * ax * ax * ax - 2.5 * ax * ax + 1
+               : ax < 2 ? -0.5 * ax * ax * ax + 2.5 * ax * ax - 4 * ax + 2
+                        : 0;
+    case DT_FILTER_LANCZOS: *support = 3; return ax < 3 ? sinc_pi(x) * sinc_pi(x / 3) : 0;
+    default: *support = 1; return ax < 1 ? 1 - ax : 0; /* bilinear: the triangle */
+    }
+}
+
+/* A filter the plain way: every input sample weighted by the kernel (stretched by the scale when
+ * shrinking) around the output sample's centre (o + 0.5) * in / out, normalised. span[2 o], span[2 o + 1]:
+ * the first and one past the last input with a weight (only to save time). */
+static double *axis_weights(int in, int out, int filter, int *span)
 {
     double *wt = calloc((size_t)in * out, sizeof(double));
-    double scale = (double)in / out, fs = scale > 1 ? scale : 1;
+    double scale = (double)in / out, fs = scale > 1 ? scale : 1, support;
     for (int o = 0; o < out; o++) {
         double c = (o + 0.5) * scale, sum = 0;
+        span[2 * o] = in;
+        span[2 * o + 1] = 0;
         for (int i = 0; i < in; i++) {
-            double d = fabs(i + 0.5 - c) / fs;
-            wt[(size_t)o * in + i] = d < 1 ? 1 - d : 0;
+            wt[(size_t)o * in + i] = ref_kernel(filter, (i + 0.5 - c) / fs, &support);
             sum += wt[(size_t)o * in + i];
+            if (wt[(size_t)o * in + i] != 0) {
+                span[2 * o] = i < span[2 * o] ? i : span[2 * o];
+                span[2 * o + 1] = i + 1;
+            }
         }
         for (int i = 0; i < in; i++)
             wt[(size_t)o * in + i] /= sum;
@@ -174,28 +202,54 @@ static double *axis_weights(int in, int out)
     return wt;
 }
 
-static uint8_t *ref_resize(const uint8_t *src, int w, int h, int ow, int oh)
+/* both axes in double (the first pass clipped to 0..255 as PIL's 8-bit one is), rounded once */
+static uint8_t *ref_resize(const uint8_t *src, int w, int h, int ow, int oh, int filter)
 {
-    double *wx = axis_weights(w, ow), *wy = axis_weights(h, oh);
+    int *sx = malloc((size_t)ow * 2 * sizeof(int)), *sy = malloc((size_t)oh * 2 * sizeof(int));
+    double *wx = axis_weights(w, ow, filter, sx), *wy = axis_weights(h, oh, filter, sy);
     double *mid = calloc((size_t)ow * h * 3, sizeof(double));
     for (int y = 0; y < h; y++)
         for (int o = 0; o < ow; o++)
-            for (int x = 0; x < w; x++)
-                for (int c = 0; c < 3; c++)
-                    mid[((size_t)y * ow + o) * 3 + c] += wx[(size_t)o * w + x] * src[((size_t)y * w + x) * 3 + c];
+            for (int c = 0; c < 3; c++) {
+                double *m = &mid[((size_t)y * ow + o) * 3 + c];
+                for (int x = sx[2 * o]; x < sx[2 * o + 1]; x++)
+                    *m += wx[(size_t)o * w + x] * src[((size_t)y * w + x) * 3 + c];
+                *m = *m < 0 ? 0 : *m > 255 ? 255 : *m;
+            }
     uint8_t *out = malloc((size_t)ow * oh * 3);
     for (int o = 0; o < oh; o++)
         for (int x = 0; x < ow; x++)
             for (int c = 0; c < 3; c++) {
                 double s = 0;
-                for (int y = 0; y < h; y++)
+                for (int y = sy[2 * o]; y < sy[2 * o + 1]; y++)
                     s += wy[(size_t)o * h + y] * mid[((size_t)y * ow + x) * 3 + c];
                 out[((size_t)o * ow + x) * 3 + c] = clamp8(s);
             }
+    free(sx);
+    free(sy);
     free(wx);
     free(wy);
     free(mid);
     return out;
+}
+
+/* nearest: output pixel o of an axis is input pixel floor((o + 0.5) * in / out); where that is an
+ * integer up to rounding (PIL steps the position by adding in / out), either neighbour may be it */
+static int nearest_ok(const uint8_t *src, int w, int h, const uint8_t *out, int ow, int oh)
+{
+    for (int y = 0; y < oh; y++)
+        for (int x = 0; x < ow; x++) {
+            double cx = (x + 0.5) * w / ow, cy = (y + 0.5) * h / oh;
+            int x0 = (int)floor(cx - 1e-9), x1 = (int)floor(cx + 1e-9), y0 = (int)floor(cy - 1e-9),
+                y1 = (int)floor(cy + 1e-9), hit = 0;
+            for (int yy = y0; yy <= y1; yy++)
+                for (int xx = x0; xx <= x1; xx++)
+                    hit |= yy >= 0 && yy < h && xx >= 0 && xx < w
+                           && memcmp(out + ((size_t)y * ow + x) * 3, src + ((size_t)yy * w + xx) * 3, 3) == 0;
+            if (!hit)
+                return 0;
+        }
+    return 1;
 }
 
 static int is_mirror(const uint8_t *a, const uint8_t *b, int w, int h)
@@ -207,26 +261,32 @@ static int is_mirror(const uint8_t *a, const uint8_t *b, int w, int h)
     return 1;
 }
 
-/* the DCT scale dt_jpeg_decode_box picks (its documented rule), for the report */
-static int expected_denom(dt_box b, int ow, int oh)
+/* the DCT scale dt_jpeg_decode_box picks (its documented rule: the box at least margin times the
+ * output after scaling; never for nearest), for the report */
+static int expected_denom(dt_box b, int ow, int oh, int filter)
 {
-    for (int d = 8; d > 1; d /= 2)
-        if ((b.w + d - 1) / d >= ow && (b.h + d - 1) / d >= oh)
+    int m = filter == DT_FILTER_BILINEAR  ? 1
+            : filter == DT_FILTER_NEAREST ? 0
+            : filter == DT_FILTER_BOX     ? 4
+                                          : 2;
+    for (int d = 8; m && d > 1; d /= 2)
+        if ((b.w + d - 1) / d >= m * ow && (b.h + d - 1) / d >= m * oh)
             return d;
     return 1;
 }
 
-/* decode_box against decode_rgb + crop + dt_image_resize of the same box; returns the mean error */
-static double box_vs_full(const uint8_t *jpg, size_t len, const uint8_t *full, int fw, dt_box b, int ow, int oh,
-                          dt_image_scratch *s, int *maxerr, int *mirror_ok, int *rc)
+/* decode_box against decode_rgb + crop + dt_image_resize of the same box with a filter; returns the
+ * mean error */
+static double box_vs_full_f(const uint8_t *jpg, size_t len, const uint8_t *full, int fw, dt_box b, int ow, int oh,
+                            int filter, dt_image_scratch *s, int *maxerr, int *mirror_ok, int *rc)
 {
     char err[256] = "";
     uint8_t *got = malloc((size_t)ow * oh * 3), *flipped = malloc((size_t)ow * oh * 3);
     uint8_t *want = malloc((size_t)ow * oh * 3);
     uint8_t *c = crop(full, fw, b);
-    dt_image_resize(c, b.w, b.h, want, ow, oh, s);
-    *rc = dt_jpeg_decode_box(jpg, len, b, ow, oh, 0, got, s, err, sizeof err);
-    *rc |= dt_jpeg_decode_box(jpg, len, b, ow, oh, 1, flipped, s, err, sizeof err);
+    dt_image_resize(c, b.w, b.h, want, ow, oh, filter, s);
+    *rc = dt_jpeg_decode_box(jpg, len, b, ow, oh, filter, 0, got, s, err, sizeof err);
+    *rc |= dt_jpeg_decode_box(jpg, len, b, ow, oh, filter, 1, flipped, s, err, sizeof err);
     if (*rc)
         tap_diag("decode_box: %s", err);
     double e = mean_abs(got, want, (size_t)ow * oh * 3);
@@ -237,6 +297,12 @@ static double box_vs_full(const uint8_t *jpg, size_t len, const uint8_t *full, i
     free(want);
     free(c);
     return e;
+}
+
+static double box_vs_full(const uint8_t *jpg, size_t len, const uint8_t *full, int fw, dt_box b, int ow, int oh,
+                          dt_image_scratch *s, int *maxerr, int *mirror_ok, int *rc)
+{
+    return box_vs_full_f(jpg, len, full, fw, b, ow, oh, DT_FILTER_BILINEAR, s, maxerr, mirror_ok, rc);
 }
 
 /* --- the checks ------------------------------------------------------------------------------- */
@@ -265,47 +331,125 @@ static void test_resize(const uint8_t *src)
 {
     dt_image_scratch s = {0};
     uint8_t *out = malloc((size_t)W0 * H0 * 3);
-    int rc = dt_image_resize(src, W0, H0, out, W0, H0, &s);
-    TAP_OK(rc == 0 && memcmp(out, src, (size_t)W0 * H0 * 3) == 0, "resize to the same size returns the input");
-
     uint8_t *flat = malloc((size_t)64 * 48 * 3);
     for (size_t i = 0; i < (size_t)64 * 48; i++) {
         flat[3 * i] = 200;
         flat[3 * i + 1] = 17;
         flat[3 * i + 2] = 99;
     }
-    rc = dt_image_resize(flat, 64, 48, out, 32, 24, &s);
-    int constant = rc == 0;
-    for (size_t i = 0; i < (size_t)32 * 24 && constant; i++)
-        constant = out[3 * i] == 200 && out[3 * i + 1] == 17 && out[3 * i + 2] == 99;
-    TAP_OK(constant, "2x downscale of a constant image stays constant");
-    free(flat);
-
     /* shrinking by a non-integer factor, by a large one, stretching, and one axis each way */
     static const int sizes[][4] = {{W0, H0, 200, 150}, {W0, H0, 37, 29}, {50, 40, 97, 83}, {W0, H0, 300, H0},
                                    {W0, H0, W0, 100}, {60, 50, 45, 130}};
-    for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
-        int w = sizes[t][0], h = sizes[t][1], ow = sizes[t][2], oh = sizes[t][3];
-        uint8_t *in = w == W0 ? (uint8_t *)NULL : make_pattern(w, h);
-        const uint8_t *img = in ? in : src;
-        rc = dt_image_resize(img, w, h, out, ow, oh, &s);
-        uint8_t *ref = ref_resize(img, w, h, ow, oh);
-        int m = max_abs(out, ref, (size_t)ow * oh * 3);
-        TAP_OK(rc == 0 && m <= 1, "resize %dx%d -> %dx%d matches the double-precision triangle filter: max error %d",
-               w, h, ow, oh, m);
-        free(ref);
-        free(in);
+    for (int f = 0; f < DT_FILTER_COUNT; f++) {
+        const char *fn = dt_filter_name(f);
+        int rc = dt_image_resize(src, W0, H0, out, W0, H0, f, &s);
+        TAP_OK(rc == 0 && memcmp(out, src, (size_t)W0 * H0 * 3) == 0, "%s: resize to the same size returns the input",
+               fn);
+        int constant = 1;
+        for (int k = 0; k < 2; k++) { /* 2x down, then 1.5x up */
+            int ow = k ? 96 : 32, oh = k ? 72 : 24;
+            constant &= dt_image_resize(flat, 64, 48, out, ow, oh, f, &s) == 0;
+            for (size_t i = 0; i < (size_t)ow * oh && constant; i++)
+                constant = out[3 * i] == 200 && out[3 * i + 1] == 17 && out[3 * i + 2] == 99;
+        }
+        TAP_OK(constant, "%s: a constant image stays constant (2x down, 1.5x up)", fn);
+        int worst = 0, ok = 1;
+        for (size_t t = 0; t < sizeof sizes / sizeof sizes[0]; t++) {
+            int w = sizes[t][0], h = sizes[t][1], ow = sizes[t][2], oh = sizes[t][3];
+            uint8_t *in = w == W0 ? (uint8_t *)NULL : make_pattern(w, h);
+            const uint8_t *img = in ? in : src;
+            rc = dt_image_resize(img, w, h, out, ow, oh, f, &s);
+            if (f == DT_FILTER_NEAREST) {
+                ok &= rc == 0 && nearest_ok(img, w, h, out, ow, oh);
+            } else {
+                uint8_t *ref = ref_resize(img, w, h, ow, oh, f);
+                int m = max_abs(out, ref, (size_t)ow * oh * 3);
+                worst = m > worst ? m : worst;
+                ok &= rc == 0 && m <= 1;
+                free(ref);
+            }
+            free(in);
+        }
+        if (f == DT_FILTER_NEAREST)
+            TAP_OK(ok, "nearest: 6 resizes, every pixel the source pixel under its centre");
+        else
+            TAP_OK(ok, "%s: 6 resizes match the double-precision filter: max error %d", fn, worst);
     }
+    free(flat);
 
     /* the scratch grows once: the same call again does not reallocate */
+    dt_image_resize(src, W0, H0, out, 200, 150, DT_FILTER_BILINEAR, &s);
     void *buf = s.buf;
     size_t cap = s.cap;
-    dt_image_resize(src, W0, H0, out, 200, 150, &s);
+    dt_image_resize(src, W0, H0, out, 200, 150, DT_FILTER_BILINEAR, &s);
     TAP_OK(s.buf == buf && s.cap == cap, "resize reuses its scratch (%zu bytes)", cap);
-    TAP_OK(dt_image_resize(src, 0, H0, out, 10, 10, &s) == -1 && dt_image_resize(src, W0, H0, out, 10, -1, &s) == -1,
+    TAP_OK(dt_image_resize(src, 0, H0, out, 10, 10, DT_FILTER_BILINEAR, &s) == -1
+               && dt_image_resize(src, W0, H0, out, 10, -1, DT_FILTER_BILINEAR, &s) == -1,
            "resize refuses empty sizes");
+    TAP_OK(dt_image_resize(src, W0, H0, out, 10, 10, -1, &s) == -1
+               && dt_image_resize(src, W0, H0, out, 10, 10, DT_FILTER_COUNT, &s) == -1,
+           "resize refuses unknown filters");
     dt_image_scratch_free(&s);
     free(out);
+}
+
+/* torchvision's names; every filter through the box decode, against the full decode's crop resized */
+static void test_filters(const uint8_t *jpg, size_t len)
+{
+    static const char *const names[] = {"bilinear", "nearest", "bicubic", "box", "hamming", "lanczos"};
+    int ok = 1;
+    for (int f = 0; f < DT_FILTER_COUNT; f++)
+        ok &= strcmp(dt_filter_name(f), names[f]) == 0 && dt_filter_parse(names[f]) == f;
+    TAP_OK(ok, "dt_filter_parse and dt_filter_name: torchvision's six names both ways");
+    TAP_OK(dt_filter_parse("nearest-exact") == DT_FILTER_NEAREST && dt_filter_parse("Bilinear") == -1
+               && dt_filter_parse("") == -1 && dt_filter_parse(NULL) == -1 && dt_filter_parse("lanczos3") == -1
+               && strcmp(dt_filter_name(-1), "?") == 0 && strcmp(dt_filter_name(DT_FILTER_COUNT), "?") == 0,
+           "nearest-exact is nearest; other names are -1, other values \"?\"");
+
+    char err[256] = "";
+    uint8_t *full = NULL, out[16 * 16 * 3];
+    int w = 0, h = 0;
+    dt_image_scratch s = {0};
+    if (dt_image_decode_rgb(jpg, len, &full, &w, &h, err, sizeof err) != 0) {
+        TAP_OK(0, "decode_rgb for the filter tests: %s", err);
+        return;
+    }
+    TAP_OK(dt_jpeg_decode_box(jpg, len, (dt_box){0, 0, 64, 64}, 16, 16, DT_FILTER_COUNT, 0, out, &s, err, sizeof err)
+                   == -1
+               && strstr(err, "filter"),
+           "decode_box refuses an unknown filter: %s", err);
+    /* At scale 1 the box decode is the full decode's crop, resampled: the same pixels (the crop's
+     * columns are decoded with context, so chroma upsampling sees no edge). Scaled, the IDCT's
+     * averaging comes first: within 4 levels on average. Nearest never scales. */
+    static const dt_box boxes[] = {
+        {37, 21, 400, 300}, {16, 16, 61, 183}, {5, 200, 61, 183}, {W0 - 101, H0 - 77, 101, 77}};
+    static const int outs[][2] = {{224, 224}, {150, 120}, {90, 70}, {40, 30}, {17, 40}};
+    for (int f = 0; f < DT_FILTER_COUNT; f++) {
+        int exact = 1, close = 1, mirror_all = 1, n1 = 0, ns = 0, worst1 = 0;
+        double worst_mean = 0;
+        for (size_t i = 0; i < sizeof boxes / sizeof boxes[0]; i++)
+            for (size_t k = 0; k < sizeof outs / sizeof outs[0]; k++) {
+                int ow = outs[k][0], oh = outs[k][1], maxerr = 0, mirror = 0, rc = 0;
+                int d = expected_denom(boxes[i], ow, oh, f);
+                double e = box_vs_full_f(jpg, len, full, w, boxes[i], ow, oh, f, &s, &maxerr, &mirror, &rc);
+                mirror_all &= rc == 0 && mirror;
+                if (d == 1) {
+                    exact &= rc == 0 && maxerr == 0;
+                    worst1 = maxerr > worst1 ? maxerr : worst1;
+                    n1++;
+                } else {
+                    close &= rc == 0 && e < 4.0;
+                    worst_mean = e > worst_mean ? e : worst_mean;
+                    ns++;
+                }
+            }
+        TAP_OK(exact && close && mirror_all && (f != DT_FILTER_NEAREST || ns == 0),
+               "%s decode_box: %d boxes at scale 1 exact (max error %d), %d DCT-scaled within mean %.3f < 4, flips "
+               "mirror",
+               dt_filter_name(f), n1, worst1, ns, worst_mean);
+    }
+    free(full);
+    dt_image_scratch_free(&s);
 }
 
 static void test_decode_box(const uint8_t *jpg, size_t len)
@@ -326,7 +470,7 @@ static void test_decode_box(const uint8_t *jpg, size_t len)
     static const int outs[][2] = {{224, 224}, {150, 120}, {90, 70}, {40, 30}, {400, 300}};
     for (size_t t = 0; t < sizeof outs / sizeof outs[0]; t++) {
         int ow = outs[t][0], oh = outs[t][1], maxerr = 0, mirror = 0, rc = 0;
-        int d = expected_denom(b, ow, oh);
+        int d = expected_denom(b, ow, oh, DT_FILTER_BILINEAR);
         double e = box_vs_full(jpg, len, full, w, b, ow, oh, &s, &maxerr, &mirror, &rc);
         double tol = d == 1 ? 1.0 : 4.0;
         TAP_OK(rc == 0 && e < tol, "decode_box %dx%d -> %dx%d (DCT scale 1/%d): mean abs error %.3f < %.0f (max %d)", b.w,
@@ -343,21 +487,21 @@ static void test_decode_box(const uint8_t *jpg, size_t len)
     }
     uint8_t *a = malloc(64 * 64 * 3), *c = malloc(64 * 64 * 3);
     dt_box out_of = {W0 - 50, H0 - 40, 100, 100}, clipped = {W0 - 50, H0 - 40, 50, 40};
-    int rc1 = dt_jpeg_decode_box(jpg, len, out_of, 64, 64, 0, a, &s, err, sizeof err);
-    int rc2 = dt_jpeg_decode_box(jpg, len, clipped, 64, 64, 0, c, &s, err, sizeof err);
+    int rc1 = dt_jpeg_decode_box(jpg, len, out_of, 64, 64, DT_FILTER_BILINEAR, 0, a, &s, err, sizeof err);
+    int rc2 = dt_jpeg_decode_box(jpg, len, clipped, 64, 64, DT_FILTER_BILINEAR, 0, c, &s, err, sizeof err);
     TAP_OK(rc1 == 0 && rc2 == 0 && memcmp(a, c, 64 * 64 * 3) == 0, "a box partly outside is clipped to the image");
     dt_box outside = {W0 + 10, 0, 50, 50};
     err[0] = '\0';
-    int rc = dt_jpeg_decode_box(jpg, len, outside, 64, 64, 0, a, &s, err, sizeof err);
+    int rc = dt_jpeg_decode_box(jpg, len, outside, 64, 64, DT_FILTER_BILINEAR, 0, a, &s, err, sizeof err);
     TAP_OK(rc == -1 && err[0], "a box outside the image is an error: %s", err);
 
     /* the loader's steady state: no reallocation once the scratch is big enough */
     dt_box vb = dt_center_box(W0, H0, 256, 224);
     uint8_t *o = malloc(224 * 224 * 3);
-    dt_jpeg_decode_box(jpg, len, vb, 224, 224, 0, o, &s, err, sizeof err);
+    dt_jpeg_decode_box(jpg, len, vb, 224, 224, DT_FILTER_BILINEAR, 0, o, &s, err, sizeof err);
     void *buf = s.buf;
     size_t cap = s.cap;
-    rc = dt_jpeg_decode_box(jpg, len, vb, 224, 224, 1, o, &s, err, sizeof err);
+    rc = dt_jpeg_decode_box(jpg, len, vb, 224, 224, DT_FILTER_BILINEAR, 1, o, &s, err, sizeof err);
     TAP_OK(rc == 0 && s.buf == buf && s.cap == cap, "decode_box reuses its scratch");
     free(o);
     free(a);
@@ -398,10 +542,10 @@ static void test_gray_cmyk(const uint8_t *src)
     int maxerr = 0, mirror = 0;
     double be = rc == 0 ? box_vs_full(gj, glen, rgb, w, gb, 50, 40, &s, &maxerr, &mirror, &rc) : 999;
     TAP_OK(rc == 0 && be < 4.0 && mirror, "gray decode_box (1/%d): mean abs error %.3f (max %d)",
-           expected_denom(gb, 50, 40), be, maxerr);
+           expected_denom(gb, 50, 40, DT_FILTER_BILINEAR), be, maxerr);
     be = rc == 0 ? box_vs_full(gj, glen, rgb, w, gb, 100, 90, &s, &maxerr, &mirror, &rc) : 999;
     TAP_OK(rc == 0 && be < 1.0 && mirror, "gray decode_box (1/%d): mean abs error %.3f (max %d)",
-           expected_denom(gb, 100, 90), be, maxerr);
+           expected_denom(gb, 100, 90, DT_FILTER_BILINEAR), be, maxerr);
     free(rgb);
     free(gj);
     free(g);
@@ -438,10 +582,10 @@ static void test_gray_cmyk(const uint8_t *src)
                adobe ? "with" : "without", e);
         be = rc == 0 ? box_vs_full(cj, clen, rgb, w, gb, 50, 40, &s, &maxerr, &mirror, &rc) : 999;
         TAP_OK(rc == 0 && be < 4.0 && mirror, "CMYK decode_box (1/%d): mean abs error %.3f (max %d)",
-               expected_denom(gb, 50, 40), be, maxerr);
+               expected_denom(gb, 50, 40, DT_FILTER_BILINEAR), be, maxerr);
         be = rc == 0 ? box_vs_full(cj, clen, rgb, w, gb, 100, 90, &s, &maxerr, &mirror, &rc) : 999;
         TAP_OK(rc == 0 && be < 1.0 && mirror, "CMYK decode_box (1/%d): mean abs error %.3f (max %d)",
-               expected_denom(gb, 100, 90), be, maxerr);
+               expected_denom(gb, 100, 90, DT_FILTER_BILINEAR), be, maxerr);
         free(rgb);
         free(cj);
     }
@@ -478,10 +622,10 @@ static void test_flavours(const uint8_t *src)
         int maxerr = 0, mirror = 0;
         double be = rc == 0 ? box_vs_full(j, len, rgb, W0, b, 140, 120, &s, &maxerr, &mirror, &rc) : 999;
         TAP_OK(rc == 0 && be < 4.0 && mirror, "%s decode_box (1/%d): mean abs error %.3f (max %d)", fl[t].name,
-               expected_denom(b, 140, 120), be, maxerr);
+               expected_denom(b, 140, 120, DT_FILTER_BILINEAR), be, maxerr);
         be = rc == 0 ? box_vs_full(j, len, rgb, W0, b, 200, 180, &s, &maxerr, &mirror, &rc) : 999;
         TAP_OK(rc == 0 && be < 1.0 && mirror, "%s decode_box (1/%d): mean abs error %.3f (max %d)", fl[t].name,
-               expected_denom(b, 200, 180), be, maxerr);
+               expected_denom(b, 200, 180, DT_FILTER_BILINEAR), be, maxerr);
         err[0] = '\0';
         rc = dt_image_probe(j, len / 2, &kind, &w, &h, err, sizeof err);
         TAP_OK(rc == -1 && err[0], "%s JPEG truncated at half: probe fails: %s", fl[t].name, err);
@@ -604,7 +748,7 @@ static int survives(const uint8_t *buf, size_t len, dt_image_scratch *s, int *fa
     ok &= rc == 0 || (rc == -1 && err[0] && !rgb);
     free(rgb);
     err[0] = '\0';
-    rc = dt_jpeg_decode_box(buf, len, (dt_box){3, 2, 40, 30}, 32, 24, 1, out, s, err, sizeof err);
+    rc = dt_jpeg_decode_box(buf, len, (dt_box){3, 2, 40, 30}, 32, 24, DT_FILTER_BILINEAR, 1, out, s, err, sizeof err);
     ok &= rc == 0 || (rc == -1 && err[0]);
     err[0] = '\0';
     rc = dt_jpeg_size(buf, len, &w, &h, err, sizeof err);
@@ -623,7 +767,8 @@ static void test_failures(const uint8_t *jpg, size_t len)
     err[0] = '\0';
     TAP_OK(dt_image_probe(jpg, 0, &kind, &w, &h, err, sizeof err) == -1 && err[0], "zero bytes: %s", err);
     err[0] = '\0';
-    TAP_OK(dt_jpeg_decode_box(jpg, 0, (dt_box){0, 0, 8, 8}, 8, 8, 0, out, &s, err, sizeof err) == -1 && err[0],
+    TAP_OK(dt_jpeg_decode_box(jpg, 0, (dt_box){0, 0, 8, 8}, 8, 8, DT_FILTER_BILINEAR, 0, out, &s, err, sizeof err) == -1
+               && err[0],
            "zero bytes, decode_box: %s", err);
     uint8_t noise[100];
     for (int i = 0; i < 100; i++)
@@ -641,7 +786,9 @@ static void test_failures(const uint8_t *jpg, size_t len)
     TAP_OK(dt_image_decode_rgb(jpg, len / 2, &rgb, &w, &h, err, sizeof err) == -1 && err[0] && !rgb,
            "JPEG truncated at half: decode_rgb fails: %s", err);
     err[0] = '\0';
-    TAP_OK(dt_jpeg_decode_box(jpg, len / 2, (dt_box){0, 0, W0, H0}, 64, 64, 0, out, &s, err, sizeof err) == -1 && err[0],
+    TAP_OK(dt_jpeg_decode_box(jpg, len / 2, (dt_box){0, 0, W0, H0}, 64, 64, DT_FILTER_BILINEAR, 0, out, &s, err,
+                              sizeof err) == -1
+               && err[0],
            "JPEG truncated at half: decode_box of the whole image fails: %s", err);
 
     /* a byte of the entropy-coded data turned into 0xFF (followed by a byte that is neither 0x00
@@ -656,7 +803,9 @@ static void test_failures(const uint8_t *jpg, size_t len)
     TAP_OK(dt_image_probe(bad, len, &kind, &w, &h, err, sizeof err) == -1 && err[0],
            "JPEG with a corrupted entropy-coded byte: probe fails: %s", err);
     err[0] = '\0';
-    TAP_OK(dt_jpeg_decode_box(bad, len, (dt_box){0, 0, W0, H0}, 64, 64, 0, out, &s, err, sizeof err) == -1 && err[0],
+    TAP_OK(dt_jpeg_decode_box(bad, len, (dt_box){0, 0, W0, H0}, 64, 64, DT_FILTER_BILINEAR, 0, out, &s, err,
+                              sizeof err) == -1
+               && err[0],
            "JPEG with a corrupted entropy-coded byte: decode_box fails: %s", err);
     /* plain bit flips in the entropy-coded data: libjpeg notices most but not all (a flip can leave
      * a valid code sequence), so this is reported, not checked */
@@ -678,7 +827,8 @@ static void test_failures(const uint8_t *jpg, size_t len)
     int rc = dt_image_probe(bad, len, &kind, &w, &h, err, sizeof err);
     TAP_OK(rc == -1 && strstr(err, "too large"), "JPEG claiming 60000x60000: probe refuses: %s", err);
     err[0] = '\0';
-    rc = dt_jpeg_decode_box(bad, len, (dt_box){0, 0, 100, 100}, 64, 64, 0, out, &s, err, sizeof err);
+    rc = dt_jpeg_decode_box(bad, len, (dt_box){0, 0, 100, 100}, 64, 64, DT_FILTER_BILINEAR, 0, out, &s, err,
+                            sizeof err);
     TAP_OK(rc == -1 && strstr(err, "too large"), "JPEG claiming 60000x60000: decode_box refuses: %s", err);
     rc = dt_jpeg_size(bad, len, &w, &h, err, sizeof err);
     TAP_OK(rc == 0 && w == 60000 && h == 60000, "dt_jpeg_size reads the claim: %dx%d", w, h);
@@ -792,6 +942,7 @@ int main(void)
     test_roundtrip(src, jpg, len);
     test_resize(src);
     test_decode_box(jpg, len);
+    test_filters(jpg, len);
     test_gray_cmyk(src);
     test_flavours(src);
     test_png(src);

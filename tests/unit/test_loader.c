@@ -258,19 +258,33 @@ static void test_encoded(void)
     run_free(&a);
     run_free(&b);
     cfg.train = 0;
-    int ok = run_epoch(&ds, cfg, 0, 0, &a) == 0 && a.n == ENC_N;
     uint8_t *buf = malloc(1 << 20), out[32 * 32 * 3];
     dt_image_scratch s = {0};
     char err[128];
-    for (int64_t k = 0; ok && k < a.n; k++) { /* a validation crop is the centre box decoded directly */
-        size_t len = dt_dataset_item_bytes(&ds, a.idx[k]);
-        ok = dt_dataset_read(&ds, a.idx[k], buf) == DT_OK &&
-             dt_jpeg_decode_box(buf, len, dt_center_box(ENC_W, ENC_H, 37, 32), 32, 32, 0, out, &s, err, sizeof err) ==
-                 0 &&
-             !memcmp(out, a.x + k * a.img, sizeof out) && a.idx[k] == k;
+    /* cfg.interpolation reaches the decode: each filter's crops, and not bilinear's */
+    static const int filters[] = {DT_FILTER_BILINEAR, DT_FILTER_BICUBIC, DT_FILTER_NEAREST};
+    uint8_t *bilinear = NULL;
+    for (size_t f = 0; f < sizeof filters / sizeof filters[0]; f++) {
+        cfg.interpolation = filters[f];
+        int ok = run_epoch(&ds, cfg, 0, 0, &a) == 0 && a.n == ENC_N;
+        for (int64_t k = 0; ok && k < a.n; k++) { /* a validation crop is the centre box decoded directly */
+            size_t len = dt_dataset_item_bytes(&ds, a.idx[k]);
+            ok = dt_dataset_read(&ds, a.idx[k], buf) == DT_OK &&
+                 dt_jpeg_decode_box(buf, len, dt_center_box(ENC_W, ENC_H, 37, 32), 32, 32, filters[f], 0, out, &s,
+                                    err, sizeof err) == 0 &&
+                 !memcmp(out, a.x + k * a.img, sizeof out) && a.idx[k] == k;
+        }
+        int other = f == 0 || (ok && bilinear && memcmp(bilinear, a.x, (size_t)a.n * a.img) != 0);
+        TAP_OK(ok && other,
+               "validation (%s): images in order, each the centre crop (Resize 37, CenterCrop 32) of its JPEG%s",
+               dt_filter_name(filters[f]), f ? ", not bilinear's" : "");
+        if (f == 0) {
+            bilinear = a.x;
+            a.x = NULL;
+        }
+        run_free(&a);
     }
-    TAP_OK(ok, "validation: images in order, each the centre crop (Resize 37, CenterCrop 32) of its JPEG");
-    run_free(&a);
+    free(bilinear);
     dt_image_scratch_free(&s);
     free(buf);
     dt_dataset_close(&ds);

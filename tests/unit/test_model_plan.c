@@ -5,6 +5,9 @@
  *   every node at every planned batch size, once per size (repeats ignored), and reserve_scratch
  *   once with the most scratch any of them returned; a model so planned runs forward and backward
  *   at each size. A recording backend (dt_backend_cpu with its planning ops wrapped) sees the calls.
+ * - dt_model_plan_inputs / dt_model_set_input: a model planned for two input sizes plans the backend
+ *   at both, holds the larger in its arenas, gives at the second the logits of a model planned for it
+ *   alone, and returns every value to its place when switched back.
  * - dt_model_max_batch: the largest batch under a tensor limit and the layer that bounds it;
  *   planning past a backend's max_tensor_elems is refused with one line naming both.
  * - dt_batch_sizes / dt_run_batch_sizes (train/data.c): the sizes a loader gives each rank,
@@ -113,14 +116,35 @@ static int conv_seen(const dt_model *m, const dt_node *nd, int n)
     return k;
 }
 
+/* the CPU backend with its planning ops wrapped to record what they are asked */
+static dt_backend recording_backend(void)
+{
+    dt_backend rec = dt_backend_cpu;
+    rec.name = "cpu-recording";
+    rec.conv_workspace = r_conv_workspace;
+    rec.bn_scratch = r_bn_scratch;
+    rec.linear_scratch = r_linear_scratch;
+    rec.xent_scratch = r_xent_scratch;
+    rec.normalize_scratch = r_normalize_scratch;
+    rec.reserve_scratch = r_reserve_scratch;
+    return rec;
+}
+
+/* n images of h x w x c of a fixed pattern in [-1, 1] */
+static float *pattern_images(int n, int h, int w, int c)
+{
+    int64_t nx = (int64_t)n * h * w * c;
+    float *x = malloc((size_t)nx * sizeof(float));
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+    return x;
+}
+
 /* forward, loss and backward at a batch of n: DT_OK and a finite loss */
 static int runs_at(dt_model *m, int n, int h, int w)
 {
-    int64_t nx = (int64_t)n * h * w * m->in_c;
-    float *x = malloc((size_t)nx * sizeof(float));
+    float *x = pattern_images(n, h, w, m->in_c);
     int32_t *labels = malloc((size_t)n * sizeof(int32_t));
-    for (int64_t i = 0; i < nx; i++)
-        x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
     for (int i = 0; i < n; i++)
         labels[i] = (int32_t)((i * 7) % m->num_classes);
     double loss = NAN;
@@ -133,14 +157,7 @@ static int runs_at(dt_model *m, int n, int h, int w)
 
 static void test_plan_sizes(void)
 {
-    dt_backend rec = dt_backend_cpu;
-    rec.name = "cpu-recording";
-    rec.conv_workspace = r_conv_workspace;
-    rec.bn_scratch = r_bn_scratch;
-    rec.linear_scratch = r_linear_scratch;
-    rec.xent_scratch = r_xent_scratch;
-    rec.normalize_scratch = r_normalize_scratch;
-    rec.reserve_scratch = r_reserve_scratch;
+    dt_backend rec = recording_backend();
 
     const int H = 32, W = 32, sizes[3] = {8, 5, 3};
     dt_model m;
@@ -212,6 +229,85 @@ static void test_plan_sizes(void)
     TAP_OK(rc == DT_OK && n_conv_calls == convs && n_xent == 1 && n_reserved == 1,
            "dt_model_plan(4): one size (%d conv calls, %d xent)", n_conv_calls, n_xent);
     dt_model_free(&m);
+}
+
+/* --- a second input size (validation at another resolution) ------------------------------------ */
+
+/* every value's and saved state's place in the arenas */
+static size_t *places(const dt_model *m)
+{
+    size_t *p = malloc((size_t)(2 * m->n_values + m->n_nodes) * sizeof(size_t));
+    for (int v = 0; v < m->n_values; v++) {
+        p[2 * v] = m->values[v].act_off;
+        p[2 * v + 1] = m->values[v].grad_off;
+    }
+    for (int i = 0; i < m->n_nodes; i++)
+        p[2 * m->n_values + i] = m->nodes[i].save_off;
+    return p;
+}
+
+/* the logits of an evaluation forward of n images of h x w (the pattern runs_at uses) */
+static float *eval_logits(dt_model *m, int n, int h, int w)
+{
+    float *x = pattern_images(n, h, w, m->in_c), *out = malloc((size_t)n * m->num_classes * sizeof(float));
+    m->training = 0;
+    if (dt_model_forward(m, x, n) == DT_OK)
+        dt_model_get_logits(m, n, out);
+    else
+        out[0] = NAN;
+    m->training = 1;
+    free(x);
+    return out;
+}
+
+static void test_two_inputs(void)
+{
+    dt_backend rec = recording_backend();
+    const int N = 6, T = 24, V = 32, also[] = {3};
+    dt_model a, b;
+    TAP_OK(dt_model_create(&a, "resnet8", 3, 10, &rec) == DT_OK && dt_model_create(&b, "resnet8", 3, 10, &rec) == DT_OK,
+           "two resnet8");
+    dt_model_init_weights(&a, 11, 0);
+    dt_model_init_weights(&b, 11, 0);
+    forget_calls();
+    TAP_OK(dt_model_plan_inputs(&a, N, T, T, V, V, also, 1) == DT_OK, "planned for %dx%d and %dx%d", T, T, V, V);
+    TAP_OK(a.plan_h == T && a.plan_w == T, "it runs at the first size after planning (%dx%d)", a.plan_h, a.plan_w);
+    size_t *first = places(&a), act_two = a.act.capacity, grad_two = a.grad.capacity;
+    TAP_OK(dt_model_set_input(&a, V, V) == DT_OK && a.plan_h == V, "switched to %dx%d", V, V);
+    int every = 1, convs = 0;
+    for (int i = 0; i < a.n_nodes; i++) /* the backend planned the second size too, at each batch */
+        if (a.nodes[i].op == DT_OP_CONV) {
+            convs++;
+            every = every && conv_seen(&a, &a.nodes[i], N) >= 1 && conv_seen(&a, &a.nodes[i], 3) >= 1;
+        }
+    TAP_OK(convs > 0 && every && n_conv_calls == 4 * convs,
+           "conv_workspace saw every convolution at %dx%d for batches %d and 3, and the first size too (%d calls)", V,
+           V, N, n_conv_calls);
+    TAP_OK(dt_model_plan(&b, N, V, V) == DT_OK, "the other planned for %dx%d alone", V, V);
+    TAP_OK(act_two >= b.act.capacity && grad_two >= b.grad.capacity,
+           "the arenas hold the larger size (activations %zu >= %zu, gradients %zu >= %zu)", act_two, b.act.capacity,
+           grad_two, b.grad.capacity);
+    float *la = eval_logits(&a, N, V, V), *lb = eval_logits(&b, N, V, V);
+    TAP_OK(isfinite(la[0]) && !memcmp(la, lb, (size_t)N * 10 * sizeof(float)),
+           "at %dx%d its logits equal those of the model planned for that size alone, bit for bit", V, V);
+    TAP_OK(runs_at(&a, N, V, V), "forward, loss and backward run at %dx%d", V, V);
+    TAP_OK(dt_model_set_input(&a, T, T) == DT_OK, "back to %dx%d", T, T);
+    size_t *again = places(&a);
+    TAP_OK(!memcmp(first, again, (size_t)(2 * a.n_values + a.n_nodes) * sizeof(size_t)) && a.act.capacity == act_two,
+           "every value and saved state is where it was before the switch (graphs captured there stay valid)");
+    TAP_OK(runs_at(&a, N, T, T) && runs_at(&a, 3, T, T), "forward, loss and backward run at %dx%d, batches %d and 3",
+           T, T, N);
+    TAP_OK(dt_model_set_input(&a, 40, 40) == DT_ERR_INPUT, "a size not planned is refused");
+    char *s = tap_log_take();
+    TAP_OK(tap_count_lines(s) == 1 && strstr(s, "40x40") && strstr(s, "24x24") && strstr(s, "32x32"), "one line: %s", s);
+    free(s);
+    TAP_OK(a.plan_h == T && runs_at(&a, N, T, T), "and the model still runs at %dx%d", T, T);
+    free(first);
+    free(again);
+    free(la);
+    free(lb);
+    dt_model_free(&a);
+    dt_model_free(&b);
 }
 
 /* --- the backend's limit on a tensor ------------------------------------------------------------ */
@@ -381,6 +477,7 @@ int main(void)
     tap_log_begin();
     dt_cpu_set_threads(2);
     test_plan_sizes();
+    test_two_inputs();
     test_tensor_limit();
     test_batch_sizes();
     tap_log_end();

@@ -1,0 +1,134 @@
+/* recipe.c: the recipes behind `dtrain --recipe NAME` (recipe.h), and putting one's flags into argv. */
+#include "config.h"
+
+#include "train/recipe.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+
+/* torchvision's resnet50 recipe of its IMAGENET1K_V2 weights (80.86% top-1), used for resnet101 and
+ * resnet152's V2 weights too: 8 GPUs x 128, lr 0.5 for 1024 images (0.125 per 256) */
+#define TV_NEW_FLAGS                                                                                              \
+    "-b 128 --lr 0.125 --lr-scheduler cosineannealinglr --lr-warmup-epochs 5 --lr-warmup-method linear "        \
+    "--auto-augment ta_wide --epochs 600 --random-erase 0.1 --weight-decay 0.00002 --norm-weight-decay 0.0 "    \
+    "--label-smoothing 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0 --train-crop-size 176 --model-ema "             \
+    "--val-resize-size 232"
+#define TV_NEW_LINE                                                                                               \
+    "--batch-size 128 --lr 0.5 --lr-scheduler cosineannealinglr --lr-warmup-epochs 5 --lr-warmup-method linear " \
+    "--auto-augment ta_wide --epochs 600 --random-erase 0.1 --weight-decay 0.00002 --norm-weight-decay 0.0 "    \
+    "--label-smoothing 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0 --train-crop-size 176 --model-ema "             \
+    "--val-resize-size 232"
+/* its original recipe (train.py's defaults: 8 GPUs x 32, SGD 0.1, StepLR 30 x 0.1, 90 epochs) */
+#define TV_OLD_FLAGS "-b 32 --lr 0.1 --momentum 0.9 --weight-decay 1e-4 --lr-scheduler steplr --lr-step-size 30 " \
+                     "--lr-gamma 0.1 --epochs 90"
+/* AlexNet and VGG: the same with lr 0.01 */
+#define TV_OLD_SMALL_LR_FLAGS "-b 32 --lr 0.01 --momentum 0.9 --weight-decay 1e-4 --lr-scheduler steplr " \
+                              "--lr-step-size 30 --lr-gamma 0.1 --epochs 90"
+
+static const dt_recipe recipes[] = {
+    {"resnet50", "-a resnet50 " TV_NEW_FLAGS, "--model resnet50 " TV_NEW_LINE, 8},
+    {"resnet101", "-a resnet101 " TV_NEW_FLAGS, "--model resnet101 " TV_NEW_LINE, 8},
+    {"resnet152", "-a resnet152 " TV_NEW_FLAGS, "--model resnet152 " TV_NEW_LINE, 8},
+    {"resnet50_v1", "-a resnet50 " TV_OLD_FLAGS, "--model resnet50", 8},
+    {"resnet18", "-a resnet18 " TV_OLD_FLAGS, "--model resnet18", 8},
+    {"resnet34", "-a resnet34 " TV_OLD_FLAGS, "--model resnet34", 8},
+    {"alexnet", "-a alexnet " TV_OLD_SMALL_LR_FLAGS, "--model alexnet --lr 1e-2", 8},
+    {"vgg11", "-a vgg11 " TV_OLD_SMALL_LR_FLAGS, "--model vgg11 --lr 1e-2", 8},
+    {"vgg16", "-a vgg16 " TV_OLD_SMALL_LR_FLAGS, "--model vgg16 --lr 1e-2", 8},
+    {"vgg11_bn", "-a vgg11_bn " TV_OLD_SMALL_LR_FLAGS, "--model vgg11_bn --lr 1e-2", 8},
+    {"vgg16_bn", "-a vgg16_bn " TV_OLD_SMALL_LR_FLAGS, "--model vgg16_bn --lr 1e-2", 8},
+    /* NVIDIA DeepLearningExamples' ResNet-50 v1.5 at 250 epochs with mixup (78.9% top-1): 256 per GPU,
+     * lr 0.256 per 256, momentum 0.875, wd 1/32768 without it on BN, cosine after 8 warm-up epochs,
+     * label smoothing 0.1 (not a torchvision line: its own main.py's) */
+    {"resnet50_dle",
+     "-a resnet50 -b 256 --lr 0.256 --momentum 0.875 --weight-decay 3.0517578125e-05 --norm-weight-decay 0 "
+     "--lr-schedule cosine --warmup-epochs 8 --label-smoothing 0.1 --mixup-alpha 0.2 --epochs 250",
+     "(DeepLearningExamples main.py) --arch resnet50 -b 256 --lr 0.256 --momentum 0.875 --wd 3.0517578125e-05 "
+     "--lr-schedule cosine --warmup 8 --label-smoothing 0.1 --mixup 0.2 --epochs 250",
+     8},
+    /* the quick start's demo (bench/fmnist.sh's two recipes), resnet20 on Fashion-MNIST */
+    {"fmnist", "-a resnet20 -b 64 --epochs 5 --lr 0.4 --lr-schedule cosine --wd 5e-4 --crop-padding 2",
+     "(bench/torch_fmnist.py sgd)", 2},
+    {"fmnist_adamw",
+     "-a resnet20 -b 64 --epochs 10 --crop-padding 2 --opt adamw --lr 0.002 --no-lr-scaling --wd 0.05 "
+     "--norm-weight-decay 0 --label-smoothing 0.1 --lr-scheduler cosineannealinglr --lr-warmup-epochs 1 "
+     "--lr-warmup-method linear --mixup-alpha 0.2 --cutmix-alpha 1.0 --model-ema --model-ema-steps 32 "
+     "--model-ema-decay 0.99998",
+     "--opt adamw --lr 0.002 --weight-decay 0.05 --norm-weight-decay 0 --label-smoothing 0.1 "
+     "--lr-scheduler cosineannealinglr --lr-warmup-epochs 1 --lr-warmup-method linear --mixup-alpha 0.2 "
+     "--cutmix-alpha 1.0 --model-ema --model-ema-steps 32 --model-ema-decay 0.99998",
+     2},
+};
+
+const dt_recipe *dt_recipe_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++)
+        if (!strcmp(recipes[i].name, name))
+            return &recipes[i];
+    return NULL;
+}
+
+void dt_recipe_print(FILE *out)
+{
+    for (size_t i = 0; i < sizeof recipes / sizeof recipes[0]; i++)
+        fprintf(out, "%s: %s\n", recipes[i].name, recipes[i].flags);
+}
+
+int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, char **strings)
+{
+    *out_argv = NULL;
+    *strings = NULL;
+    const char *name = NULL;
+    int i;
+    for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--recipe")) {
+            if (i + 1 >= argc) {
+                dt_error("--recipe: needs a name (dtrain --recipe list shows them)");
+                return -1;
+            }
+            name = argv[++i];
+        } else if (!strncmp(argv[i], "--recipe=", 9)) {
+            name = argv[i] + 9;
+        }
+    }
+    if (!name)
+        return 0;
+    if (!strcmp(name, "list")) {
+        dt_recipe_print(stdout);
+        return 2;
+    }
+    const dt_recipe *rc = dt_recipe_find(name);
+    if (!rc) {
+        dt_error("--recipe %s: no such recipe (dtrain --recipe list shows them)", name);
+        return -1;
+    }
+    char *s = strdup(rc->flags);
+    char **v = s ? calloc((size_t)argc + strlen(s) + 2, sizeof *v) : NULL;
+    if (!v) {
+        free(s);
+        dt_error("--recipe %s: out of memory", name);
+        return -1;
+    }
+    int k = 0;
+    v[k++] = argv[0];
+    for (char *save = NULL, *t = strtok_r(s, " ", &save); t; t = strtok_r(NULL, " ", &save))
+        v[k++] = t;
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            while (i < argc)
+                v[k++] = argv[i++];
+            break;
+        }
+        if (!strcmp(argv[i], "--recipe"))
+            i++;
+        else if (strncmp(argv[i], "--recipe=", 9))
+            v[k++] = argv[i];
+    }
+    v[k] = NULL;
+    *out_argc = k;
+    *out_argv = v;
+    *strings = s;
+    return 1;
+}
