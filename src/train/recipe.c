@@ -14,7 +14,7 @@
     "-b 128 --lr 0.125 --lr-scheduler cosineannealinglr --lr-warmup-epochs 5 --lr-warmup-method linear "        \
     "--auto-augment ta_wide --epochs 600 --random-erase 0.1 --weight-decay 0.00002 --norm-weight-decay 0.0 "    \
     "--label-smoothing 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0 --train-crop-size 176 --model-ema "             \
-    "--val-resize-size 232"
+    "--val-resize-size 232 --val-crop-size 224"
 #define TV_NEW_LINE                                                                                               \
     "--batch-size 128 --lr 0.5 --lr-scheduler cosineannealinglr --lr-warmup-epochs 5 --lr-warmup-method linear " \
     "--auto-augment ta_wide --epochs 600 --random-erase 0.1 --weight-decay 0.00002 --norm-weight-decay 0.0 "    \
