@@ -79,6 +79,11 @@ int dt_run_open_datasets(dt_run *r)
                  "its shards are raw %dx%d images", cfg->data, r->train_set.w, r->train_set.h);
         return DT_ERR_INPUT;
     }
+    if (cfg->val_resize && cfg->val_resize < r->val_size) {
+        dt_error("--val-resize-size %d: below the validation crop of %d (--val-crop-size, or --crop)", cfg->val_resize,
+                 r->val_size);
+        return DT_ERR_INPUT;
+    }
     return DT_OK;
 }
 
