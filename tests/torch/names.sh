@@ -42,4 +42,6 @@ for a in resnet50 resnext50_32x4d resnext101_32x8d resnext101_64x4d wide_resnet5
          vgg13 vgg13_bn vgg19 vgg19_bn; do
   grep -qx "$a" "$DT_TMP/compared" || fail "$a was not compared"
 done
-pass "$n models: $(grep -vc "^model " "$DT_TMP/theirs") state_dict entries, names, order and shapes as torchvision's ($(paste -sd ' ' "$DT_TMP/compared"))"
+entries=$(grep -vc "^model " "$DT_TMP/theirs")
+list=$(paste -sd ' ' "$DT_TMP/compared")
+pass "$n models, $entries state_dict entries: names, order and shapes as torchvision's ($list)"

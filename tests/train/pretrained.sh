@@ -112,5 +112,6 @@ set -e
 [ $st -eq 0 ] || fail "dt-export-torchvision resnext50_32x4d exited $st"
 expect_status 0 "$top_builddir/dtrain" -a resnext50_32x4d --synthetic --crop 32 -b 2 --epochs 1 --max-steps 2 -p 1 \
   --pretrained "$DT_TMP/rx50.h5" --results "$DT_TMP/res_rx"
-grep -q 'epoch 0 \[2/2\] loss [0-9]' "$DT_TMP/out" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "resnext50_32x4d: no second step"; }
+grep -q 'epoch 0 \[2/2\] loss [0-9]' "$DT_TMP/out" "$DT_TMP/err" ||
+  { cat "$DT_TMP/err"; fail "resnext50_32x4d: no second step"; }
 pass "torchvision's resnext50_32x4d exported, loaded and trained from for 2 steps"
