@@ -186,6 +186,10 @@ struct dt_model_info {
     int config_len;
     int bottleneck;         /* ResNet: Bottleneck blocks (1x1, 3x3, 1x1 x4) instead of BasicBlocks */
     int small_stem;         /* ResNet: a 3x3 stride-1 conv1 and no max pool */
+    /* ResNet's Bottleneck as torchvision's groups and width_per_group (0: 1 and 64, a plain ResNet): its
+     * 3x3 conv is int(planes * width_per_group / 64) * groups wide, in groups groups (ResNeXt; a wide
+     * ResNet: width_per_group 128) */
+    int groups, width_per_group;
     int batchnorm;          /* VGG: a BN after every conv */
     int input_size;         /* the height and width it is made for (224: ImageNet, 32: CIFAR) */
     int64_t params;         /* trainable parameters at 3 channels and 1000 classes: torchvision's count

@@ -10,13 +10,13 @@
 #include "util/check.h"
 #include "util/log.h"
 
-/* conv -> bn (-> relu): the common triple, named <prefix>.convN / <prefix>.bnN */
-static int conv_bn(dt_model *m, const char *prefix, int idx, int x, int oc, int k, int s, int relu)
+/* conv (in groups) -> bn (-> relu): the common triple, named <prefix>.convN / <prefix>.bnN */
+static int conv_bn(dt_model *m, const char *prefix, int idx, int x, int oc, int k, int s, int groups, int relu)
 {
     char cn[DT_NAME_MAX], bn[DT_NAME_MAX];
     snprintf(cn, sizeof cn, "%s%sconv%d", prefix, prefix[0] ? "." : "", idx);
     snprintf(bn, sizeof bn, "%s%sbn%d", prefix, prefix[0] ? "." : "", idx);
-    x = dt_layer_conv(m, cn, x, oc, k, s, k / 2, 0, DT_INIT_KAIMING_FAN_OUT);
+    x = dt_layer_conv_grouped(m, cn, x, oc, k, s, k / 2, 1, groups, 0, DT_INIT_KAIMING_FAN_OUT);
     x = dt_layer_batchnorm(m, bn, x);
     return relu ? dt_layer_relu(m, x) : x;
 }
@@ -28,19 +28,23 @@ static void mark_zero_init(dt_model *m, int v)
         m->params[m->nodes[m->values[v].producer].param[DT_NODE_WEIGHT]].zero_init = 1;
 }
 
-/* one residual block (torchvision's BasicBlock or Bottleneck, stride on the 3x3 conv: v1.5) */
-static int block(dt_model *m, const char *name, int x, int planes, int stride, int bottleneck)
+/* one residual block (torchvision's BasicBlock or Bottleneck, stride on the 3x3 conv: v1.5); the
+ * Bottleneck's inner width and its 3x3 conv's groups as info's groups and width_per_group */
+static int block(dt_model *m, const char *name, int x, int planes, int stride, const dt_model_info *info)
 {
     int in_c = m->values[x >= 0 ? x : 0].channels;
-    int out_c = bottleneck ? planes * 4 : planes;
+    int out_c = info->bottleneck ? planes * 4 : planes;
     int y;
-    if (bottleneck) {
-        y = conv_bn(m, name, 1, x, planes, 1, 1, 1);
-        y = conv_bn(m, name, 2, y, planes, 3, stride, 1);
-        y = conv_bn(m, name, 3, y, out_c, 1, 1, 0);
+    if (info->bottleneck) {
+        /* torchvision's width = int(planes * (width_per_group / 64.)) * groups */
+        int groups = info->groups ? info->groups : 1, per_group = info->width_per_group ? info->width_per_group : 64;
+        int width = planes * per_group / 64 * groups;
+        y = conv_bn(m, name, 1, x, width, 1, 1, 1, 1);
+        y = conv_bn(m, name, 2, y, width, 3, stride, groups, 1);
+        y = conv_bn(m, name, 3, y, out_c, 1, 1, 1, 0);
     } else {
-        y = conv_bn(m, name, 1, x, planes, 3, stride, 1);
-        y = conv_bn(m, name, 2, y, planes, 3, 1, 0);
+        y = conv_bn(m, name, 1, x, planes, 3, stride, 1, 1);
+        y = conv_bn(m, name, 2, y, planes, 3, 1, 1, 0);
     }
     mark_zero_init(m, y);
     int id = x;
@@ -54,12 +58,12 @@ static int block(dt_model *m, const char *name, int x, int planes, int stride, i
     return dt_layer_relu(m, dt_layer_add(m, y, id));
 }
 
-static int stage(dt_model *m, int layer, int x, int planes, int blocks, int stride, int bottleneck)
+static int stage(dt_model *m, int layer, int x, int planes, int blocks, int stride, const dt_model_info *info)
 {
     char name[DT_NAME_MAX];
     for (int b = 0; b < blocks; b++) {
         snprintf(name, sizeof name, "layer%d.%d", layer, b);
-        x = block(m, name, x, planes, b == 0 ? stride : 1, bottleneck);
+        x = block(m, name, x, planes, b == 0 ? stride : 1, info);
     }
     return x;
 }
@@ -71,12 +75,13 @@ static int head(dt_model *m, int x)
     return dt_layer_linear(m, "fc", x, m->num_classes, DT_INIT_TORCH_DEFAULT, DT_INIT_TORCH_DEFAULT);
 }
 
-/* torchvision's ResNet (v1.5); small_stem: a 3x3 stride-1 conv1 and no max pool (32x32 inputs) */
+/* torchvision's ResNet (v1.5), and its ResNeXt and wide ResNet (groups, width_per_group: a wider 3x3
+ * conv in the Bottleneck); small_stem: a 3x3 stride-1 conv1 and no max pool (32x32 inputs) */
 static int resnet(dt_model *m, const dt_model_info *info)
 {
     int x = m->input;
     if (info->small_stem) {
-        x = conv_bn(m, "", 1, x, 64, 3, 1, 1);
+        x = conv_bn(m, "", 1, x, 64, 3, 1, 1, 1);
     } else {
         x = dt_layer_conv(m, "conv1", x, 64, 7, 2, 3, 0, DT_INIT_KAIMING_FAN_OUT);
         x = dt_layer_relu(m, dt_layer_batchnorm(m, "bn1", x));
@@ -84,7 +89,7 @@ static int resnet(dt_model *m, const dt_model_info *info)
     }
     static const int planes[4] = {64, 128, 256, 512};
     for (int l = 0; l < 4 && l < info->config_len; l++)
-        x = stage(m, l + 1, x, planes[l], info->config[l], l == 0 ? 1 : 2, info->bottleneck);
+        x = stage(m, l + 1, x, planes[l], info->config[l], l == 0 ? 1 : 2, info);
     return head(m, x);
 }
 
@@ -93,9 +98,9 @@ static int resnet(dt_model *m, const dt_model_info *info)
 static int resnet_cifar(dt_model *m, const dt_model_info *info)
 {
     static const int planes[3] = {16, 32, 64};
-    int x = conv_bn(m, "", 1, m->input, 16, 3, 1, 1);
+    int x = conv_bn(m, "", 1, m->input, 16, 3, 1, 1, 1);
     for (int l = 0; l < 3 && l < info->config_len; l++)
-        x = stage(m, l + 1, x, planes[l], info->config[l], l == 0 ? 1 : 2, 0);
+        x = stage(m, l + 1, x, planes[l], info->config[l], l == 0 ? 1 : 2, info);
     return head(m, x);
 }
 
@@ -166,12 +171,16 @@ static int vgg(dt_model *m, const dt_model_info *info)
 
 #define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-/* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's */
+/* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's (VGG's configs A,
+ * B, D and E for vgg11, 13, 16 and 19) */
 static const int resnet18_blocks[] = {2, 2, 2, 2}, resnet34_blocks[] = {3, 4, 6, 3}, resnet50_blocks[] = {3, 4, 6, 3},
                  resnet101_blocks[] = {3, 4, 23, 3}, resnet152_blocks[] = {3, 8, 36, 3};
 static const int resnet8_blocks[] = {1, 1, 1}, resnet20_blocks[] = {3, 3, 3}, resnet56_blocks[] = {9, 9, 9};
 static const int vgg11_config[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
+static const int vgg13_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 static const int vgg16_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
+static const int vgg19_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 256, 0, 512, 512, 512, 512, 0,
+                                   512, 512, 512, 512, 0};
 
 const dt_model_info dt_models[] = {
     {"resnet18", resnet, resnet18_blocks, LEN(resnet18_blocks), .input_size = 224, .params = 11689512},
@@ -181,6 +190,17 @@ const dt_model_info dt_models[] = {
      .params = 44549160},
     {"resnet152", resnet, resnet152_blocks, LEN(resnet152_blocks), .bottleneck = 1, .input_size = 224,
      .params = 60192808},
+    /* ResNeXt (groups x width_per_group in each Bottleneck's 3x3 conv) and wide ResNet (twice the width) */
+    {"resnext50_32x4d", resnet, resnet50_blocks, LEN(resnet50_blocks), .bottleneck = 1, .groups = 32,
+     .width_per_group = 4, .input_size = 224, .params = 25028904},
+    {"resnext101_32x8d", resnet, resnet101_blocks, LEN(resnet101_blocks), .bottleneck = 1, .groups = 32,
+     .width_per_group = 8, .input_size = 224, .params = 88791336},
+    {"resnext101_64x4d", resnet, resnet101_blocks, LEN(resnet101_blocks), .bottleneck = 1, .groups = 64,
+     .width_per_group = 4, .input_size = 224, .params = 83455272},
+    {"wide_resnet50_2", resnet, resnet50_blocks, LEN(resnet50_blocks), .bottleneck = 1, .width_per_group = 128,
+     .input_size = 224, .params = 68883240},
+    {"wide_resnet101_2", resnet, resnet101_blocks, LEN(resnet101_blocks), .bottleneck = 1, .width_per_group = 128,
+     .input_size = 224, .params = 126886696},
     {"resnet8", resnet_cifar, resnet8_blocks, LEN(resnet8_blocks), .input_size = 32, .params = 142392},
     {"resnet20", resnet_cifar, resnet20_blocks, LEN(resnet20_blocks), .input_size = 32, .params = 336824},
     {"resnet56", resnet_cifar, resnet56_blocks, LEN(resnet56_blocks), .input_size = 32, .params = 920120},
@@ -189,8 +209,12 @@ const dt_model_info dt_models[] = {
     {"alexnet", alexnet, .input_size = 224, .params = 61100840},
     {"vgg11", vgg, vgg11_config, LEN(vgg11_config), .input_size = 224, .params = 132863336},
     {"vgg11_bn", vgg, vgg11_config, LEN(vgg11_config), .batchnorm = 1, .input_size = 224, .params = 132868840},
+    {"vgg13", vgg, vgg13_config, LEN(vgg13_config), .input_size = 224, .params = 133047848},
+    {"vgg13_bn", vgg, vgg13_config, LEN(vgg13_config), .batchnorm = 1, .input_size = 224, .params = 133053736},
     {"vgg16", vgg, vgg16_config, LEN(vgg16_config), .input_size = 224, .params = 138357544},
     {"vgg16_bn", vgg, vgg16_config, LEN(vgg16_config), .batchnorm = 1, .input_size = 224, .params = 138365992},
+    {"vgg19", vgg, vgg19_config, LEN(vgg19_config), .input_size = 224, .params = 143667240},
+    {"vgg19_bn", vgg, vgg19_config, LEN(vgg19_config), .batchnorm = 1, .input_size = 224, .params = 143678248},
 };
 const int dt_n_models = LEN(dt_models);
 

@@ -5,6 +5,9 @@
 # evaluates it on Fashion-MNIST's validation split and must give PyTorch's own top-1 and top-5 of the
 # same weights on the same images (to within 3 of 10000 images: float rounding near ties). Also: a
 # wrong shape is refused in one line naming the tensor (exit 2), and training from the weights runs.
+# A grouped-convolution model too: torchvision's own resnext50_32x4d (3 channels, 1000 classes)
+# exported by the tool loads and trains at a small input (its values' layout is what
+# tests/torch/resnext50_32x4d.sh checks, loading PyTorch's state_dict by the same code).
 . "$top_srcdir/tests/common.sh"
 py=$DT_PYTHON_TORCH
 [ -n "$py" ] || skip "no python3 with torch, torchvision and h5py (Debian: python3-torch python3-torchvision python3-h5py)"
@@ -99,3 +102,16 @@ expect_status 0 "$top_builddir/dtrain" -a resnet18 -b 64 -j 1 --epochs 1 --max-s
 run=$(ls -d "$DT_TMP"/res/*)
 grep -q '"pretrained": ".*r18.h5"' "$run/run.json" || fail "run.json does not record --pretrained"
 pass "training starts from --pretrained weights"
+
+# torchvision's resnext50_32x4d as the tool builds it, into dtrain (synthetic 32x32 images: 3 channels,
+# 1000 classes)
+set +e
+"$py" "$top_srcdir/tools/dt-export-torchvision" resnext50_32x4d "$DT_TMP/rx50.h5" --random --seed 3
+st=$?
+set -e
+[ $st -eq 0 ] || fail "dt-export-torchvision resnext50_32x4d exited $st"
+expect_status 0 "$top_builddir/dtrain" -a resnext50_32x4d --synthetic --crop 32 -b 2 --epochs 1 --max-steps 2 -p 1 \
+  --pretrained "$DT_TMP/rx50.h5" --results "$DT_TMP/res_rx"
+grep -q 'epoch 0 \[2/2\] loss [0-9]' "$DT_TMP/out" "$DT_TMP/err" ||
+  { cat "$DT_TMP/err"; fail "resnext50_32x4d: no second step"; }
+pass "torchvision's resnext50_32x4d exported, loaded and trained from for 2 steps"

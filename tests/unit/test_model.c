@@ -101,13 +101,22 @@ int main(void)
         {"resnet50", "layer4.0.downsample.1.num_batches_tracked"},
         {"resnet101", "layer3.22.conv3.weight"},
         {"resnet152", "layer2.7.bn3.bias"},
+        {"resnext50_32x4d", "layer4.2.conv2.weight"},
+        {"resnext101_32x8d", "layer3.22.bn2.running_var"},
+        {"resnext101_64x4d", "layer3.22.conv2.weight"},
+        {"wide_resnet50_2", "layer4.0.downsample.0.weight"},
+        {"wide_resnet101_2", "layer3.22.conv3.weight"},
         {"resnet56", "layer3.8.bn2.weight"},
         {"resnet18_small", "layer4.1.conv2.weight"},
         {"alexnet", "classifier.6.bias"},
         {"vgg11", "features.18.weight"},
         {"vgg11_bn", "features.26.running_mean"},
+        {"vgg13", "features.22.weight"},
+        {"vgg13_bn", "features.32.running_mean"},
         {"vgg16", "features.28.weight"},
         {"vgg16_bn", "features.41.weight"},
+        {"vgg19", "features.34.weight"},
+        {"vgg19_bn", "features.50.bias"},
     };
     char *man = read_man_arch_entry();
     TAP_OK(man != NULL, "doc/dtrain.1 has an entry for --arch");
