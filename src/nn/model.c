@@ -453,22 +453,35 @@ static int plan_scalars(dt_model *m, int n)
     return DT_OK;
 }
 
-/* the shapes for n x h x w and the offsets of every value and saved state in the planned arenas
- * (carved from m->act, emptied first); host memory for the offsets only */
-static int lay_out(dt_model *m, int n, int h, int w)
+/* At the shapes planned last: every value's offsets (plan_acts, plan_grads) carved from act, a
+ * planning arena or the real one; *grad_bytes gets the gradient arena's size. Host memory for the
+ * offsets only. */
+static int carve_planned(dt_model *m, int n, dt_arena *act, size_t *grad_bytes)
 {
     size_t *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
     size_t *act_offs = calloc((size_t)m->n_values, sizeof(size_t));
-    int rc = grad_offs && act_offs && plan_shapes(m, n, h, w) == DT_OK ? DT_OK : DT_ERR_NOMEM;
+    int rc = grad_offs && act_offs ? DT_OK : DT_ERR_NOMEM;
     size_t gbytes = rc == DT_OK ? plan_grads(m, n, grad_offs) : 0, abytes = rc == DT_OK ? plan_acts(m, n, act_offs) : 0;
     if (rc == DT_OK && (gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL))
         rc = DT_ERR_NOMEM;
-    if (rc == DT_OK) {
-        dt_arena_init_buffer(&m->act, "activations", m->act.base, m->act.capacity);
-        rc = carve(m, n, &m->act, abytes, act_offs, grad_offs);
-    }
+    if (rc == DT_OK)
+        rc = carve(m, n, act, abytes, act_offs, grad_offs);
     free(grad_offs);
     free(act_offs);
+    *grad_bytes = gbytes;
+    return rc;
+}
+
+/* the shapes for n x h x w and the offsets of every value and saved state in the planned arenas
+ * (carved from m->act, emptied first) */
+static int lay_out(dt_model *m, int n, int h, int w)
+{
+    size_t gbytes;
+    int rc = plan_shapes(m, n, h, w);
+    if (rc == DT_OK) {
+        dt_arena_init_buffer(&m->act, "activations", m->act.base, m->act.capacity);
+        rc = carve_planned(m, n, &m->act, &gbytes);
+    }
     if (rc != DT_OK)
         dt_error("model %s: out of memory laying out a batch of %d images of %dx%d", m->arch, n, h, w);
     return rc;
@@ -496,18 +509,10 @@ static int measure(dt_model *m, int n, int h, int w, const int *also, int n_also
         if (text_size > len)
             snprintf(sizes_text + len, text_size - len, "%s%d", len ? ", " : "", also[k]);
     }
-    size_t *grad_offs = calloc((size_t)m->n_values, sizeof(size_t));
-    size_t *act_offs = calloc((size_t)m->n_values, sizeof(size_t));
-    int rc = grad_offs && act_offs ? DT_OK : DT_ERR_NOMEM;
-    size_t gbytes = rc == DT_OK ? plan_grads(m, n, grad_offs) : 0, abytes = rc == DT_OK ? plan_acts(m, n, act_offs) : 0;
-    if (rc == DT_OK && (gbytes == DT_PLAN_FAIL || abytes == DT_PLAN_FAIL))
-        rc = DT_ERR_NOMEM;
     dt_arena pa;
+    size_t gbytes;
     dt_arena_init_plan(&pa, "activations");
-    if (rc == DT_OK)
-        rc = carve(m, n, &pa, abytes, act_offs, grad_offs);
-    free(grad_offs);
-    free(act_offs);
+    int rc = carve_planned(m, n, &pa, &gbytes);
     if (rc != DT_OK) {
         dt_error("model %s: out of memory planning", m->arch);
         return rc;
