@@ -245,6 +245,37 @@ typedef struct dt_bn_desc {
     F(X, dropout_bwd, void, (int64_t, n), (float, p), (const uint8_t *, mask), (const void *, dy), (dt_dtype, yt),     \
       (void *, dx), (dt_dtype, xt), (int, accumulate))                                                                 \
                                                                                                                        \
+    /* Stochastic depth (torchvision's StochasticDepth, mode "row"): dropout's draw and scale per image                \
+     * instead of per element: image b of n (per elements each) is kept when dropout_fwd would keep                    \
+     * element b (hash(seed', b), the same seed'), its values scaled by 1/(1-p); mask[b] (n bytes) is                  \
+     * 1 where kept. Types as dropout's. */                                                                            \
+    F(X, sdepth_fwd, void, (int, n), (int64_t, per), (float, p), (uint64_t, seed), (int64_t, salt),                    \
+      (const dt_scalars *, s), (const void *, x), (dt_dtype, xt), (void *, y), (dt_dtype, yt), (uint8_t *, mask))      \
+    F(X, sdepth_bwd, void, (int, n), (int64_t, per), (float, p), (const uint8_t *, mask), (const void *, dy),          \
+      (dt_dtype, yt), (void *, dx), (dt_dtype, xt), (int, accumulate))                                                 \
+                                                                                                                       \
+    /* Activations (enum dt_act) on n values, y = f(x), x and y of type t, computed in fp32 as PyTorch's               \
+     * CPU kernels write them (NaN stays NaN): relu6 x<0 ? 0 : x>6 ? 6 : x; hardsigmoid h/6 with                       \
+     * h = relu6(x+3); hardswish x*h/6; sigmoid 1/(1+exp(-x)); silu x/(1+exp(-x)); gelu (erf)                          \
+     * x/2*(1+erf(x/sqrt 2)). y may be x (in place). */                                                                \
+    F(X, act_fwd, void, (int64_t, n), (int, act), (dt_dtype, t), (const void *, x), (void *, y))                       \
+    /* dx = dy*f'(x) from the input x, as PyTorch's backward kernels: relu6 dy where 0<x<6; hardsigmoid                \
+     * dy*(1/6) where -3<x<3; hardswish 0 below -3, dy*(x/3+1/2) up to 3, dy above; sigmoid (dy*(1-s))*s               \
+     * and silu dy*s*(1+x*(1-s)) with s = sigmoid(x); gelu dy*(cdf + x*pdf), the normal's cdf and                      \
+     * pdf at x. Type t; accumulate adds into dx. */                                                                   \
+    F(X, act_bwd, void, (int64_t, n), (int, act), (dt_dtype, t), (const void *, x), (const void *, dy),                \
+      (void *, dx), (int, accumulate))                                                                                 \
+    /* Squeeze-and-excitation's scale: y[b, p, ch] = x[b, p, ch] * s[b, ch] for the n images of hw                     \
+     * positions and c channels (x, y [n, hw, c], s [n, c]); x of type xt, s st, y yt */                               \
+    F(X, chanmul_fwd, void, (int, n), (int64_t, hw), (int, c), (const void *, x), (dt_dtype, xt),                      \
+      (const void *, s), (dt_dtype, st), (void *, y), (dt_dtype, yt))                                                  \
+    /* dx = dy*s (type xt, unless dx is NULL; accumulate_dx adds) and ds[b, ch] = the sum over the                     \
+     * image's positions of dy*x, summed in fp32 or wider in an order that depends on the shape alone                  \
+     * (type st, unless ds is NULL; accumulate_ds adds); dy of type yt */                                              \
+    F(X, chanmul_bwd, void, (int, n), (int64_t, hw), (int, c), (const void *, x), (dt_dtype, xt),                      \
+      (const void *, s), (dt_dtype, st), (const void *, dy), (dt_dtype, yt), (void *, dx), (void *, ds),               \
+      (int, accumulate_dx), (int, accumulate_ds))                                                                      \
+                                                                                                                       \
     /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward; type t */                      \
     F(X, flatten_fwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, x), (void *, y))     \
     F(X, flatten_bwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, dy), (void *, dx),   \
@@ -350,6 +381,10 @@ typedef struct dt_bn_desc {
 #define DT_OTHER_OPS(X) DT_OTHER_OPS_(X, DT_OP_CLASSIC_)
 #define DT_OPS(X) DT_CONV_OPS(X) DT_OTHER_OPS(X)
 #define DT_OPS_TYPED(X) DT_CONV_OPS_(X, DT_OP_TYPED_) DT_OTHER_OPS_(X, DT_OP_TYPED_)
+
+/* the element-wise activations of act_fwd and act_bwd (PyTorch's ReLU6, Hardsigmoid, Hardswish,
+ * Sigmoid, SiLU, GELU) */
+enum dt_act { DT_ACT_RELU6, DT_ACT_HARDSIGMOID, DT_ACT_HARDSWISH, DT_ACT_SIGMOID, DT_ACT_SILU, DT_ACT_GELU, DT_ACT_COUNT };
 
 /* DT_BACKEND_OP_<name>: an op's index in the list; DT_BACKEND_OP_COUNT: how many there are */
 #define DT_BACKEND_OP_ENUM(name, ret, params, args) DT_BACKEND_OP_##name,

@@ -455,21 +455,42 @@ void dt_cpu_copy_grad(int64_t n, const void *src, dt_dtype st, void *dst, dt_dty
     END_TILES
 }
 
+/* dropout's draw (dropout_fwd's contract): seed' from the step the scalars hold when the op runs;
+ * element (or image) i kept when the top 24 bits of hash(seed', i) fall at or above p*2^24, exact for
+ * any thread split; kept values scaled by 1/(1-p) */
+static uint64_t drop_seed(uint64_t seed, int64_t salt, const dt_scalars *s)
+{
+    return s ? dt_hash64(seed, (uint64_t)(s->model_step * 1024 + salt)) : seed;
+}
+
+static uint32_t drop_cut(float p)
+{
+    return (uint32_t)((double)p * (1u << 24));
+}
+
+static inline uint8_t drop_keep(uint64_t seed, int64_t i, uint32_t cut)
+{
+    return (uint32_t)(dt_hash64(seed, (uint64_t)i) >> 40) >= cut;
+}
+
+static float drop_scale(float p)
+{
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
+
 DT_CLONES
 void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, int64_t salt, const dt_scalars *s, const void *x,
                         dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask)
 {
-    if (s) /* the model's step, as the scalars hold it when the op runs */
-        seed = dt_hash64(seed, (uint64_t)(s->model_step * 1024 + salt));
-    /* keep when the top 24 bits of hash(seed, i) fall at or above p*2^24: exact for any thread split */
-    const uint32_t cut = (uint32_t)((double)p * (1u << 24));
-    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    seed = drop_seed(seed, salt, s);
+    const uint32_t cut = drop_cut(p);
+    const float scale = drop_scale(p);
     BEGIN_TILES(n)
     float tx[DT_CPU_TILE], ty[DT_CPU_TILE];
     const float *a = dt_cpu_view(xt, x, i, k, tx);
     float *o = dt_cpu_out(yt, y, i, k, ty, 0);
     for (int64_t j = 0; j < k; j++) {
-        uint8_t keep = (uint32_t)(dt_hash64(seed, (uint64_t)(i + j)) >> 40) >= cut;
+        uint8_t keep = drop_keep(seed, i + j, cut);
         mask[i + j] = keep;
         o[j] = keep ? a[j] * scale : 0.0f;
     }
@@ -477,21 +498,44 @@ void dt_cpu_dropout_fwd(int64_t n, float p, uint64_t seed, int64_t salt, const d
     END_TILES
 }
 
+/* dx (or y) = src * scale where the mask of element j / per is set, else 0: dropout's backward (per 1)
+ * and stochastic depth's both ways (per: an image's elements) */
+static void masked_scale(int64_t n, int64_t per, float scale, const uint8_t *mask, const void *src, dt_dtype st,
+                         void *dst, dt_dtype dt, int accumulate)
+{
+    BEGIN_TILES(n)
+    float tg[DT_CPU_TILE], to[DT_CPU_TILE];
+    const float *g = dt_cpu_view(st, src, i, k, tg);
+    float *o = dt_cpu_out(dt, dst, i, k, to, accumulate);
+    for (int64_t j = 0; j < k; j++) {
+        float v = mask[(i + j) / per] ? g[j] * scale : 0.0f;
+        o[j] = accumulate ? o[j] + v : v;
+    }
+    dt_cpu_flush(dt, dst, i, k, o);
+    END_TILES
+}
+
 DT_CLONES
 void dt_cpu_dropout_bwd(int64_t n, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx, dt_dtype xt,
                         int accumulate)
 {
-    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    BEGIN_TILES(n)
-    float tg[DT_CPU_TILE], to[DT_CPU_TILE];
-    const float *g = dt_cpu_view(yt, dy, i, k, tg);
-    float *o = dt_cpu_out(xt, dx, i, k, to, accumulate);
-    for (int64_t j = 0; j < k; j++) {
-        float v = mask[i + j] ? g[j] * scale : 0.0f;
-        o[j] = accumulate ? o[j] + v : v;
-    }
-    dt_cpu_flush(xt, dx, i, k, o);
-    END_TILES
+    masked_scale(n, 1, drop_scale(p), mask, dy, yt, dx, xt, accumulate);
+}
+
+void dt_cpu_sdepth_fwd(int n, int64_t per, float p, uint64_t seed, int64_t salt, const dt_scalars *s, const void *x,
+                       dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask)
+{
+    seed = drop_seed(seed, salt, s);
+    const uint32_t cut = drop_cut(p);
+    for (int b = 0; b < n; b++)
+        mask[b] = drop_keep(seed, b, cut);
+    masked_scale((int64_t)n * per, per, drop_scale(p), mask, x, xt, y, yt, 0);
+}
+
+void dt_cpu_sdepth_bwd(int n, int64_t per, float p, const uint8_t *mask, const void *dy, dt_dtype yt, void *dx,
+                       dt_dtype xt, int accumulate)
+{
+    masked_scale((int64_t)n * per, per, drop_scale(p), mask, dy, yt, dx, xt, accumulate);
 }
 
 /* y[img, ch*h*w + y*w + x] = x[img, y, x, ch] */

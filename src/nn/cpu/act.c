@@ -1,0 +1,151 @@
+/* act.c: the CPU's activations (relu6, hardsigmoid, hardswish, sigmoid, silu, gelu) and
+ * squeeze-and-excitation's channel-wise scale (chanmul), contracts in nn/backend.h. */
+#include "config.h"
+
+#include <math.h>
+
+#include "nn/cpu/cpu.h"
+
+#define BEGIN_TILES(n)                                                                                          \
+    _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < (n); i += DT_CPU_TILE)                \
+    {                                                                                                           \
+        const int64_t k = (n) - i < DT_CPU_TILE ? (n) - i : DT_CPU_TILE;
+#define END_TILES }
+
+/* relu6 with NaN passing through (the comparisons are false for it) */
+static inline float relu6(float x)
+{
+    return x < 0.0f ? 0.0f : x > 6.0f ? 6.0f : x;
+}
+
+static inline float sigmoid(float x)
+{
+    return 1.0f / (1.0f + expf(-x));
+}
+
+static inline float act_f(int act, float x)
+{
+    switch (act) {
+    case DT_ACT_RELU6: return relu6(x);
+    case DT_ACT_HARDSIGMOID: return relu6(x + 3.0f) / 6.0f;
+    case DT_ACT_HARDSWISH: return x * relu6(x + 3.0f) / 6.0f;
+    case DT_ACT_SIGMOID: return sigmoid(x);
+    case DT_ACT_SILU: return x / (1.0f + expf(-x));
+    default: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2)); /* DT_ACT_GELU */
+    }
+}
+
+static inline float act_df(int act, float x, float dy)
+{
+    switch (act) {
+    case DT_ACT_RELU6: return x > 0.0f && x < 6.0f ? dy : 0.0f;
+    case DT_ACT_HARDSIGMOID: return x > -3.0f && x < 3.0f ? dy * (1.0f / 6.0f) : 0.0f;
+    case DT_ACT_HARDSWISH: return x < -3.0f ? 0.0f : x <= 3.0f ? dy * (x / 3.0f + 0.5f) : dy;
+    case DT_ACT_SIGMOID: {
+        float s = sigmoid(x);
+        return dy * (1.0f - s) * s;
+    }
+    case DT_ACT_SILU: {
+        float s = sigmoid(x);
+        return dy * s * (1.0f + x * (1.0f - s));
+    }
+    default: { /* DT_ACT_GELU */
+        const float cdf = 0.5f * (1.0f + erff(x * (float)M_SQRT1_2));
+        const float pdf = expf(-0.5f * x * x) * (float)(0.5 * M_2_SQRTPI * M_SQRT1_2); /* 1/sqrt(2 pi) */
+        return dy * (cdf + x * pdf);
+    }
+    }
+}
+
+DT_CLONES
+void dt_cpu_act_fwd(int64_t n, int act, dt_dtype t, const void *x, void *y)
+{
+    BEGIN_TILES(n)
+    float tx[DT_CPU_TILE], ty[DT_CPU_TILE];
+    const float *a = dt_cpu_view(t, x, i, k, tx);
+    float *o = dt_cpu_out(t, y, i, k, ty, 0);
+    for (int64_t j = 0; j < k; j++)
+        o[j] = act_f(act, a[j]);
+    dt_cpu_flush(t, y, i, k, o);
+    END_TILES
+}
+
+DT_CLONES
+void dt_cpu_act_bwd(int64_t n, int act, dt_dtype t, const void *x, const void *dy, void *dx, int accumulate)
+{
+    BEGIN_TILES(n)
+    float tx[DT_CPU_TILE], tg[DT_CPU_TILE], to[DT_CPU_TILE];
+    const float *a = dt_cpu_view(t, x, i, k, tx), *g = dt_cpu_view(t, dy, i, k, tg);
+    float *o = dt_cpu_out(t, dx, i, k, to, accumulate);
+    for (int64_t j = 0; j < k; j++) {
+        float v = act_df(act, a[j], g[j]);
+        o[j] = accumulate ? o[j] + v : v;
+    }
+    dt_cpu_flush(t, dx, i, k, o);
+    END_TILES
+}
+
+/* Both chanmul ops walk an image's rows in chunks of CHUNK channels: (image, chunk) pairs in parallel,
+ * the positions in order inside each (so ds's sums have one order whatever the threads). */
+enum { CHUNK = DT_CPU_TILE };
+
+DT_CLONES
+void dt_cpu_chanmul_fwd(int n, int64_t hw, int c, const void *x, dt_dtype xt, const void *s, dt_dtype st, void *y,
+                        dt_dtype yt)
+{
+    const int chunks = (c + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int64_t bc = 0; bc < (int64_t)n * chunks; bc++) {
+        const int64_t b = bc / chunks;
+        const int c0 = (int)(bc % chunks) * CHUNK, k = c - c0 < CHUNK ? c - c0 : CHUNK;
+        float ts[CHUNK], tx[CHUNK], ty[CHUNK];
+        const float *sv = dt_cpu_view(st, s, b * c + c0, k, ts);
+        for (int64_t p = 0; p < hw; p++) {
+            const int64_t row = (b * hw + p) * c + c0;
+            const float *xv = dt_cpu_view(xt, x, row, k, tx);
+            float *o = dt_cpu_out(yt, y, row, k, ty, 0);
+#pragma omp simd
+            for (int j = 0; j < k; j++)
+                o[j] = xv[j] * sv[j];
+            dt_cpu_flush(yt, y, row, k, o);
+        }
+    }
+}
+
+DT_CLONES
+void dt_cpu_chanmul_bwd(int n, int64_t hw, int c, const void *x, dt_dtype xt, const void *s, dt_dtype st,
+                        const void *dy, dt_dtype yt, void *dx, void *ds, int accumulate_dx, int accumulate_ds)
+{
+    const int chunks = (c + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (int64_t bc = 0; bc < (int64_t)n * chunks; bc++) {
+        const int64_t b = bc / chunks;
+        const int c0 = (int)(bc % chunks) * CHUNK, k = c - c0 < CHUNK ? c - c0 : CHUNK;
+        float ts[CHUNK], tx[CHUNK], tg[CHUNK], to[CHUNK];
+        double sum[CHUNK] = {0};
+        const float *sv = dt_cpu_view(st, s, b * c + c0, k, ts);
+        for (int64_t p = 0; p < hw; p++) {
+            const int64_t row = (b * hw + p) * c + c0;
+            const float *g = dt_cpu_view(yt, dy, row, k, tg);
+            if (ds) {
+                const float *xv = dt_cpu_view(xt, x, row, k, tx);
+                for (int j = 0; j < k; j++)
+                    sum[j] += (double)(g[j] * xv[j]);
+            }
+            if (dx) {
+                float *o = dt_cpu_out(xt, dx, row, k, to, accumulate_dx);
+                for (int j = 0; j < k; j++) {
+                    const float v = g[j] * sv[j];
+                    o[j] = accumulate_dx ? o[j] + v : v;
+                }
+                dt_cpu_flush(xt, dx, row, k, o);
+            }
+        }
+        if (ds) {
+            float *o = dt_cpu_out(st, ds, b * c + c0, k, to, accumulate_ds);
+            for (int j = 0; j < k; j++)
+                o[j] = accumulate_ds ? o[j] + (float)sum[j] : (float)sum[j];
+            dt_cpu_flush(st, ds, b * c + c0, k, o);
+        }
+    }
+}
