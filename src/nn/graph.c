@@ -147,14 +147,14 @@ int dt_layer_conv(dt_model *m, const char *name, int x, int oc, int k, int s, in
     return dt_layer_conv_grouped(m, name, x, oc, k, s, pad, 1, 1, bias, init);
 }
 
-int dt_layer_batchnorm(dt_model *m, const char *name, int x)
+int dt_layer_batchnorm_eps(dt_model *m, const char *name, int x, float eps, float momentum)
 {
     dt_node *n = new_node(m, DT_OP_BN, name, x);
     if (!n)
         return -1;
     int c = m->values[x].channels, one = 1;
-    n->attr.eps = 1e-5f;
-    n->attr.momentum = 0.1f;
+    n->attr.eps = eps;
+    n->attr.momentum = momentum;
     n->param[DT_NODE_WEIGHT] = new_param(m, name, "weight", DT_P_BN_WEIGHT, 1, &c, DT_INIT_ONES);
     n->param[DT_NODE_BIAS] = new_param(m, name, "bias", DT_P_BN_BIAS, 1, &c, DT_INIT_ZEROS);
     n->param[DT_NODE_RUNNING_MEAN] = new_param(m, name, "running_mean", DT_P_BN_MEAN, 1, &c, DT_INIT_ZEROS);
@@ -162,6 +162,47 @@ int dt_layer_batchnorm(dt_model *m, const char *name, int x)
     n->param[DT_NODE_BATCHES_TRACKED] =
         new_param(m, name, "num_batches_tracked", DT_P_BN_COUNT, 0, &one, DT_INIT_ZEROS);
     return finish_node(m, n, c);
+}
+
+int dt_layer_batchnorm(dt_model *m, const char *name, int x)
+{
+    return dt_layer_batchnorm_eps(m, name, x, 1e-5f, 0.1f);
+}
+
+int dt_layer_act(dt_model *m, int x, int act)
+{
+    dt_node *n = new_node(m, DT_OP_ACT, "", x);
+    if (!n)
+        return -1;
+    if (act < 0 || act >= DT_ACT_COUNT) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->attr.act = act;
+    return finish_node(m, n, m->values[x].channels);
+}
+
+int dt_layer_chanmul(dt_model *m, int x, int s)
+{
+    dt_node *n = new_node(m, DT_OP_CHANMUL, "scale", x);
+    if (!n)
+        return -1;
+    if (s < 0 || s >= m->n_values || m->values[s].channels != m->values[x].channels) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->in1 = s;
+    return finish_node(m, n, m->values[x].channels);
+}
+
+int dt_layer_sdepth(dt_model *m, int x, float depth, float p)
+{
+    dt_node *n = new_node(m, DT_OP_SDEPTH, "stochastic_depth", x);
+    if (!n)
+        return -1;
+    n->attr.depth = depth;
+    n->attr.drop_prob = depth * p;
+    return finish_node(m, n, m->values[x].channels);
 }
 
 int dt_layer_relu(dt_model *m, int x)
@@ -418,6 +459,13 @@ void dt_model_set_dropout(dt_model *m, float p)
             m->nodes[i].attr.drop_prob = p;
 }
 
+void dt_model_set_stochastic_depth(dt_model *m, float p)
+{
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i].op == DT_OP_SDEPTH)
+            m->nodes[i].attr.drop_prob = m->nodes[i].attr.depth * p;
+}
+
 int dt_model_find_param(const dt_model *m, const char *name)
 {
     for (int i = 0; i < m->n_params; i++)
@@ -547,6 +595,7 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
             /* kaiming_uniform(a=sqrt(5)) for weights and the matching bias rule: both U(-1/sqrt(fan_in), +) */
             case DT_INIT_TORCH_DEFAULT: v = (2.0 * dt_rng_uniform(&r) - 1.0) * bound; break;
             case DT_INIT_NORMAL_001: v = 0.01 * dt_rng_normal(&r); break;
+            case DT_INIT_UNIFORM_FAN_OUT: v = (2.0 * dt_rng_uniform(&r) - 1.0) / sqrt((double)p->fan_out); break;
             }
             d[j] = (float)v; /* drawn in O,KH,KW,I order: the distribution is all that matters */
         }

@@ -24,7 +24,8 @@
 
 /* node kinds by enum dt_op_kind, then conv's backward-data (the profile's extra slot) */
 static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
-                                         "linear", "dropout", "flatten", "add", "conv dx"};
+                                         "linear", "dropout", "flatten", "add", "act", "chanmul", "sdepth",
+                                         "conv dx"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
 
 /* the BN descriptor node nd runs with for a batch of n (sync: SyncBN's callback, or NULL) */
@@ -145,14 +146,17 @@ static void grad_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
     }
 }
 
-/* does backward read this value? (layers read their input, a ReLU its output, the loss the logits) */
+/* does backward read this value? (layers read their input, a ReLU its output, the loss the logits; a
+ * channel scale both of its inputs) */
 static int kept_for_backward(const dt_model *m, int v)
 {
     if (v == m->output)
         return 1;
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
-        if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR)) ||
+        if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR ||
+                              nd->op == DT_OP_ACT || nd->op == DT_OP_CHANMUL)) ||
+            (nd->in1 == v && nd->op == DT_OP_CHANMUL) ||
             (nd->out == v && nd->op == DT_OP_RELU && !nd->attr.fused_into_bn) || /* a fused one's BN recomputes it */
             (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0 && m->nodes[nd->attr.tail_relu].out == v)) /* a tail's mask */
             return 1;
@@ -255,6 +259,7 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
         case DT_OP_BN: save = DT_BN_SAVED(x->channels) * sizeof(float); break;
         case DT_OP_MAXPOOL: save = (size_t)value_numel(y, n); break; /* one byte per output */
         case DT_OP_DROPOUT: save = (size_t)value_numel(y, n); break;
+        case DT_OP_SDEPTH: save = (size_t)n; break; /* one byte per image */
         default: break;
         }
         nd->save_off = DT_ARENA_FAIL;
@@ -794,16 +799,26 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             break;
         }
         case DT_OP_DROPOUT:
+        case DT_OP_SDEPTH:
             if (m->training && nd->attr.drop_prob > 0) {
                 /* seeded by the model's step, which the op reads from the scalars (written with the
                  * step's in part; a graph's launch gets its own step), plus the forwards since that
                  * write (gradient accumulation): hash(seed, m->step * 1024 + i) */
                 const int64_t salt = (int64_t)(m->step - m->step_written) * 1024 + i;
-                be->dropout_fwd(count, nd->attr.drop_prob, m->dropout_seed, salt, m->scalars, xin, xt, y, yt,
-                                saved_of(m, nd));
+                if (nd->op == DT_OP_DROPOUT)
+                    be->dropout_fwd(count, nd->attr.drop_prob, m->dropout_seed, salt, m->scalars, xin, xt, y, yt,
+                                    saved_of(m, nd));
+                else
+                    be->sdepth_fwd(n, count / n, nd->attr.drop_prob, m->dropout_seed, salt, m->scalars, xin, xt, y,
+                                   yt, saved_of(m, nd));
             } else {
                 be->copy_grad(count, xin, xt, y, yt, 0);
             }
+            break;
+        case DT_OP_ACT: be->act_fwd(count, nd->attr.act, xt, xin, y); break;
+        case DT_OP_CHANMUL:
+            be->chanmul_fwd(n, (int64_t)xv->height * xv->width, xv->channels, xin, xt, act_of(m, nd->in1),
+                            vtype(m, nd->in1), y, yt);
             break;
         }
         if (!(nd->op == DT_OP_RELU && nd->attr.fused_into_bn)) /* emulation: what the op stored, rounded */
@@ -1048,11 +1063,22 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                            need_dx ? grad_accumulate(m, nd->in0) : 0, accumulate);
             break;
         case DT_OP_DROPOUT:
-            if (m->training && nd->attr.drop_prob > 0)
+        case DT_OP_SDEPTH:
+            if (!(m->training && nd->attr.drop_prob > 0))
+                be->copy_grad(count, dy, yt, dx, xt, grad_accumulate(m, nd->in0));
+            else if (nd->op == DT_OP_DROPOUT)
                 be->dropout_bwd(count, nd->attr.drop_prob, saved_of(m, nd), dy, yt, dx, xt, grad_accumulate(m, nd->in0));
             else
-                be->copy_grad(count, dy, yt, dx, xt, grad_accumulate(m, nd->in0));
+                be->sdepth_bwd(n, count / n, nd->attr.drop_prob, saved_of(m, nd), dy, yt, dx, xt,
+                               grad_accumulate(m, nd->in0));
             break;
+        case DT_OP_ACT: be->act_bwd(count, nd->attr.act, xt, xin, dy, dx, grad_accumulate(m, nd->in0)); break;
+        case DT_OP_CHANMUL: {
+            const int acc_dx = need_dx ? grad_accumulate(m, nd->in0) : 0, acc_ds = grad_accumulate(m, nd->in1);
+            be->chanmul_bwd(n, (int64_t)xv->height * xv->width, xv->channels, xin, xt, act_of(m, nd->in1),
+                            vtype(m, nd->in1), dy, yt, dx, grad_of(m, nd->in1), acc_dx, acc_ds);
+            break;
+        }
         }
         if (m->amp_level && nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR) /* emulation: round what it wrote */
             dt_amp_round_grads(m, nd, n);

@@ -44,11 +44,12 @@ extern "C" {
 #endif
 
 enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
-                  DT_OP_FLATTEN, DT_OP_ADD };
-#define DT_OP_KINDS 9 /* the number of kinds above */
+                  DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH };
+#define DT_OP_KINDS 12 /* the number of kinds above */
 
 /* how a parameter is initialised (torchvision's rules, per architecture) */
-enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001 };
+enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001,
+               DT_INIT_UNIFORM_FAN_OUT /* U(-1/sqrt(fan_out), +): EfficientNet's linear layers */ };
 
 enum dt_param_kind { DT_P_WEIGHT, DT_P_BIAS, DT_P_BN_WEIGHT, DT_P_BN_BIAS, DT_P_BN_MEAN, DT_P_BN_VAR, DT_P_BN_COUNT };
 
@@ -93,14 +94,16 @@ enum dt_node_param { DT_NODE_WEIGHT, DT_NODE_BIAS, DT_NODE_RUNNING_MEAN, DT_NODE
 typedef struct dt_node {
     enum dt_op_kind op;
     char name[DT_NAME_MAX]; /* module name, e.g. "layer1.0.bn1" */
-    int in0, in1, out;      /* value indices (in1 only for ADD) */
+    int in0, in1, out;      /* value indices (in1 only for ADD and CHANMUL: the scale) */
     int param[DT_NODE_PARAMS]; /* parameter indices (enum dt_node_param), -1 when absent */
     struct {                /* the op's settings */
         int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad) */
         int has_bias;                     /* conv, linear */
         int out_h, out_w;                 /* adaptive average pool */
         float eps, momentum;              /* batch norm */
-        float drop_prob;                  /* dropout probability */
+        float drop_prob;                  /* dropout's or stochastic depth's probability */
+        int act;                          /* the activation (enum dt_act) of an act node */
+        float depth;                      /* stochastic depth: the block's depth fraction (dt_layer_sdepth) */
         int fused_relu;                   /* BN: the in-place ReLU node fused into it, or -1 */
         int fused_into_bn;                /* ReLU: runs inside the BN before it (or its tail's add) */
         /* a residual block's tail BN -> add -> in-place ReLU run as one op (bn_add_relu_*) at the
@@ -191,6 +194,12 @@ struct dt_model_info {
      * ResNet: width_per_group 128) */
     int groups, width_per_group;
     int batchnorm;          /* VGG: a BN after every conv */
+    /* MobileNet and EfficientNet: which of the family (MobileNetV3: 0 large, 1 small; EfficientNet: 1 V1
+     * B0-B7, 2 V2), the width and depth multipliers, the classifier's dropout and the BN's eps and
+     * momentum (0: PyTorch's 1e-5 and 0.1) as torchvision builds them */
+    int variant;
+    double width_mult, depth_mult;
+    float dropout, bn_eps, bn_momentum;
     int input_size;         /* the height and width it is made for (224: ImageNet, 32: CIFAR) */
     int64_t params;         /* trainable parameters at 3 channels and 1000 classes: torchvision's count
                              * (for resnet8/20/56 and resnet18_small, that of the PyTorch definitions
@@ -326,6 +335,9 @@ dt_dtype dt_model_reduced_type(const dt_model *m);
 
 /* Sets the probability of every dropout layer (torchvision's default is 0.5). */
 void dt_model_set_dropout(dt_model *m, float p);
+/* Sets the model's stochastic depth probability: each stochastic depth layer then drops with its
+ * depth fraction times p (torchvision's stochastic_depth_prob; EfficientNet's default 0.2). */
+void dt_model_set_stochastic_depth(dt_model *m, float p);
 
 /* Per-kind time totals (DT_PROFILE=1 in the environment at dt_model_create, or set m->profile):
  * one table of seconds and shares to f, then the totals are cleared. */
@@ -369,6 +381,17 @@ int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init 
 int dt_layer_dropout(dt_model *m, int x, float p);
 /* a + b (a residual connection): the same channels */
 int dt_layer_add(dt_model *m, int a, int b);
+/* batch norm with PyTorch's eps and momentum given (dt_layer_batchnorm: 1e-5 and 0.1) */
+int dt_layer_batchnorm_eps(dt_model *m, const char *name, int x, float eps, float momentum);
+/* an activation (enum dt_act: ReLU6, Hardswish, SiLU, ...); its backward reads its input */
+int dt_layer_act(dt_model *m, int x, int act);
+/* squeeze-and-excitation's scale: x [h, w, c] times s [1, 1, c] per image (s: a pooled branch of x) */
+int dt_layer_chanmul(dt_model *m, int x, int s);
+/* stochastic depth (torchvision's StochasticDepth, "row"): each image of x dropped in training with
+ * probability depth * p, scaled by 1/(1-that) when kept (seeded as dropout is); depth: the block's
+ * place in the network, torchvision's stage_block_id / total_stage_blocks, and p the model's
+ * stochastic_depth_prob (dt_model_set_stochastic_depth changes it) */
+int dt_layer_sdepth(dt_model *m, int x, float depth, float p);
 /* Finishes building: the memory analysis (model.h's top), then parameter storage (zero-filled).
  * DT_OK or the first builder error. */
 int dt_model_end(dt_model *m, int output);

@@ -3,6 +3,7 @@
  * names match. Adding one: doc/design.md, "Adding a model". */
 #include "config.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -170,6 +171,197 @@ static int vgg(dt_model *m, const dt_model_info *info)
 }
 
 #define LEN(a) ((int)(sizeof(a) / sizeof((a)[0])))
+#define LEN_(a) LEN(a)
+
+/* --- MobileNet and EfficientNet: torchvision's Conv2dNormActivation, squeeze-and-excitation,
+ * inverted residuals ------------------------------------------------------------------------------ */
+
+enum { ACT_NONE = -1, ACT_RELU = -2 }; /* besides enum dt_act */
+
+static int activation(dt_model *m, int x, int act)
+{
+    return act == ACT_NONE ? x : act == ACT_RELU ? dt_layer_relu(m, x) : dt_layer_act(m, x, act);
+}
+
+/* torchvision's Conv2dNormActivation: <prefix>.0 a conv (k x k, stride s, padding (k-1)/2, no bias),
+ * <prefix>.1 its BN (info's eps and momentum), then the activation */
+static int conv_norm_act(dt_model *m, const dt_model_info *info, const char *prefix, int x, int oc, int k, int s,
+                         int groups, int act)
+{
+    char cn[DT_NAME_MAX], bn[DT_NAME_MAX];
+    snprintf(cn, sizeof cn, "%s.0", prefix);
+    snprintf(bn, sizeof bn, "%s.1", prefix);
+    x = dt_layer_conv_grouped(m, cn, x, oc, k, s, (k - 1) / 2, 1, groups, 0, DT_INIT_KAIMING_FAN_OUT);
+    x = dt_layer_batchnorm_eps(m, bn, x, info->bn_eps > 0 ? info->bn_eps : 1e-5f,
+                               info->bn_momentum > 0 ? info->bn_momentum : 0.1f);
+    return activation(m, x, act);
+}
+
+/* torchvision's SqueezeExcitation named <prefix>: x times scale_act(fc2(act(fc1(avgpool(x))))), fc1
+ * and fc2 1x1 convs with biases */
+static int squeeze_excite(dt_model *m, const char *prefix, int x, int squeeze, int act, int scale_act)
+{
+    char n1[DT_NAME_MAX], n2[DT_NAME_MAX];
+    snprintf(n1, sizeof n1, "%s.fc1", prefix);
+    snprintf(n2, sizeof n2, "%s.fc2", prefix);
+    int c = x >= 0 ? m->values[x].channels : 1;
+    int s = dt_layer_adaptive_avgpool(m, x, 1, 1);
+    s = activation(m, dt_layer_conv(m, n1, s, squeeze, 1, 1, 0, 1, DT_INIT_KAIMING_FAN_OUT), act);
+    s = activation(m, dt_layer_conv(m, n2, s, c, 1, 1, 0, 1, DT_INIT_KAIMING_FAN_OUT), scale_act);
+    return dt_layer_chanmul(m, x, s);
+}
+
+/* torchvision's _make_divisible(v, 8): v to a multiple of 8, at least 8, not more than 10% below v */
+static int make_divisible(double v)
+{
+    int n = (int)(v + 4) / 8 * 8;
+    n = n < 8 ? 8 : n;
+    return n < 0.9 * v ? n + 8 : n;
+}
+
+/* the heads' global average pool, flattened */
+static int pooled(dt_model *m, int x)
+{
+    return dt_layer_flatten(m, dt_layer_adaptive_avgpool(m, x, 1, 1));
+}
+
+/* torchvision's MobileNetV2 (width 1.0): t (expansion), c (channels), n (blocks), s (first stride) */
+static int mobilenet_v2(dt_model *m, const dt_model_info *info)
+{
+    static const int tcns[7][4] = {{1, 16, 1, 1}, {6, 24, 2, 2}, {6, 32, 3, 2}, {6, 64, 4, 2},
+                                   {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
+    char name[DT_NAME_MAX], part[DT_NAME_MAX];
+    int x = conv_norm_act(m, info, "features.0", m->input, 32, 3, 2, 1, DT_ACT_RELU6);
+    int in = 32, idx = 1;
+    for (int r = 0; r < 7; r++)
+        for (int b = 0; b < tcns[r][2]; b++, idx++) {
+            const int t = tcns[r][0], oc = tcns[r][1], stride = b == 0 ? tcns[r][3] : 1, hidden = in * t;
+            int y = x, j = 0;
+            if (t != 1) {
+                snprintf(part, sizeof part, "features.%d.conv.%d", idx, j++);
+                y = conv_norm_act(m, info, part, y, hidden, 1, 1, 1, DT_ACT_RELU6);
+            }
+            snprintf(part, sizeof part, "features.%d.conv.%d", idx, j++);
+            y = conv_norm_act(m, info, part, y, hidden, 3, stride, hidden, DT_ACT_RELU6);
+            snprintf(name, sizeof name, "features.%d.conv.%d", idx, j++);
+            y = dt_layer_conv(m, name, y, oc, 1, 1, 0, 0, DT_INIT_KAIMING_FAN_OUT);
+            snprintf(name, sizeof name, "features.%d.conv.%d", idx, j);
+            y = dt_layer_batchnorm(m, name, y);
+            x = stride == 1 && in == oc ? dt_layer_add(m, x, y) : y;
+            in = oc;
+        }
+    snprintf(name, sizeof name, "features.%d", idx);
+    x = dt_layer_dropout(m, pooled(m, conv_norm_act(m, info, name, x, 1280, 1, 1, 1, DT_ACT_RELU6)), info->dropout);
+    return dt_layer_linear(m, "classifier.1", x, m->num_classes, DT_INIT_NORMAL_001, DT_INIT_ZEROS);
+}
+
+/* torchvision's MobileNetV3 (width 1.0, no reduced tail, no dilation): per block the kernel, the
+ * expanded and output channels, SE, hardswish (else ReLU) and stride */
+typedef struct { int k, exp, out, se, hs, s; } v3_block;
+
+static int mobilenet_v3(dt_model *m, const dt_model_info *info)
+{
+    static const v3_block large[] = {
+        {3, 16, 16, 0, 0, 1},   {3, 64, 24, 0, 0, 2},   {3, 72, 24, 0, 0, 1},   {5, 72, 40, 1, 0, 2},
+        {5, 120, 40, 1, 0, 1},  {5, 120, 40, 1, 0, 1},  {3, 240, 80, 0, 1, 2},  {3, 200, 80, 0, 1, 1},
+        {3, 184, 80, 0, 1, 1},  {3, 184, 80, 0, 1, 1},  {3, 480, 112, 1, 1, 1}, {3, 672, 112, 1, 1, 1},
+        {5, 672, 160, 1, 1, 2}, {5, 960, 160, 1, 1, 1}, {5, 960, 160, 1, 1, 1}};
+    static const v3_block small[] = {
+        {3, 16, 16, 1, 0, 2},  {3, 72, 24, 0, 0, 2},  {3, 88, 24, 0, 0, 1},  {5, 96, 40, 1, 1, 2},
+        {5, 240, 40, 1, 1, 1}, {5, 240, 40, 1, 1, 1}, {5, 120, 48, 1, 1, 1}, {5, 144, 48, 1, 1, 1},
+        {5, 288, 96, 1, 1, 2}, {5, 576, 96, 1, 1, 1}, {5, 576, 96, 1, 1, 1}};
+    const v3_block *cfg = info->variant ? small : large;
+    const int blocks = info->variant ? LEN_(small) : LEN_(large), last = info->variant ? 1024 : 1280;
+    char part[DT_NAME_MAX];
+    int x = conv_norm_act(m, info, "features.0", m->input, 16, 3, 2, 1, DT_ACT_HARDSWISH), in = 16;
+    for (int i = 0; i < blocks; i++) {
+        const v3_block *b = &cfg[i];
+        const int act = b->hs ? DT_ACT_HARDSWISH : ACT_RELU;
+        int y = x, j = 0;
+        if (b->exp != in) {
+            snprintf(part, sizeof part, "features.%d.block.%d", i + 1, j++);
+            y = conv_norm_act(m, info, part, y, b->exp, 1, 1, 1, act);
+        }
+        snprintf(part, sizeof part, "features.%d.block.%d", i + 1, j++);
+        y = conv_norm_act(m, info, part, y, b->exp, b->k, b->s, b->exp, act);
+        if (b->se) {
+            snprintf(part, sizeof part, "features.%d.block.%d", i + 1, j++);
+            y = squeeze_excite(m, part, y, make_divisible(b->exp / 4), ACT_RELU, DT_ACT_HARDSIGMOID);
+        }
+        snprintf(part, sizeof part, "features.%d.block.%d", i + 1, j);
+        y = conv_norm_act(m, info, part, y, b->out, 1, 1, 1, ACT_NONE);
+        x = b->s == 1 && in == b->out ? dt_layer_add(m, y, x) : y;
+        in = b->out;
+    }
+    snprintf(part, sizeof part, "features.%d", blocks + 1);
+    x = pooled(m, conv_norm_act(m, info, part, x, 6 * in, 1, 1, 1, DT_ACT_HARDSWISH));
+    x = dt_layer_act(m, dt_layer_linear(m, "classifier.0", x, last, DT_INIT_NORMAL_001, DT_INIT_ZEROS),
+                     DT_ACT_HARDSWISH);
+    x = dt_layer_dropout(m, x, info->dropout);
+    return dt_layer_linear(m, "classifier.3", x, m->num_classes, DT_INIT_NORMAL_001, DT_INIT_ZEROS);
+}
+
+/* torchvision's EfficientNet: V1 (variant 1, MBConv stages scaled by width_mult and depth_mult) and V2-S
+ * (variant 2: FusedMBConv stages first, 1280 features). Per stage: fused, expansion, kernel, stride,
+ * input and output channels, blocks. */
+typedef struct { int fused, expand, k, s, in, out, n; } eff_stage;
+
+static int efficientnet(dt_model *m, const dt_model_info *info)
+{
+    static const eff_stage v1[] = {{0, 1, 3, 1, 32, 16, 1},   {0, 6, 3, 2, 16, 24, 2},  {0, 6, 5, 2, 24, 40, 2},
+                                   {0, 6, 3, 2, 40, 80, 3},   {0, 6, 5, 1, 80, 112, 3}, {0, 6, 5, 2, 112, 192, 4},
+                                   {0, 6, 3, 1, 192, 320, 1}};
+    static const eff_stage v2s[] = {{1, 1, 3, 1, 24, 24, 2},  {1, 4, 3, 2, 24, 48, 4},   {1, 4, 3, 2, 48, 64, 4},
+                                    {0, 4, 3, 2, 64, 128, 6}, {0, 6, 3, 1, 128, 160, 9}, {0, 6, 3, 2, 160, 256, 15}};
+    const int v2 = info->variant == 2;
+    const eff_stage *cfg = v2 ? v2s : v1;
+    const int stages = v2 ? LEN_(v2s) : LEN_(v1);
+    const double wm = v2 ? 1.0 : info->width_mult, dm = v2 ? 1.0 : info->depth_mult;
+    const float sd_prob = 0.2f; /* torchvision's stochastic_depth_prob */
+    int blocks[8], total = 0;
+    for (int i = 0; i < stages; i++)
+        total += blocks[i] = (int)ceil(cfg[i].n * dm);
+    char part[DT_NAME_MAX];
+    int x = conv_norm_act(m, info, "features.0", m->input, make_divisible(cfg[0].in * wm), 3, 2, 1, DT_ACT_SILU);
+    int id = 0, out = 0;
+    for (int i = 0; i < stages; i++) {
+        const eff_stage *st = &cfg[i];
+        out = make_divisible(st->out * wm);
+        for (int b = 0; b < blocks[i]; b++, id++) {
+            const int in = b == 0 ? make_divisible(st->in * wm) : out, stride = b == 0 ? st->s : 1;
+            const int exp = make_divisible(in * (double)st->expand);
+            int y = x, j = 0;
+            if (st->fused) {
+                snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
+                y = conv_norm_act(m, info, part, y, exp != in ? exp : out, st->k, stride, 1, DT_ACT_SILU);
+                if (exp != in) {
+                    snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
+                    y = conv_norm_act(m, info, part, y, out, 1, 1, 1, ACT_NONE);
+                }
+            } else {
+                if (exp != in) {
+                    snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
+                    y = conv_norm_act(m, info, part, y, exp, 1, 1, 1, DT_ACT_SILU);
+                }
+                snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
+                y = conv_norm_act(m, info, part, y, exp, st->k, stride, exp, DT_ACT_SILU);
+                snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
+                y = squeeze_excite(m, part, y, in / 4 > 1 ? in / 4 : 1, DT_ACT_SILU, DT_ACT_SIGMOID);
+                snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
+                y = conv_norm_act(m, info, part, y, out, 1, 1, 1, ACT_NONE);
+            }
+            if (stride == 1 && in == out)
+                y = dt_layer_add(m, dt_layer_sdepth(m, y, (float)id / (float)total, sd_prob), x);
+            x = y;
+        }
+    }
+    snprintf(part, sizeof part, "features.%d", stages + 1);
+    x = pooled(m, conv_norm_act(m, info, part, x, v2 ? 1280 : 4 * out, 1, 1, 1, DT_ACT_SILU));
+    x = dt_layer_dropout(m, x, info->dropout);
+    return dt_layer_linear(m, "classifier.1", x, m->num_classes, DT_INIT_UNIFORM_FAN_OUT, DT_INIT_ZEROS);
+}
+
+
 
 /* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's (VGG's configs A,
  * B, D and E for vgg11, 13, 16 and 19) */
@@ -215,6 +407,24 @@ const dt_model_info dt_models[] = {
     {"vgg16_bn", vgg, vgg16_config, LEN(vgg16_config), .batchnorm = 1, .input_size = 224, .params = 138365992},
     {"vgg19", vgg, vgg19_config, LEN(vgg19_config), .input_size = 224, .params = 143667240},
     {"vgg19_bn", vgg, vgg19_config, LEN(vgg19_config), .batchnorm = 1, .input_size = 224, .params = 143678248},
+    /* MobileNet and EfficientNet (torchvision's dropout, BN eps and momentum, and width and depth) */
+    {"mobilenet_v2", mobilenet_v2, .dropout = 0.2f, .input_size = 224, .params = 3504872},
+    {"mobilenet_v3_large", mobilenet_v3, .dropout = 0.2f, .bn_eps = 1e-3f, .bn_momentum = 0.01f, .input_size = 224,
+     .params = 5483032},
+    {"mobilenet_v3_small", mobilenet_v3, .variant = 1, .dropout = 0.2f, .bn_eps = 1e-3f, .bn_momentum = 0.01f,
+     .input_size = 224, .params = 2542856},
+    {"efficientnet_b0", efficientnet, .variant = 1, .width_mult = 1.0, .depth_mult = 1.0, .dropout = 0.2f,
+     .input_size = 224, .params = 5288548},
+    {"efficientnet_b1", efficientnet, .variant = 1, .width_mult = 1.0, .depth_mult = 1.1, .dropout = 0.2f,
+     .input_size = 240, .params = 7794184},
+    {"efficientnet_b2", efficientnet, .variant = 1, .width_mult = 1.1, .depth_mult = 1.2, .dropout = 0.3f,
+     .input_size = 288, .params = 9109994},
+    {"efficientnet_b3", efficientnet, .variant = 1, .width_mult = 1.2, .depth_mult = 1.4, .dropout = 0.3f,
+     .input_size = 300, .params = 12233232},
+    {"efficientnet_b4", efficientnet, .variant = 1, .width_mult = 1.4, .depth_mult = 1.8, .dropout = 0.4f,
+     .input_size = 380, .params = 19341616},
+    {"efficientnet_v2_s", efficientnet, .variant = 2, .dropout = 0.2f, .bn_eps = 1e-3f, .input_size = 384,
+     .params = 21458488},
 };
 const int dt_n_models = LEN(dt_models);
 

@@ -82,10 +82,14 @@ void dt_amp_value_types(dt_model *m)
         int r = 0;
         if (v != m->input && m->amp_level >= 2) {
             r = 1;
-        } else if (v != m->input && m->amp_level == 1) { /* what conv and linear make; ReLU and flatten keep their input's */
+        } else if (v != m->input && m->amp_level == 1) {
+            /* what conv and linear make; activations, flatten and stochastic depth keep their input's; a
+             * channel scale is reduced when both its inputs are (autocast's type promotion) */
             const dt_node *nd = &m->nodes[val->producer];
+            const int keeps = nd->op == DT_OP_RELU || nd->op == DT_OP_FLATTEN || nd->op == DT_OP_ACT ||
+                              nd->op == DT_OP_SDEPTH || nd->op == DT_OP_CHANMUL;
             r = nd->op == DT_OP_CONV || nd->op == DT_OP_LINEAR ||
-                ((nd->op == DT_OP_RELU || nd->op == DT_OP_FLATTEN) && m->values[nd->in0].reduced);
+                (keeps && m->values[nd->in0].reduced && (nd->in1 < 0 || m->values[nd->in1].reduced));
         }
         val->reduced = r;
         val->dtype = r && !m->amp_emulate ? reduced_type(m) : DT_FLOAT32;
