@@ -276,6 +276,25 @@ typedef struct dt_bn_desc {
       (const void *, s), (dt_dtype, st), (const void *, dy), (dt_dtype, yt), (void *, dx), (void *, ds),               \
       (int, accumulate_dx), (int, accumulate_ds))                                                                      \
                                                                                                                        \
+    /* Layer norm over the c values of each of rows rows (F.layer_norm over the last dimension: on NHWC                \
+     * activations, ConvNeXt's channels-last LayerNorm): mean and biased variance of the row summed in                 \
+     * fp32 or wider in an order fixed by c, rstd = 1/sqrt(var + eps), y = (x - mean)*rstd*gamma + beta;               \
+     * saved[2*rows] (fp32) gets each row's mean, then each row's rstd. x of type xt, y yt, gamma and                  \
+     * beta pt. */                                                                                                     \
+    F(X, ln_fwd, void, (int64_t, rows), (int, c), (float, eps), (const void *, x), (dt_dtype, xt),                     \
+      (const void *, gamma), (const void *, beta), (dt_dtype, pt), (void *, y), (dt_dtype, yt), (float *, saved))      \
+    /* Its backward from x, saved and dy (type yt): dx (type xt, accumulate_dx adds; NULL: not wanted),                \
+     * dgamma = sum over rows of dy*xhat and dbeta = sum of dy (type pt, accumulate_params adds), the                  \
+     * sums over rows in an order that depends on the shape alone (the same bits on any threads) */                    \
+    F(X, ln_bwd, void, (int64_t, rows), (int, c), (const void *, x), (dt_dtype, xt), (const void *, gamma),            \
+      (dt_dtype, pt), (const float *, saved), (const void *, dy), (dt_dtype, yt), (void *, dx), (void *, dgamma),      \
+      (void *, dbeta), (int, accumulate_dx), (int, accumulate_params))                                                 \
+    /* Channel slices, how a concatenation along channels runs both ways (DenseNet): for each of rows                  \
+     * rows r and j < c, dst[r*dst_stride + dst_off + j] = src[r*src_stride + src_off + j] (accumulate:                \
+     * +=), converting from src's type st to dst's dt. Strides and offsets count elements. */                          \
+    F(X, chan_copy, void, (int64_t, rows), (int, c), (const void *, src), (int, src_stride), (int, src_off),           \
+      (dt_dtype, st), (void *, dst), (int, dst_stride), (int, dst_off), (dt_dtype, dt), (int, accumulate))             \
+                                                                                                                       \
     /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward; type t */                      \
     F(X, flatten_fwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, x), (void *, y))     \
     F(X, flatten_bwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, dy), (void *, dx),   \

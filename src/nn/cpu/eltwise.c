@@ -592,3 +592,16 @@ void dt_cpu_sgd(int64_t n, void *p, dt_dtype pt, const void *g, dt_dtype gt, flo
     dt_cpu_flush(pt, p, i, k, pv);
     END_TILES
 }
+
+void dt_cpu_chan_copy(int64_t rows, int c, const void *src, int src_stride, int src_off, dt_dtype st, void *dst,
+                      int dst_stride, int dst_off, dt_dtype dt, int accumulate)
+{
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        for (int c0 = 0; c0 < c; c0 += DT_CPU_TILE) {
+            const int k = c - c0 < DT_CPU_TILE ? c - c0 : DT_CPU_TILE;
+            float ts[DT_CPU_TILE], td[DT_CPU_TILE];
+            const float *v = dt_cpu_view(st, src, r * src_stride + src_off + c0, k, ts);
+            dt_cpu_put(dt, dst, r * dst_stride + dst_off + c0, k, v, accumulate, td);
+        }
+}
