@@ -198,6 +198,7 @@ struct dt_model_info {
      * B0-B7, 2 V2), the width and depth multipliers, the classifier's dropout and the BN's eps and
      * momentum (0: PyTorch's 1e-5 and 0.1) as torchvision builds them */
     int variant;
+    const void *table;      /* a builder's own table (RegNetY: its stages) */
     double width_mult, depth_mult;
     float dropout, bn_eps, bn_momentum;
     int input_size;         /* the height and width it is made for (224: ImageNet, 32: CIFAR) */

@@ -198,16 +198,22 @@ static int conv_norm_act(dt_model *m, const dt_model_info *info, const char *pre
 }
 
 /* torchvision's SqueezeExcitation named <prefix>: x times scale_act(fc2(act(fc1(avgpool(x))))), fc1
- * and fc2 1x1 convs with biases */
-static int squeeze_excite(dt_model *m, const char *prefix, int x, int squeeze, int act, int scale_act)
+ * and fc2 1x1 convs with biases, initialised as init_b (zeros where the model's init loop sets them,
+ * else PyTorch's default) */
+static int squeeze_excite(dt_model *m, const char *prefix, int x, int squeeze, int act, int scale_act,
+                          enum dt_init init_b)
 {
     char n1[DT_NAME_MAX], n2[DT_NAME_MAX];
     snprintf(n1, sizeof n1, "%s.fc1", prefix);
     snprintf(n2, sizeof n2, "%s.fc2", prefix);
     int c = x >= 0 ? m->values[x].channels : 1;
     int s = dt_layer_adaptive_avgpool(m, x, 1, 1);
-    s = activation(m, dt_layer_conv(m, n1, s, squeeze, 1, 1, 0, 1, DT_INIT_KAIMING_FAN_OUT), act);
-    s = activation(m, dt_layer_conv(m, n2, s, c, 1, 1, 0, 1, DT_INIT_KAIMING_FAN_OUT), scale_act);
+    for (int k = 0; k < 2; k++) {
+        s = dt_layer_conv(m, k ? n2 : n1, s, k ? c : squeeze, 1, 1, 0, 1, DT_INIT_KAIMING_FAN_OUT);
+        if (s >= 0 && !m->build_error)
+            m->params[m->nodes[m->values[s].producer].param[DT_NODE_BIAS]].init = init_b;
+        s = activation(m, s, k ? scale_act : act);
+    }
     return dt_layer_chanmul(m, x, s);
 }
 
@@ -286,7 +292,7 @@ static int mobilenet_v3(dt_model *m, const dt_model_info *info)
         y = conv_norm_act(m, info, part, y, b->exp, b->k, b->s, b->exp, act);
         if (b->se) {
             snprintf(part, sizeof part, "features.%d.block.%d", i + 1, j++);
-            y = squeeze_excite(m, part, y, make_divisible(b->exp / 4), ACT_RELU, DT_ACT_HARDSIGMOID);
+            y = squeeze_excite(m, part, y, make_divisible(b->exp / 4), ACT_RELU, DT_ACT_HARDSIGMOID, DT_INIT_ZEROS);
         }
         snprintf(part, sizeof part, "features.%d.block.%d", i + 1, j);
         y = conv_norm_act(m, info, part, y, b->out, 1, 1, 1, ACT_NONE);
@@ -346,7 +352,7 @@ static int efficientnet(dt_model *m, const dt_model_info *info)
                 snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
                 y = conv_norm_act(m, info, part, y, exp, st->k, stride, exp, DT_ACT_SILU);
                 snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
-                y = squeeze_excite(m, part, y, in / 4 > 1 ? in / 4 : 1, DT_ACT_SILU, DT_ACT_SIGMOID);
+                y = squeeze_excite(m, part, y, in / 4 > 1 ? in / 4 : 1, DT_ACT_SILU, DT_ACT_SIGMOID, DT_INIT_ZEROS);
                 snprintf(part, sizeof part, "features.%d.%d.block.%d", i + 1, b, j++);
                 y = conv_norm_act(m, info, part, y, out, 1, 1, 1, ACT_NONE);
             }
@@ -362,6 +368,47 @@ static int efficientnet(dt_model *m, const dt_model_info *info)
 }
 
 
+
+/* torchvision's RegNetY: per stage its depth and width, and the group width of its 3x3 convs (what
+ * BlockParams.from_init_params makes of each model's w_0, w_a, w_m: the tables below; bottleneck
+ * multiplier 1, SE ratio 1/4 of the block's input width) */
+typedef struct { int depth[4], width[4], group_width; } regnet_params;
+static const regnet_params regnet_y_400mf_p = {{1, 3, 6, 6}, {48, 104, 208, 440}, 8},
+                           regnet_y_800mf_p = {{1, 3, 8, 2}, {64, 144, 320, 784}, 16},
+                           regnet_y_1_6gf_p = {{2, 6, 17, 2}, {48, 120, 336, 888}, 24},
+                           regnet_y_3_2gf_p = {{2, 5, 13, 1}, {72, 216, 576, 1512}, 24},
+                           regnet_y_8gf_p = {{2, 4, 10, 1}, {224, 448, 896, 2016}, 56},
+                           regnet_y_16gf_p = {{2, 4, 11, 1}, {224, 448, 1232, 3024}, 112};
+
+/* RegNetY: stem (3x3 stride 2, 32), four stages of ResBottleneckBlocks (x + f(x) or proj(x) + f(x),
+ * then ReLU; f: 1x1, grouped 3x3 with the stride, SE with ReLU and Sigmoid, 1x1), pool, fc */
+static int regnet(dt_model *m, const dt_model_info *info)
+{
+    const regnet_params *rp = (const regnet_params *)info->table;
+    char name[DT_NAME_MAX], part[2 * DT_NAME_MAX];
+    int x = conv_norm_act(m, info, "stem", m->input, 32, 3, 2, 1, ACT_RELU), in = 32;
+    for (int st = 0; st < 4; st++)
+        for (int b = 0; b < rp->depth[st]; b++) {
+            const int out = rp->width[st], stride = b == 0 ? 2 : 1;
+            snprintf(name, sizeof name, "trunk_output.block%d.block%d-%d", st + 1, st + 1, b);
+            int id = x;
+            if (in != out || stride != 1) {
+                snprintf(part, sizeof part, "%s.proj", name);
+                id = conv_norm_act(m, info, part, x, out, 1, stride, 1, ACT_NONE);
+            }
+            snprintf(part, sizeof part, "%s.f.a", name);
+            int y = conv_norm_act(m, info, part, x, out, 1, 1, 1, ACT_RELU);
+            snprintf(part, sizeof part, "%s.f.b", name);
+            y = conv_norm_act(m, info, part, y, out, 3, stride, out / rp->group_width, ACT_RELU);
+            snprintf(part, sizeof part, "%s.f.se", name);
+            y = squeeze_excite(m, part, y, in / 4, ACT_RELU, DT_ACT_SIGMOID, DT_INIT_TORCH_DEFAULT);
+            snprintf(part, sizeof part, "%s.f.c", name);
+            y = conv_norm_act(m, info, part, y, out, 1, 1, 1, ACT_NONE);
+            x = dt_layer_relu(m, dt_layer_add(m, id, y));
+            in = out;
+        }
+    return dt_layer_linear(m, "fc", pooled(m, x), m->num_classes, DT_INIT_NORMAL_001, DT_INIT_ZEROS);
+}
 
 /* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's (VGG's configs A,
  * B, D and E for vgg11, 13, 16 and 19) */
@@ -423,6 +470,13 @@ const dt_model_info dt_models[] = {
      .input_size = 300, .params = 12233232},
     {"efficientnet_b4", efficientnet, .variant = 1, .width_mult = 1.4, .depth_mult = 1.8, .dropout = 0.4f,
      .input_size = 380, .params = 19341616},
+    /* RegNetY (its stage table as info->table) */
+    {"regnet_y_400mf", regnet, .table = &regnet_y_400mf_p, .input_size = 224, .params = 4344144},
+    {"regnet_y_800mf", regnet, .table = &regnet_y_800mf_p, .input_size = 224, .params = 6432512},
+    {"regnet_y_1_6gf", regnet, .table = &regnet_y_1_6gf_p, .input_size = 224, .params = 11202430},
+    {"regnet_y_3_2gf", regnet, .table = &regnet_y_3_2gf_p, .input_size = 224, .params = 19436338},
+    {"regnet_y_8gf", regnet, .table = &regnet_y_8gf_p, .input_size = 224, .params = 39381472},
+    {"regnet_y_16gf", regnet, .table = &regnet_y_16gf_p, .input_size = 224, .params = 83590140},
     {"efficientnet_v2_s", efficientnet, .variant = 2, .dropout = 0.2f, .bn_eps = 1e-3f, .input_size = 384,
      .params = 21458488},
 };
