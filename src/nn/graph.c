@@ -169,6 +169,40 @@ int dt_layer_batchnorm(dt_model *m, const char *name, int x)
     return dt_layer_batchnorm_eps(m, name, x, 1e-5f, 0.1f);
 }
 
+int dt_layer_layernorm(dt_model *m, const char *name, int x, float eps)
+{
+    dt_node *n = new_node(m, DT_OP_LN, name, x);
+    if (!n)
+        return -1;
+    int c = m->values[x].channels;
+    n->attr.eps = eps;
+    n->param[DT_NODE_WEIGHT] = new_param(m, name, "weight", DT_P_BN_WEIGHT, 1, &c, DT_INIT_ONES);
+    n->param[DT_NODE_BIAS] = new_param(m, name, "bias", DT_P_BN_BIAS, 1, &c, DT_INIT_ZEROS);
+    return finish_node(m, n, c);
+}
+
+int dt_param_layer_scale(dt_model *m, const char *name, int c, float value)
+{
+    int shape[3] = {c, 1, 1};
+    int p = new_param(m, name, "layer_scale", DT_P_WEIGHT, 3, shape, DT_INIT_CONSTANT);
+    if (p >= 0)
+        m->params[p].init_value = value;
+    return p;
+}
+
+int dt_layer_scale(dt_model *m, int x, int param)
+{
+    dt_node *n = new_node(m, DT_OP_SCALE, "layer_scale", x);
+    if (!n)
+        return -1;
+    if (param < 0 || param >= m->n_params || m->params[param].numel != m->values[x].channels) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->param[DT_NODE_WEIGHT] = param;
+    return finish_node(m, n, m->values[x].channels);
+}
+
 int dt_layer_act(dt_model *m, int x, int act)
 {
     dt_node *n = new_node(m, DT_OP_ACT, "", x);
@@ -237,8 +271,11 @@ int dt_layer_flatten(dt_model *m, int x)
     dt_node *n = new_node(m, DT_OP_FLATTEN, "flatten", x);
     if (!n)
         return -1;
-    /* the feature count must not depend on the input size: flatten follows an adaptive pool */
+    /* the feature count must not depend on the input size: flatten follows an adaptive pool (a layer
+     * norm between them keeps its shape) */
     int pr = m->values[x].producer;
+    if (pr >= 0 && m->nodes[pr].op == DT_OP_LN)
+        pr = m->values[m->nodes[pr].in0].producer;
     if (pr < 0 || m->nodes[pr].op != DT_OP_AVGPOOL) {
         m->build_error = DT_ERR_STATE;
         return -1;
@@ -246,12 +283,14 @@ int dt_layer_flatten(dt_model *m, int x)
     return finish_node(m, n, m->values[x].channels * m->nodes[pr].attr.out_h * m->nodes[pr].attr.out_w);
 }
 
-int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b)
+static int linear_node(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b,
+                       int pointwise)
 {
     dt_node *n = new_node(m, DT_OP_LINEAR, name, x);
     if (!n)
         return -1;
     n->attr.has_bias = 1;
+    n->attr.pointwise = pointwise;
     int in = m->values[x].channels; /* a flattened value or another linear layer's output */
     int shape[2] = {out, in};
     n->param[DT_NODE_WEIGHT] = new_param(m, name, "weight", DT_P_WEIGHT, 2, shape, init_w);
@@ -261,6 +300,16 @@ int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init 
         m->params[n->param[DT_NODE_WEIGHT]].fan_out = out;
     }
     return finish_node(m, n, out);
+}
+
+int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b)
+{
+    return linear_node(m, name, x, out, init_w, init_b, 0);
+}
+
+int dt_layer_linear_rows(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b)
+{
+    return linear_node(m, name, x, out, init_w, init_b, 1);
 }
 
 int dt_layer_dropout(dt_model *m, int x, float p)
@@ -596,6 +645,12 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
             case DT_INIT_TORCH_DEFAULT: v = (2.0 * dt_rng_uniform(&r) - 1.0) * bound; break;
             case DT_INIT_NORMAL_001: v = 0.01 * dt_rng_normal(&r); break;
             case DT_INIT_UNIFORM_FAN_OUT: v = (2.0 * dt_rng_uniform(&r) - 1.0) / sqrt((double)p->fan_out); break;
+            case DT_INIT_TRUNC_NORMAL_002:
+                do
+                    v = 0.02 * dt_rng_normal(&r);
+                while (fabs(v) > 2.0);
+                break;
+            case DT_INIT_CONSTANT: v = p->init_value; break;
             }
             d[j] = (float)v; /* drawn in O,KH,KW,I order: the distribution is all that matters */
         }

@@ -25,7 +25,7 @@
 /* node kinds by enum dt_op_kind, then conv's backward-data (the profile's extra slot) */
 static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
                                          "linear", "dropout", "flatten", "add", "act", "chanmul", "sdepth",
-                                         "conv dx"};
+                                         "layernorm", "scale", "conv dx"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
 
 /* the BN descriptor node nd runs with for a batch of n (sync: SyncBN's callback, or NULL) */
@@ -71,8 +71,11 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
             y->height = nd->attr.out_h;
             y->width = nd->attr.out_w;
             break;
-        case DT_OP_FLATTEN:
-        case DT_OP_LINEAR: y->height = y->width = 1; break;
+        case DT_OP_FLATTEN: y->height = y->width = 1; break;
+        case DT_OP_LINEAR:
+            if (!nd->attr.pointwise)
+                y->height = y->width = 1;
+            break;
         default:
             break;
         }
@@ -155,7 +158,8 @@ static int kept_for_backward(const dt_model *m, int v)
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
         if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR ||
-                              nd->op == DT_OP_ACT || nd->op == DT_OP_CHANMUL)) ||
+                              nd->op == DT_OP_ACT || nd->op == DT_OP_CHANMUL || nd->op == DT_OP_LN ||
+                              nd->op == DT_OP_SCALE)) ||
             (nd->in1 == v && nd->op == DT_OP_CHANMUL) ||
             (nd->out == v && nd->op == DT_OP_RELU && !nd->attr.fused_into_bn) || /* a fused one's BN recomputes it */
             (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0 && m->nodes[nd->attr.tail_relu].out == v)) /* a tail's mask */
@@ -260,6 +264,7 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
         case DT_OP_MAXPOOL: save = (size_t)value_numel(y, n); break; /* one byte per output */
         case DT_OP_DROPOUT: save = (size_t)value_numel(y, n); break;
         case DT_OP_SDEPTH: save = (size_t)n; break; /* one byte per image */
+        case DT_OP_LN: save = 2 * (size_t)n * x->height * x->width * sizeof(float); break; /* mean, rstd per row */
         default: break;
         }
         nd->save_off = DT_ARENA_FAIL;
@@ -300,7 +305,7 @@ static void plan_backend(dt_model *m, int n, size_t *ws, size_t *scratch)
 #define TAKE_MAX(into, v) ((b = (v)) > *(into) ? (void)(*(into) = b) : (void)0)
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
-        const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
+        const dt_value *y = &m->values[nd->out];
         switch (nd->op) {
         case DT_OP_CONV: {
             dt_conv_desc d;
@@ -313,9 +318,12 @@ static void plan_backend(dt_model *m, int n, size_t *ws, size_t *scratch)
             TAKE_MAX(scratch, be->bn_scratch(&d));
             break;
         }
-        case DT_OP_LINEAR:
-            TAKE_MAX(scratch, be->linear_scratch(n, x->channels * x->height * x->width, y->channels, dt_amp_compute_type(m)));
+        case DT_OP_LINEAR: {
+            int rows, in;
+            linear_shape(m, nd, n, &rows, &in);
+            TAKE_MAX(scratch, be->linear_scratch(rows, in, y->channels, dt_amp_compute_type(m)));
             break;
+        }
         default: break;
         }
     }
@@ -792,12 +800,21 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         case DT_OP_FLATTEN: be->flatten_fwd(n, xv->height, xv->width, xv->channels, xt, xin, y); break;
         case DT_OP_LINEAR: {
             const void *lx = xin, *lw = weight, *lb = bias;
+            int rows, in;
+            linear_shape(m, nd, n, &rows, &in);
             if (m->amp_level)
                 dt_amp_operands(m, nd, n, &lx, &lw, &lb);
-            be->linear_fwd(n, xv->channels * xv->height * xv->width, yv->channels, dt_amp_compute_type(m), lx, lw, lb,
-                           y);
+            be->linear_fwd(rows, in, yv->channels, dt_amp_compute_type(m), lx, lw, lb, y);
             break;
         }
+        case DT_OP_LN:
+            be->ln_fwd(count / xv->channels, xv->channels, nd->attr.eps, xin, xt, weight, bias,
+                       ptype(m, nd->param[DT_NODE_WEIGHT]), y, yt, saved_of(m, nd));
+            break;
+        case DT_OP_SCALE: /* one "image" of every position: the scale is the batch's */
+            be->chanmul_fwd(1, count / xv->channels, xv->channels, xin, xt, weight, ptype(m, nd->param[DT_NODE_WEIGHT]),
+                            y, yt);
+            break;
         case DT_OP_DROPOUT:
         case DT_OP_SDEPTH:
             if (m->training && nd->attr.drop_prob > 0) {
@@ -1059,8 +1076,21 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                 dt_amp_linear_bwd(m, nd, n, xin, dy, need_dx, accumulate);
                 break;
             }
-            be->linear_bwd(n, xv->channels * xv->height * xv->width, yv->channels, DT_FLOAT32, xin, weight, dy, dx, dweight, dbias,
+        {
+            int rows, in;
+            linear_shape(m, nd, n, &rows, &in);
+            be->linear_bwd(rows, in, yv->channels, DT_FLOAT32, xin, weight, dy, dx, dweight, dbias,
                            need_dx ? grad_accumulate(m, nd->in0) : 0, accumulate);
+            break;
+        }
+        case DT_OP_LN:
+            be->ln_bwd(count / xv->channels, xv->channels, xin, xt, weight, ptype(m, nd->param[DT_NODE_WEIGHT]),
+                       saved_of(m, nd), dy, yt, dx, dweight, dbias, need_dx ? grad_accumulate(m, nd->in0) : 0,
+                       accumulate);
+            break;
+        case DT_OP_SCALE:
+            be->chanmul_bwd(1, count / xv->channels, xv->channels, xin, xt, weight, ptype(m, nd->param[DT_NODE_WEIGHT]),
+                            dy, yt, dx, dweight, need_dx ? grad_accumulate(m, nd->in0) : 0, accumulate);
             break;
         case DT_OP_DROPOUT:
         case DT_OP_SDEPTH:

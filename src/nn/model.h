@@ -44,12 +44,14 @@ extern "C" {
 #endif
 
 enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
-                  DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH };
-#define DT_OP_KINDS 12 /* the number of kinds above */
+                  DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH, DT_OP_LN, DT_OP_SCALE };
+#define DT_OP_KINDS 14 /* the number of kinds above */
 
 /* how a parameter is initialised (torchvision's rules, per architecture) */
 enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001,
-               DT_INIT_UNIFORM_FAN_OUT /* U(-1/sqrt(fan_out), +): EfficientNet's linear layers */ };
+               DT_INIT_UNIFORM_FAN_OUT, /* U(-1/sqrt(fan_out), +): EfficientNet's linear layers */
+               DT_INIT_TRUNC_NORMAL_002, /* trunc_normal_(std 0.02), cut at +-2: ConvNeXt's and ViT's */
+               DT_INIT_CONSTANT /* dt_param.init_value: ConvNeXt's layer scale */ };
 
 enum dt_param_kind { DT_P_WEIGHT, DT_P_BIAS, DT_P_BN_WEIGHT, DT_P_BN_BIAS, DT_P_BN_MEAN, DT_P_BN_VAR, DT_P_BN_COUNT };
 
@@ -69,6 +71,7 @@ typedef struct dt_param {
     dt_dtype dtype;         /* the storage type of the data and of the gradient (model.h: mixed precision) */
     int fan_in, fan_out;    /* for initialisation */
     enum dt_init init;
+    float init_value;       /* DT_INIT_CONSTANT's value */
     int zero_init;          /* the last BN weight of a residual block (zero_init_residual) */
 } dt_param;
 
@@ -99,8 +102,9 @@ typedef struct dt_node {
     struct {                /* the op's settings */
         int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad) */
         int has_bias;                     /* conv, linear */
+        int pointwise;                    /* linear: on every position's channels (NHWC rows), not flattened */
         int out_h, out_w;                 /* adaptive average pool */
-        float eps, momentum;              /* batch norm */
+        float eps, momentum;              /* batch norm; layer norm's eps */
         float drop_prob;                  /* dropout's or stochastic depth's probability */
         int act;                          /* the activation (enum dt_act) of an act node */
         float depth;                      /* stochastic depth: the block's depth fraction (dt_layer_sdepth) */
@@ -195,8 +199,9 @@ struct dt_model_info {
     int groups, width_per_group;
     int batchnorm;          /* VGG: a BN after every conv */
     /* MobileNet and EfficientNet: which of the family (MobileNetV3: 0 large, 1 small; EfficientNet: 1 V1
-     * B0-B7, 2 V2), the width and depth multipliers, the classifier's dropout and the BN's eps and
-     * momentum (0: PyTorch's 1e-5 and 0.1) as torchvision builds them */
+     * B0-B7, 2 V2), the width and depth multipliers, the classifier's dropout (ConvNeXt: its stochastic
+     * depth probability) and the BN's eps and momentum (0: PyTorch's 1e-5 and 0.1) as torchvision
+     * builds them */
     int variant;
     const void *table;      /* a builder's own table (RegNetY: its stages) */
     double width_mult, depth_mult;
@@ -382,6 +387,15 @@ int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init 
 int dt_layer_dropout(dt_model *m, int x, float p);
 /* a + b (a residual connection): the same channels */
 int dt_layer_add(dt_model *m, int a, int b);
+/* layer norm over each position's channels (ConvNeXt's LayerNorm2d on NHWC; weight and bias [c]) */
+int dt_layer_layernorm(dt_model *m, const char *name, int x, float eps);
+/* nn.Linear on each position's channels of x [h, w, c] (ConvNeXt's pointwise layers): y [h, w, out] */
+int dt_layer_linear_rows(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b);
+/* a trainable per-channel scale <name>.layer_scale of shape [c, 1, 1], every value `value` (made
+ * apart from its use, so that it comes where torchvision's state_dict has it): its parameter index */
+int dt_param_layer_scale(dt_model *m, const char *name, int c, float value);
+/* x times the per-channel parameter param (dt_param_layer_scale) */
+int dt_layer_scale(dt_model *m, int x, int param);
 /* batch norm with PyTorch's eps and momentum given (dt_layer_batchnorm: 1e-5 and 0.1) */
 int dt_layer_batchnorm_eps(dt_model *m, const char *name, int x, float eps, float momentum);
 /* an activation (enum dt_act: ReLU6, Hardswish, SiLU, ...); its backward reads its input */

@@ -28,6 +28,15 @@ static inline int64_t value_numel(const dt_value *v, int n)
     return (int64_t)n * v->height * v->width * v->channels;
 }
 
+/* the rows and features a linear node nd computes for a batch of n: n and everything flattened, or
+ * (pointwise) every position of the batch and its channels */
+static inline void linear_shape(const dt_model *m, const dt_node *nd, int n, int *rows, int *in)
+{
+    const dt_value *x = &m->values[nd->in0];
+    *rows = nd->attr.pointwise ? n * x->height * x->width : n;
+    *in = nd->attr.pointwise ? x->channels : x->channels * x->height * x->width;
+}
+
 /* the activation of value v, of type m->values[v].dtype (the model's input is the caller's memory,
  * fp32, read but never written) */
 static inline void *act_of(const dt_model *m, int v)

@@ -410,11 +410,56 @@ static int regnet(dt_model *m, const dt_model_info *info)
     return dt_layer_linear(m, "fc", pooled(m, x), m->num_classes, DT_INIT_NORMAL_001, DT_INIT_ZEROS);
 }
 
+/* torchvision's ConvNeXt: a 4x4 stride-4 stem with a channels-last LayerNorm, four stages of CNBlocks
+ * (7x7 depthwise conv, LayerNorm, pointwise linear to 4x, GELU, pointwise linear back, layer scale,
+ * stochastic depth, residual add), a LayerNorm and a 2x2 stride-2 conv between stages, pool,
+ * LayerNorm, linear. config: blocks per stage; widths 96, 192, 384, 768 (T and S) */
+static int convnext(dt_model *m, const dt_model_info *info)
+{
+    static const int dims[4] = {96, 192, 384, 768};
+    const float eps = 1e-6f;
+    char name[DT_NAME_MAX], part[2 * DT_NAME_MAX];
+    int x = dt_layer_conv(m, "features.0.0", m->input, dims[0], 4, 4, 0, 1, DT_INIT_TRUNC_NORMAL_002);
+    x = dt_layer_layernorm(m, "features.0.1", x, eps);
+    int total = 0, id = 0, f = 1;
+    for (int st = 0; st < 4 && st < info->config_len; st++)
+        total += info->config[st];
+    for (int st = 0; st < 4 && st < info->config_len; st++, f++) {
+        const int dim = dims[st];
+        for (int b = 0; b < info->config[st]; b++, id++) {
+            snprintf(name, sizeof name, "features.%d.%d", f, b);
+            const int scale = dt_param_layer_scale(m, name, dim, 1e-6f); /* first in torchvision's state_dict */
+            snprintf(part, sizeof part, "%s.block.0", name);
+            int y = dt_layer_conv_grouped(m, part, x, dim, 7, 1, 3, 1, dim, 1, DT_INIT_TRUNC_NORMAL_002);
+            snprintf(part, sizeof part, "%s.block.2", name);
+            y = dt_layer_layernorm(m, part, y, eps);
+            snprintf(part, sizeof part, "%s.block.3", name);
+            y = dt_layer_linear_rows(m, part, y, 4 * dim, DT_INIT_TRUNC_NORMAL_002, DT_INIT_ZEROS);
+            y = dt_layer_act(m, y, DT_ACT_GELU);
+            snprintf(part, sizeof part, "%s.block.5", name);
+            y = dt_layer_linear_rows(m, part, y, dim, DT_INIT_TRUNC_NORMAL_002, DT_INIT_ZEROS);
+            y = dt_layer_sdepth(m, dt_layer_scale(m, y, scale), (float)id / (float)(total - 1), info->dropout);
+            x = dt_layer_add(m, y, x);
+        }
+        if (st < 3) { /* downsampling */
+            f++;
+            snprintf(name, sizeof name, "features.%d.0", f);
+            x = dt_layer_layernorm(m, name, x, eps);
+            snprintf(name, sizeof name, "features.%d.1", f);
+            x = dt_layer_conv(m, name, x, dims[st + 1], 2, 2, 0, 1, DT_INIT_TRUNC_NORMAL_002);
+        }
+    }
+    x = dt_layer_layernorm(m, "classifier.0", dt_layer_adaptive_avgpool(m, x, 1, 1), eps);
+    return dt_layer_linear(m, "classifier.2", dt_layer_flatten(m, x), m->num_classes, DT_INIT_TRUNC_NORMAL_002,
+                           DT_INIT_ZEROS);
+}
+
 /* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's (VGG's configs A,
  * B, D and E for vgg11, 13, 16 and 19) */
 static const int resnet18_blocks[] = {2, 2, 2, 2}, resnet34_blocks[] = {3, 4, 6, 3}, resnet50_blocks[] = {3, 4, 6, 3},
                  resnet101_blocks[] = {3, 4, 23, 3}, resnet152_blocks[] = {3, 8, 36, 3};
 static const int resnet8_blocks[] = {1, 1, 1}, resnet20_blocks[] = {3, 3, 3}, resnet56_blocks[] = {9, 9, 9};
+static const int convnext_tiny_blocks[] = {3, 3, 9, 3}, convnext_small_blocks[] = {3, 3, 27, 3};
 static const int vgg11_config[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 static const int vgg13_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 static const int vgg16_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
@@ -470,6 +515,13 @@ const dt_model_info dt_models[] = {
      .input_size = 300, .params = 12233232},
     {"efficientnet_b4", efficientnet, .variant = 1, .width_mult = 1.4, .depth_mult = 1.8, .dropout = 0.4f,
      .input_size = 380, .params = 19341616},
+    {"efficientnet_v2_s", efficientnet, .variant = 2, .dropout = 0.2f, .bn_eps = 1e-3f, .input_size = 384,
+     .params = 21458488},
+    /* ConvNeXt (dropout: its stochastic depth probability, torchvision's 0.1 and 0.4) */
+    {"convnext_tiny", convnext, convnext_tiny_blocks, LEN(convnext_tiny_blocks), .dropout = 0.1f, .input_size = 224,
+     .params = 28589128},
+    {"convnext_small", convnext, convnext_small_blocks, LEN(convnext_small_blocks), .dropout = 0.4f,
+     .input_size = 224, .params = 50223688},
     /* RegNetY (its stage table as info->table) */
     {"regnet_y_400mf", regnet, .table = &regnet_y_400mf_p, .input_size = 224, .params = 4344144},
     {"regnet_y_800mf", regnet, .table = &regnet_y_800mf_p, .input_size = 224, .params = 6432512},
@@ -477,8 +529,6 @@ const dt_model_info dt_models[] = {
     {"regnet_y_3_2gf", regnet, .table = &regnet_y_3_2gf_p, .input_size = 224, .params = 19436338},
     {"regnet_y_8gf", regnet, .table = &regnet_y_8gf_p, .input_size = 224, .params = 39381472},
     {"regnet_y_16gf", regnet, .table = &regnet_y_16gf_p, .input_size = 224, .params = 83590140},
-    {"efficientnet_v2_s", efficientnet, .variant = 2, .dropout = 0.2f, .bn_eps = 1e-3f, .input_size = 384,
-     .params = 21458488},
 };
 const int dt_n_models = LEN(dt_models);
 

@@ -273,14 +273,15 @@ void dt_amp_conv_bwd(dt_model *m, const dt_node *nd, int n, const dt_conv_desc *
 void dt_amp_linear_bwd(dt_model *m, const dt_node *nd, int n, const void *xin, void *dy, int need_dx, int accumulate)
 {
     const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
-    int in = xv->channels * xv->height * xv->width, out = yv->channels;
+    int rows, in, out = yv->channels;
+    linear_shape(m, nd, n, &rows, &in);
     const void *lx = xin, *lw = param_of(m, nd->param[DT_NODE_WEIGHT]), *lb = param_of(m, nd->param[DT_NODE_BIAS]);
     dt_amp_operands(m, nd, n, &lx, &lw, &lb);
     result_to rw, rb, rx;
     results(m, nd, n, need_dx, accumulate, &rw, &rb, &rx);
     if (need_dx && !rx.direct) /* the input's copy is still read: dx apart after the weight gradient */
         rx.at = scratch_at(m, value_numel(xv, n) + 2 * (rw.n + rb.n));
-    m->be->linear_bwd(n, in, out, dt_amp_compute_type(m), lx, lw, dy, need_dx ? rx.at : NULL, rw.at,
+    m->be->linear_bwd(rows, in, out, dt_amp_compute_type(m), lx, lw, dy, need_dx ? rx.at : NULL, rw.at,
                       rb.target ? rb.at : NULL, rx.direct && rx.accumulate, rw.direct && accumulate);
     result_done(m, &rw);
     result_done(m, &rb);
