@@ -5,9 +5,9 @@
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
  * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, tensor_sumsq, lars,
- * lamb, maxpool, avgpool, linear, flatten,
- * dropout, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's name
- * contains GROUP).
+ * lamb, act, chanmul, maxpool, avgpool, linear, flatten,
+ * dropout, sdepth, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's
+ * name contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
  * variant and dtype, and exits 1 when any row fails (0 when all pass, 2 on a bad command line).
  * --quick: every op once in fp32 and fp16 (the 2-byte elements' indexing and vector paths), on small
@@ -39,8 +39,10 @@
  * 16-bit elements (util/half.h; exact: an upload of a value the type does not hold stops this
  * program, a bug of the test), and results come back as 16-bit elements widened to fp32 (exact).
  * Which operands are typed follows each op's signature in nn/backend.h:
- *   - convolutions, linear, pools, relu, flatten, dropout, scale, fill, unscale_check, xent's logits
- *     and dlogits, normalize_u8's output: every typed operand of the row's type;
+ *   - convolutions, linear, pools, relu, act, flatten, dropout, sdepth, scale, fill, unscale_check,
+ *     xent's logits and dlogits, normalize_u8's output: every typed operand of the row's type;
+ *   - chanmul: x, s, y (dy, dx, ds) of the row's type; then, in fp16/bf16 rows, s (and ds) fp32
+ *     ("(s fp32)");
  *   - BN: x, y, dx, dy (and bn_add_relu's residual and its gradient) of the row's type, its
  *     parameters, running statistics and their gradients fp32, as under keep_batchnorm_fp32 (O2's
  *     default); then, for the first three cases, those of the row's type too (shape "..., O3": O3's
@@ -70,20 +72,35 @@
  * Tolerances (the "tol" column):
  *   0, bits    copies (copy_grad's conversions too), flatten, relu, add (mixed types too), scale,
  *              fill, max pool's values and window positions and its gradient where windows do not
- *              overlap, dropout's mask, round_half, unscale_check (its flag, and g left unchanged),
- *              step_end (the whole scalars block, after every step), xent's hits and counts: each
+ *              overlap, dropout's and sdepth's masks (and sdepth's = dropout's first n), round_half,
+ *              unscale_check (its flag, and g left unchanged), step_end (the whole scalars block,
+ *              after every step), xent's hits and counts: each
  *              result is one IEEE operation or none, so any correct implementation gives the same
  *              bits ("bits": compared as bit patterns, so +0/-0 and (fp32) NaN payloads count; "0":
  *              compared as values). In fp16 and bf16 rows too: one operation in fp32 followed by one
  *              rounding to the type is as deterministic.
- *   1e-5       element-wise arithmetic of a few operations (SGD, dropout's scaling, normalize_u8,
- *              BN inference, gradients of pools summing a few overlapping windows): fp32 rounds
- *              each to 6e-8, and a device compiler contracting a*b+c into one FMA (nvcc does by
- *              default; our C code is built with -ffp-contract=off) moves results by an ulp or
- *              two, and more only through cancellation, which the floor absorbs.
+ *   1e-5       element-wise arithmetic of a few operations (SGD, dropout's and sdepth's scaling,
+ *              normalize_u8, BN inference, gradients of pools summing a few overlapping windows,
+ *              chanmul's forward and dx, act's relu6, hardsigmoid and hardswish both ways): fp32
+ *              rounds each to 6e-8, and a device compiler contracting a*b+c into one FMA (nvcc does
+ *              by default; our C code is built with -ffp-contract=off; hardswish's dy*(x/3+1/2) is
+ *              such a case) moves results by an ulp or two, and more only through cancellation,
+ *              which the floor absorbs.
+ *              act's sigmoid, silu and gelu too: they call expf and erff, within 2 ulp on CUDA and
+ *              1 ulp in glibc, so exp(-x) or erf differ by up to ~3 ulps (2e-7 relative), and
+ *              act.c's arithmetic carries that to at most ~3.5e-6 of the floor. The worst case is
+ *              sigmoid's backward for x in about 4..8: 1 - s keeps only s's last bits, and s moves by
+ *              one ulp of 1 + exp(-x) (1.2e-7) when that sum rounds the other way; times |dy| < 3.5
+ *              against an RMS of 0.12. A host emulation of these inputs with exp and erf moved by 2
+ *              to 4 ulps gave 3.0e-6 there, 1.3e-6 for silu's backward, 1.1e-6 for gelu's, and at
+ *              most 1.2e-6 for the forwards (gelu's near x = -20 only if erf(-14) were not -1).
+ *              act's inputs: N(0, 16) with the kinks (-6, -3, 0, -0, 3, 6, one fp32 ulp either side,
+ *              1/32 either side), +-9.5, 15, 16, 17, 20, 88, 90, a subnormal, NaN and +-inf
+ *              (ACT_SPECIAL) in the 8-wide part, and NaN, -3, 6 in the scalar tail.
  *   1e-4       reductions, GEMMs and convolutions (BN statistics and gradients, linear, conv,
- *              average pool, the loss's softmax): the sums run in another order (cuDNN's and
- *              cuBLAS's tiles and split-K versus im2col + BLAS), with error growing like
+ *              average pool, the loss's softmax, chanmul's ds over hw positions): the sums run in
+ *              another order (cuDNN's and cuBLAS's tiles and split-K versus im2col + BLAS; act.cu's
+ *              double sums in lanes versus act.c's in one), with error growing like
  *              eps * sqrt(K) to eps * K for K terms; K reaches 4608 (3x3x512) here, so about 3e-4
  *              at worst and about 2e-6 typical against the floor; measured between oneDNN and the
  *              im2col reference on these shapes: at most 7e-6. TF32 (10-bit mantissa), which cuDNN
@@ -1775,6 +1792,156 @@ static void test_pools(void)
             ALL_DTYPES test_avgpool(&AVGPOOL_CASES[i], dt);
 }
 
+/* --- activations, squeeze-and-excitation's scale --------------------------------------------------- */
+
+static const char *const ACT_NAMES[] = {"relu6", "hardsigmoid", "hardswish", "sigmoid", "silu", "gelu"};
+_Static_assert(sizeof ACT_NAMES / sizeof ACT_NAMES[0] == DT_ACT_COUNT, "one name per enum dt_act");
+
+/* act's inputs beyond the random ones (rounded to the row's type with them): the kinks of relu6,
+ * hardsigmoid and hardswish and their neighbours (one fp32 ulp, 1/32), where sigmoid, silu and gelu
+ * saturate or underflow, a subnormal, and the non-finite values */
+static const float ACT_SPECIAL[] = {
+    -6.0f, -3.0f, -0.0f, 0.0f, 3.0f, 6.0f,
+    -0x1.800002p+1f, -0x1.7ffffep+1f, 0x1.7ffffep+1f, 0x1.800002p+1f, 0x1.7ffffep+2f, 0x1.800002p+2f, /* 1 ulp */
+    -3.03125f, -2.96875f, -0.03125f, 0.03125f, 2.96875f, 3.03125f, 5.96875f, 6.03125f,               /* 1/32 */
+    9.5f, -9.5f, 15.0f, -15.0f, 16.0f, -16.0f, 17.0f, -17.0f, 20.0f, -20.0f, 88.0f, -88.0f, 90.0f, -90.0f,
+    0x1p-149f, -0x1p-149f, NAN, INFINITY, -INFINITY,
+};
+#define N_ACT_SPECIAL ((int64_t)(sizeof ACT_SPECIAL / sizeof ACT_SPECIAL[0]))
+/* the last values (NE % 8 = 3 of them are the scalar tail) */
+static const float ACT_TAIL[] = {NAN, -3.0f, 6.0f, 3.0f, 0.0f};
+
+/* act_fwd (also in place) and act_bwd (overwriting, accumulating) for each activation, on NE values:
+ * N(0, 16) with ACT_SPECIAL at the start (the 8-wide path) and ACT_TAIL at the end (the scalar tail) */
+static void test_act(int dt)
+{
+    char shape[32], name[64];
+    snprintf(shape, sizeof shape, "n=%lld", (long long)NE);
+    const dt_dtype T = ty(dt);
+    for (int act = 0; act < DT_ACT_COUNT; act++) {
+        float *x = h_randn(NE, 0, 4, dt);
+        if (!LIST) {
+            for (int64_t i = 0; i < N_ACT_SPECIAL; i++)
+                x[i] = ACT_SPECIAL[i];
+            for (int64_t i = 0; i < (int64_t)(sizeof ACT_TAIL / sizeof ACT_TAIL[0]); i++)
+                x[NE - 1 - i] = ACT_TAIL[i];
+            h_round(x, NE, dt);
+        }
+        float *y = h_new(NE);
+        void *Dx = d_from(x, NE, dt), *Dy = d_poisoned(NE, dt);
+        REF->act_fwd(NE, act, S32, x, y);
+        DEV->act_fwd(NE, act, T, Dx, Dy);
+        ref_out(y, NE, dt);
+        snprintf(name, sizeof name, "act_fwd %s", ACT_NAMES[act]);
+        check(name, dt, shape, Dy, y, NE, M_ELT);
+        void *Dxi = d_from(x, NE, dt); /* y = x, as the contract allows */
+        DEV->act_fwd(NE, act, T, Dxi, Dxi);
+        snprintf(name, sizeof name, "act_fwd %s in place", ACT_NAMES[act]);
+        check(name, dt, shape, Dxi, y, NE, M_ELT);
+
+        float *dy = h_randn(NE, 0, 1, dt), *dx = h_new(NE);
+        void *Ddy = d_from(dy, NE, dt), *Ddx = d_poisoned(NE, dt);
+        REF->act_bwd(NE, act, S32, x, dy, dx, 0);
+        DEV->act_bwd(NE, act, T, Dx, Ddy, Ddx, 0);
+        ref_out(dx, NE, dt);
+        snprintf(name, sizeof name, "act_bwd %s", ACT_NAMES[act]);
+        check(name, dt, shape, Ddx, dx, NE, M_ELT);
+        float *prior = h_randn(NE, 0, 1, dt), *dxa = h_copy(prior, NE);
+        void *Ddxa = d_from(prior, NE, dt);
+        REF->act_bwd(NE, act, S32, x, dy, dxa, 1);
+        DEV->act_bwd(NE, act, T, Dx, Ddy, Ddxa, 1);
+        ref_out(dxa, NE, dt);
+        snprintf(name, sizeof name, "act_bwd %s acc", ACT_NAMES[act]);
+        check(name, dt, shape, Ddxa, dxa, NE, M_ELT);
+        release();
+    }
+}
+
+typedef struct chanmul_case {
+    const char *name;
+    int n;
+    int64_t hw;
+    int c;
+} chanmul_case;
+
+static const chanmul_case CHANMUL_CASES[] = {
+    {"se 7x7, 8-wide", 3, 49, 64},
+    {"c 2048 > 1024", 2, 49, 2048},
+    {"c 1030 > 1024, not 8k", 2, 25, 1030},
+    {"hw 1", 5, 1, 200},
+    {"hw 1, c 3", 3, 1, 3},
+};
+
+/* chanmul_fwd, and chanmul_bwd with both outputs, both accumulating, and each alone (the other NULL);
+ * x, s, y and their gradients of the row's type, then (sf: fp16/bf16 rows) s and ds fp32 */
+static void test_chanmul(const chanmul_case *cc, int dt, int sf)
+{
+    char shape[64], name[96];
+    snprintf(shape, sizeof shape, "n%d hw%lld c%d [%s]", cc->n, (long long)cc->hw, cc->c, cc->name);
+    const int n = cc->n, c = cc->c, st = sf ? F32 : dt;
+    const int64_t hw = cc->hw, nx = (int64_t)n * hw * c, ns = (int64_t)n * c;
+    const char *tag = sf ? " (s fp32)" : "";
+    float *x = h_randn(nx, 0, 1, dt), *s = h_uniform(ns, 0, 1), *y = h_new(nx);
+    h_round(s, ns, st); /* a sigmoid's outputs, in (0, 1) */
+    void *Dx = d_from(x, nx, dt), *Ds = d_from(s, ns, st), *Dy = d_poisoned(nx, dt);
+    REF->chanmul_fwd(n, hw, c, x, S32, s, S32, y, S32);
+    DEV->chanmul_fwd(n, hw, c, Dx, ty(dt), Ds, ty(st), Dy, ty(dt));
+    ref_out(y, nx, dt);
+    snprintf(name, sizeof name, "chanmul_fwd%s", tag);
+    check(name, dt, shape, Dy, y, nx, M_ELT);
+
+    float *dy = h_randn(nx, 0, 1, dt);
+    void *Ddy = d_from(dy, nx, dt);
+    /* variants: (dx wanted, ds wanted, accumulate both) */
+    static const int V[][3] = {{1, 1, 0}, {1, 1, 1}, {0, 1, 0}, {1, 0, 0}};
+    static const char *const VTAG[] = {"", " acc", " (dx NULL)", " (ds NULL)"};
+    for (size_t k = 0; k < sizeof V / sizeof V[0]; k++) {
+        const int want_dx = V[k][0], want_ds = V[k][1], acc = V[k][2];
+        float *dx = NULL, *ds = NULL;
+        void *Ddx = NULL, *Dds = NULL;
+        if (want_dx) {
+            float *p0 = h_randn(nx, 0, 1, dt);
+            dx = acc ? h_copy(p0, nx) : h_new(nx);
+            Ddx = acc ? d_from(p0, nx, dt) : d_poisoned(nx, dt);
+        }
+        if (want_ds) {
+            float *p0 = h_randn(ns, 0, 1, st);
+            ds = acc ? h_copy(p0, ns) : h_new(ns);
+            Dds = acc ? d_from(p0, ns, st) : d_poisoned(ns, st);
+        }
+        REF->chanmul_bwd(n, hw, c, x, S32, s, S32, dy, S32, dx, ds, acc, acc);
+        DEV->chanmul_bwd(n, hw, c, Dx, ty(dt), Ds, ty(st), Ddy, ty(dt), Ddx, Dds, acc, acc);
+        if (want_dx) {
+            ref_out(dx, nx, dt);
+            snprintf(name, sizeof name, "chanmul_bwd%s%s dx", VTAG[k], tag);
+            check(name, dt, shape, Ddx, dx, nx, M_ELT);
+        }
+        if (want_ds) {
+            ref_out(ds, ns, st);
+            snprintf(name, sizeof name, "chanmul_bwd%s%s ds", VTAG[k], tag);
+            check_as(name, dt, st, shape, Dds, ds, ns, M_RED);
+        }
+    }
+    release();
+}
+
+static void test_acts(void)
+{
+    if (want_test("act"))
+        ALL_DTYPES test_act(dt);
+    if (want_test("chanmul")) {
+        /* --quick: the first case, and the one whose rows span two chunks of ds and leave a tail */
+        for (size_t i = 0; i < sizeof CHANMUL_CASES / sizeof CHANMUL_CASES[0]; i++)
+            if (!QUICK || i == 0 || i == 2)
+                ALL_DTYPES
+                {
+                    test_chanmul(&CHANMUL_CASES[i], dt, 0);
+                    if (dt != F32)
+                        test_chanmul(&CHANMUL_CASES[i], dt, 1);
+                }
+    }
+}
+
 /* --- linear, flatten, dropout, loss --------------------------------------------------------------- */
 
 static void test_linear(int n, int in, int out, int bias, int dt)
@@ -1896,6 +2063,50 @@ static void test_dropout(int64_t n, float p, uint64_t seed, int dt)
     DEV->dropout_bwd(n, p, Dm, Ddy, T, Ddxa, T, 1);
     ref_out(dxa, n, dt);
     check("dropout_bwd acc", dt, shape, Ddxa, dxa, n, M_ELT);
+    release();
+}
+
+/* stochastic depth on n images of per elements: the mask seeded by a scalars block's model step (it
+ * must equal dropout_fwd's first n bytes under the same seed, salt and block, on the device), then by
+ * the seed alone, with y, and the backward overwriting and accumulating */
+static void test_sdepth(int n, int64_t per, float p, uint64_t seed, int dt)
+{
+    char shape[64];
+    snprintf(shape, sizeof shape, "n%d per %lld p=%g", n, (long long)per, (double)p);
+    const int64_t ne = (int64_t)n * per;
+    const dt_dtype T = ty(dt);
+    float *x = h_randn(ne, 0, 1, dt), *y = h_new(ne);
+    void *Dx = d_from(x, ne, dt), *Dy = d_poisoned(ne, dt);
+    uint8_t *mask = hold(malloc((size_t)n), 0), *Dmask = d_poisoned_u8(n), *Ddrop = d_poisoned_u8(n);
+    dt_scalars hs = s_clean();
+    hs.model_step = 1000003;
+    dt_scalars *Ds = d_scalars(&hs);
+    REF->sdepth_fwd(n, per, p, seed, 17, &hs, x, S32, y, S32, mask);
+    DEV->sdepth_fwd(n, per, p, seed, 17, Ds, Dx, T, Dy, T, Dmask);
+    cmp_u8("sdepth_fwd mask, model_step seeded", dt, shape, d_result_u8(Dmask, n), mask, n);
+    /* image b's draw is dropout's for element b (n of them: y is the first n of x's) */
+    void *Dyd = d_poisoned(n, dt);
+    DEV->dropout_fwd(n, p, seed, 17, Ds, Dx, T, Dyd, T, Ddrop);
+    cmp_u8("sdepth_fwd mask = dropout_fwd's (device)", dt, shape, d_result_u8(Dmask, n), d_result_u8(Ddrop, n), n);
+    REF->sdepth_fwd(n, per, p, seed, 0, NULL, x, S32, y, S32, mask);
+    DEV->sdepth_fwd(n, per, p, seed, 0, NULL, Dx, T, Dy, T, Dmask);
+    ref_out(y, ne, dt);
+    check("sdepth_fwd y", dt, shape, Dy, y, ne, M_ELT);
+    cmp_u8("sdepth_fwd mask", dt, shape, d_result_u8(Dmask, n), mask, n);
+    uint8_t *Dm = d_bytes((size_t)n);
+    DEV->mem_put(Dm, mask, (size_t)n);
+    float *dy = h_randn(ne, 0, 1, dt), *dx = h_new(ne);
+    void *Ddy = d_from(dy, ne, dt), *Ddx = d_poisoned(ne, dt);
+    REF->sdepth_bwd(n, per, p, mask, dy, S32, dx, S32, 0);
+    DEV->sdepth_bwd(n, per, p, Dm, Ddy, T, Ddx, T, 0);
+    ref_out(dx, ne, dt);
+    check("sdepth_bwd", dt, shape, Ddx, dx, ne, M_ELT);
+    float *p0 = h_randn(ne, 0, 1, dt), *dxa = h_copy(p0, ne);
+    void *Ddxa = d_from(p0, ne, dt);
+    REF->sdepth_bwd(n, per, p, mask, dy, S32, dxa, S32, 1);
+    DEV->sdepth_bwd(n, per, p, Dm, Ddy, T, Ddxa, T, 1);
+    ref_out(dxa, ne, dt);
+    check("sdepth_bwd acc", dt, shape, Ddxa, dxa, ne, M_ELT);
     release();
 }
 
@@ -2038,6 +2249,10 @@ static void test_misc(void)
             test_flatten(2, 3, 5, 7, F32);
         if (want_test("dropout"))
             test_dropout(NE, 0.5f, 0x9e3779b97f4a7c15ull, F32);
+        if (want_test("sdepth")) { /* both paths */
+            test_sdepth(64, 8 * 8 * 16, 0.2f, 0x9e3779b97f4a7c15ull, F32);
+            test_sdepth(37, 147, 0.5f, 12345, F32);
+        }
         if (want_test("xent")) {
             test_xent(5, 17, 0.1f, F32);
             test_xent_nonfinite(F32);
@@ -2059,6 +2274,12 @@ static void test_misc(void)
         if (want_test("dropout")) {
             test_dropout(NE, 0.5f, 0x9e3779b97f4a7c15ull, dt);
             test_dropout(4096 * 8 + 5, 0.1f, 12345, dt);
+        }
+        if (want_test("sdepth")) {
+            test_sdepth(64, 8 * 8 * 16, 0.2f, 0x9e3779b97f4a7c15ull, dt); /* 8-wide: per a multiple of 8 */
+            test_sdepth(37, 7 * 7 * 3, 0.5f, 12345, dt);                   /* per odd: one at a time */
+            test_sdepth(4099, 8, 0.5f, 777, dt);                           /* many images */
+            test_sdepth(1003, 1, 0.3f, 12345, dt);                         /* per 1: dropout's mask path */
         }
         if (want_test("xent")) {
             test_xent(37, 1000, 0.0f, dt);
@@ -2808,7 +3029,7 @@ static void usage(FILE *f)
                "Checks every op of the CUDA backend against the CPU backend (fp32, and fp16 and bf16 storage),\n"
                "then two training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem,\n"
                "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, tensor_sumsq, lars, lamb,\n"
-               "maxpool, avgpool, linear, flatten, dropout,\n"
+               "act, chanmul, maxpool, avgpool, linear, flatten, dropout, sdepth,\n"
                "xent, round_half, unscale_check, normalize_u8, step_end, model.\n"
                "--quick: every op once, fp32 and fp16, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"
@@ -2895,6 +3116,7 @@ int main(int argc, char **argv)
     test_convs();
     test_bns();
     ALL_DTYPES test_eltwise(dt);
+    test_acts();
     test_pools();
     test_misc();
     test_round_half();

@@ -149,7 +149,8 @@ void dt_cuda_graph_destroy(dt_graph *g);
  *   bn.cu          batch norm (bn_scratch and the three ops)
  *   pool.cu        max and average pooling
  *   linear.cu      xent_scratch, xent (the rest of nn/cpu/linear.c)
- *   eltwise.cu     everything else: relu, add, copy_grad, dropout, flatten, sgd, step_end, fill,
+ *   act.cu         act_fwd, act_bwd (relu6 ... gelu), chanmul_fwd, chanmul_bwd (nn/cpu/act.c)
+ *   eltwise.cu     everything else: relu, add, copy_grad, dropout, sdepth, flatten, sgd, step_end, fill,
  *                  scale, round_half, unscale_check, normalize_scratch, normalize_u8 */
 #define DT_CUDA_DECLARE(name, ret, params, args) ret dt_cuda_##name params;
 DT_OPS(DT_CUDA_DECLARE)

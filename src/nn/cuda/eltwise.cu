@@ -1,6 +1,7 @@
 /* eltwise.cu: the element-wise ops on the GPU, ports of nn/cpu/eltwise.c: relu, add, copy_grad, fill,
- * scale, dropout (with util/rng.c's hash), flatten, sgd, adam, rmsprop, step_end (scalars.h's update in one thread),
- * round_half (util/half.c's conversions), unscale_check, grad_sumsq, normalize_u8 and its planning op
+ * scale, dropout (with util/rng.c's hash) and stochastic depth (sdepth: dropout's draw, per image),
+ * flatten, sgd, adam, rmsprop, step_end (scalars.h's update in one thread), round_half (util/half.c's
+ * conversions), unscale_check, grad_sumsq, normalize_u8 and its planning op
  * normalize_scratch (shared helpers and rules: kernels.h). Each operand is fp32, fp16 or bf16, as its
  * dt_dtype says: every kernel is a template on the storage types, instantiated through DT_CUDA_TYPED,
  * and computes the fp32 op, each result rounded once when stored (SGD's momentum stays fp32). The
@@ -12,45 +13,6 @@
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
-
-/* --- the two paths of an element-wise kernel ------------------------------------------------------- */
-
-/* An element-wise kernel on n elements gets n8: the chunks of 8 elements (8c .. 8c+7) it walks with
- * load8/store8, n / 8 when vec8_ok found every operand 16-byte aligned, else 0; then it walks
- * elements 8*n8 .. n-1 one at a time (the tail, or all of them). The grid covers the larger part. */
-static inline int64_t chunks8(int64_t n, int aligned)
-{
-    return aligned ? n / 8 : 0;
-}
-
-static inline unsigned grid8(int64_t n, int64_t n8)
-{
-    return blocks_for(n8 > 0 ? n8 : n);
-}
-
-/* GRID_LOOP over elements first .. n-1 */
-#define GRID_LOOP_FROM(i, first, n)                                                                            \
-    for (int64_t i = (first) + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
-         i += (int64_t)gridDim.x * blockDim.x)
-
-/* the 8 old values of a destination (p 16-byte aligned) when the op adds into it; zeros, unread,
- * when it overwrites */
-template <typename T> static __device__ __forceinline__ void load8_old(const T *p, float f[8], int accumulate)
-{
-    if (accumulate) {
-        load8(p, f);
-    } else {
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            f[j] = 0.0f;
-    }
-}
-
-/* what a gradient op stores: v, or with accumulate the fp32 sum of the old value and v (st_acc's rule) */
-static __device__ __forceinline__ float acc_f(float old, float v, int accumulate)
-{
-    return accumulate ? __fadd_rn(old, v) : v;
-}
 
 /* 8 bytes (dropout's mask, normalize_u8's input) in one 8-byte access: at 8c from a 16-byte aligned
  * base */
@@ -72,38 +34,20 @@ static __device__ __forceinline__ float relu_grad(float y, float dy)
     return y > 0.0f ? dy : 0.0f;
 }
 
-template <typename T> static __global__ void relu_fwd_kernel(int64_t n, int64_t n8, const T *x, T *y)
-{
-    GRID_LOOP(c, n8)
+/* the functors of map_kernel and grad_kernel (kernels.h) */
+struct relu_fn {
+    __device__ float operator()(float v) const
     {
-        float v[8];
-        load8(x + 8 * c, v);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            v[j] = relu(v[j]);
-        store8(y + 8 * c, v);
+        return relu(v);
     }
-    GRID_LOOP_FROM(i, 8 * n8, n)
-    st(y, i, relu(ld(x, i)));
-}
+};
 
-template <typename T>
-static __global__ void relu_bwd_kernel(int64_t n, int64_t n8, const T *y, const T *dy, T *dx, int accumulate)
-{
-    GRID_LOOP(c, n8)
+struct relu_grad_fn {
+    __device__ float operator()(float y, float dy) const
     {
-        float a[8], g[8], o[8];
-        load8(y + 8 * c, a);
-        load8(dy + 8 * c, g);
-        load8_old(dx + 8 * c, o, accumulate);
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            o[j] = acc_f(o[j], relu_grad(a[j], g[j]), accumulate);
-        store8(dx + 8 * c, o);
+        return relu_grad(y, dy);
     }
-    GRID_LOOP_FROM(i, 8 * n8, n)
-    st_acc(dx, i, relu_grad(ld(y, i), ld(dy, i)), accumulate);
-}
+};
 
 template <typename TA, typename TB, typename TY>
 static __global__ void add_kernel(int64_t n, int64_t n8, const TA *a, const TB *b, TY *y)
@@ -171,23 +115,12 @@ template <typename T> static __global__ void scale_kernel(int64_t n, int64_t n8,
 
 extern "C" void dt_cuda_relu_fwd(int64_t n, dt_dtype t, const void *x, void *y)
 {
-    if (n <= 0)
-        return;
-    const int64_t n8 = chunks8(n, vec8_ok(x, y));
-    DT_CUDA_TYPED("relu_fwd", t, T,
-                  relu_fwd_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (const T *)x, (T *)y));
-    DT_LAUNCHED("relu_fwd_kernel");
+    launch_map("relu_fwd", n, t, relu_fn(), x, y);
 }
 
 extern "C" void dt_cuda_relu_bwd(int64_t n, dt_dtype t, const void *y, const void *dy, void *dx, int accumulate)
 {
-    if (n <= 0)
-        return;
-    const int64_t n8 = chunks8(n, vec8_ok(y, dy, dx));
-    DT_CUDA_TYPED("relu_bwd", t, T,
-                  relu_bwd_kernel<T><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, (const T *)y, (const T *)dy,
-                                                                             (T *)dx, accumulate));
-    DT_LAUNCHED("relu_bwd_kernel");
+    launch_grad("relu_bwd", n, t, relu_grad_fn(), y, dy, dx, accumulate);
 }
 
 /* a, b and y each of its own type: 27 instantiations */
@@ -255,10 +188,29 @@ static __device__ __forceinline__ uint64_t dev_hash64(uint64_t a, uint64_t b)
     return z ^ (z >> 31);
 }
 
-/* element i is kept when the top 24 bits of hash(seed, i) are at or above cut (eltwise.c's rule) */
+/* dropout's draw (eltwise.c's drop_seed, drop_cut, drop_keep, drop_scale), shared by stochastic depth:
+ * seed' from the step the scalars hold when the kernel runs (a graph's launch: that step's, so a
+ * captured graph draws anew each step); element (or image) i kept when the top 24 bits of
+ * hash(seed', i) are at or above cut; kept values scaled by 1/(1-p). cut and the scale are computed
+ * on the host, as eltwise.c computes them. */
+static __device__ __forceinline__ uint64_t dropout_seed(uint64_t seed0, int64_t salt, const dt_scalars *s)
+{
+    return s ? dev_hash64(seed0, (uint64_t)(s->model_step * 1024 + salt)) : seed0;
+}
+
 static __device__ __forceinline__ uint8_t dropout_keep(uint64_t seed, int64_t i, uint32_t cut)
 {
     return (uint32_t)(dev_hash64(seed, (uint64_t)i) >> 40) >= cut;
+}
+
+static uint32_t dropout_cut(float p)
+{
+    return (uint32_t)((double)p * (1u << 24));
+}
+
+static float dropout_scale(float p)
+{
+    return p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
 }
 
 /* a kept value (x forward, dy backward) times 1/(1-p), a dropped one 0 */
@@ -271,8 +223,7 @@ template <typename TX, typename TY>
 static __global__ void dropout_fwd_kernel(int64_t n, int64_t n8, uint32_t cut, float scale, uint64_t seed0,
                                           int64_t salt, const dt_scalars *s, const TX *x, TY *y, uint8_t *mask)
 {
-    /* the model's step, read from the scalars when the kernel runs (a graph's launch: this step's) */
-    const uint64_t seed = s ? dev_hash64(seed0, (uint64_t)(s->model_step * 1024 + salt)) : seed0;
+    const uint64_t seed = dropout_seed(seed0, salt, s);
     GRID_LOOP(c, n8)
     {
         float v[8];
@@ -294,24 +245,45 @@ static __global__ void dropout_fwd_kernel(int64_t n, int64_t n8, uint32_t cut, f
     }
 }
 
-template <typename TY, typename TX>
-static __global__ void dropout_bwd_kernel(int64_t n, int64_t n8, float scale, const uint8_t *mask, const TY *dy,
-                                          TX *dx, int accumulate)
+/* dst = src * scale where the mask byte of element i / per is set, else 0 (accumulate: added to dst):
+ * dropout's backward (per 1) and stochastic depth's forward and backward (per: an image's elements),
+ * eltwise.c's masked_scale. The 8-wide path (n8 > 0) needs src and dst aligned and either per 1 with
+ * the mask aligned too (eight mask bytes in one access) or per a multiple of 8 (the chunk lies in one
+ * image: one byte). */
+template <typename TS, typename TD>
+static __global__ void masked_scale_kernel(int64_t n, int64_t n8, int64_t per, float scale, const uint8_t *mask,
+                                           const TS *src, TD *dst, int accumulate)
 {
     GRID_LOOP(c, n8)
     {
         float g[8], o[8];
         bytes8 m;
-        m.u = *reinterpret_cast<const uint64_t *>(mask + 8 * c);
-        load8(dy + 8 * c, g);
-        load8_old(dx + 8 * c, o, accumulate);
+        if (per == 1)
+            m.u = *reinterpret_cast<const uint64_t *>(mask + 8 * c);
+        else
+            m.u = 0x0101010101010101ull * mask[8 * c / per]; /* the image's byte in all eight */
+        load8(src + 8 * c, g);
+        load8_old(dst + 8 * c, o, accumulate);
 #pragma unroll
         for (int j = 0; j < 8; j++)
             o[j] = acc_f(o[j], dropout_value(m.b[j], g[j], scale), accumulate);
-        store8(dx + 8 * c, o);
+        store8(dst + 8 * c, o);
     }
     GRID_LOOP_FROM(i, 8 * n8, n)
-    st_acc(dx, i, dropout_value(mask[i], ld(dy, i), scale), accumulate);
+    st_acc(dst, i, dropout_value(mask[per == 1 ? i : i / per], ld(src, i), scale), accumulate);
+}
+
+/* masked_scale_kernel on n elements, src of type st and dst of type dt (op: the caller's name) */
+static void masked_scale(const char *op, int64_t n, int64_t per, float scale, const uint8_t *mask, const void *src,
+                         dt_dtype st, void *dst, dt_dtype dt, int accumulate)
+{
+    const int vec = per == 1 ? vec8_ok(mask, src, dst) : per % 8 == 0 && vec8_ok(src, dst);
+    const int64_t n8 = chunks8(n, vec);
+    DT_CUDA_TYPED(op, st, TS,
+                  DT_CUDA_TYPED(op, dt, TD,
+                                masked_scale_kernel<TS, TD><<<grid8(n, n8), THREADS, 0, stream()>>>(
+                                    n, n8, per, scale, mask, (const TS *)src, (TD *)dst, accumulate)));
+    DT_LAUNCHED("masked_scale_kernel");
 }
 
 extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, int64_t salt, const dt_scalars *s,
@@ -319,9 +291,8 @@ extern "C" void dt_cuda_dropout_fwd(int64_t n, float p, uint64_t seed, int64_t s
 {
     if (n <= 0)
         return;
-    /* eltwise.c's constants, computed on the host as there */
-    const uint32_t cut = (uint32_t)((double)p * (1u << 24));
-    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+    const uint32_t cut = dropout_cut(p);
+    const float scale = dropout_scale(p);
     const int64_t n8 = chunks8(n, vec8_ok(x, y, mask));
     DT_CUDA_TYPED("dropout_fwd", xt, TX,
                   DT_CUDA_TYPED("dropout_fwd", yt, TY,
@@ -335,13 +306,39 @@ extern "C" void dt_cuda_dropout_bwd(int64_t n, float p, const uint8_t *mask, con
 {
     if (n <= 0)
         return;
-    const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    const int64_t n8 = chunks8(n, vec8_ok(mask, dy, dx));
-    DT_CUDA_TYPED("dropout_bwd", yt, TY,
-                  DT_CUDA_TYPED("dropout_bwd", xt, TX,
-                                dropout_bwd_kernel<TY, TX><<<grid8(n, n8), THREADS, 0, stream()>>>(
-                                    n, n8, scale, mask, (const TY *)dy, (TX *)dx, accumulate)));
-    DT_LAUNCHED("dropout_bwd_kernel");
+    masked_scale("dropout_bwd", n, 1, dropout_scale(p), mask, dy, yt, dx, xt, accumulate);
+}
+
+/* --- stochastic depth ------------------------------------------------------------------------------ */
+
+/* mask[b] for the n images: dropout's keep for element b, under the same seed' */
+static __global__ void sdepth_mask_kernel(int n, uint32_t cut, uint64_t seed0, int64_t salt, const dt_scalars *s,
+                                          uint8_t *mask)
+{
+    const uint64_t seed = dropout_seed(seed0, salt, s);
+    GRID_LOOP(b, n)
+    mask[b] = dropout_keep(seed, b, cut);
+}
+
+/* as eltwise.c: the images' mask, then each image's values scaled or zeroed by its byte (the second
+ * kernel follows the first on the stream) */
+extern "C" void dt_cuda_sdepth_fwd(int n, int64_t per, float p, uint64_t seed, int64_t salt, const dt_scalars *s,
+                                   const void *x, dt_dtype xt, void *y, dt_dtype yt, uint8_t *mask)
+{
+    if (n <= 0)
+        return;
+    sdepth_mask_kernel<<<blocks_for(n), THREADS, 0, stream()>>>(n, dropout_cut(p), seed, salt, s, mask);
+    DT_LAUNCHED("sdepth_mask_kernel");
+    if (per > 0)
+        masked_scale("sdepth_fwd", (int64_t)n * per, per, dropout_scale(p), mask, x, xt, y, yt, 0);
+}
+
+extern "C" void dt_cuda_sdepth_bwd(int n, int64_t per, float p, const uint8_t *mask, const void *dy, dt_dtype yt,
+                                   void *dx, dt_dtype xt, int accumulate)
+{
+    if (n <= 0 || per <= 0)
+        return;
+    masked_scale("sdepth_bwd", (int64_t)n * per, per, dropout_scale(p), mask, dy, yt, dx, xt, accumulate);
 }
 
 /* --- flatten --------------------------------------------------------------------------------------- */

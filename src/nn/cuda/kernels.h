@@ -1,7 +1,7 @@
 /* kernels.h: what the CUDA backend's own kernels share: launch helpers, device helpers and the rules
  * they all follow (for the *.cu files only). The kernels are one file per family, named as the CPU
- * file each ports (nn/cpu/): bn.cu, eltwise.cu, pool.cu, linear.cu (xent); contracts in nn/cuda/cuda.h
- * and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu.
+ * file each ports (nn/cpu/): act.cu, bn.cu, eltwise.cu, pool.cu, linear.cu (xent); contracts in
+ * nn/cuda/cuda.h and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu.
  *
  * Types (op table v2, nn/backend.h). A tensor operand is stored as float, __half (fp16) or
  * __nv_bfloat16 (bf16), as its dt_dtype says; every kernel of ours is a template on the storage type
@@ -28,7 +28,8 @@
  * What matches the CPU how:
  * - bit for bit: relu_fwd/bwd, add_fwd, copy_grad, fill, scale, sgd, step_end (scalars.h's own function),
  *   unscale_check (the flag; g is read only), xent's hits (float comparisons),
- *   normalize_u8, dropout (mask and values: dt_hash64 ported bit for bit), flatten, max pool forward
+ *   normalize_u8, dropout and sdepth (masks and values: dt_hash64 ported bit for bit), flatten,
+ *   act_fwd/act_bwd's relu6, hardsigmoid and hardswish, chanmul_fwd and chanmul_bwd's dx, max pool forward
  *   (values and argmax, same NaN and tie rules) and backward, adaptive average pool forward and
  *   backward (the same float sums in the same order: the backward passes gather, each input summing
  *   the outputs that cover it in the CPU's scatter order, starting from 0.0f or dx as the CPU does),
@@ -42,6 +43,10 @@
  *   close to a float rounding boundary. Everything after the sums is the CPU's double arithmetic.
  *   Expect rel. error <= ~1e-6 on saved/running stats/dgamma/dbeta and the same (times the
  *   magnitude of the terms) on y and dx; the fused ReLU mask is exact given the saved scale/shift.
+ * - to double rounding, so almost always bit for bit, otherwise 1 ulp of float: chanmul_bwd's ds (act.c's
+ *   fp32 products summed in double; only the order of the double additions differs).
+ * - to a few ulps: act's sigmoid, silu and gelu (CUDA's expf and erff, 2 ulp at most, against glibc's;
+ *   the arithmetic around them is act.c's, operation for operation).
  * - to about 1e-15 relative before the cast: xent. exp and log in double are CUDA's (<= 1-2 ulp of
  *   double), not glibc's, and the per-row sums over the k classes run as a fixed tree instead of a
  *   left-to-right loop. The loss (double) agrees to ~1e-14 relative, dlogits (float) almost always
@@ -244,10 +249,49 @@ static inline int vec8_ok(const void *a, const void *b = NULL, const void *c = N
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
 }
 
+/* --- the two paths of an element-wise kernel (eltwise.cu, act.cu) ------------------------------------ */
+
+/* An element-wise kernel on n elements gets n8: the chunks of 8 elements (8c .. 8c+7) it walks with
+ * load8/store8, n / 8 when vec8_ok found every operand 16-byte aligned, else 0; then it walks
+ * elements 8*n8 .. n-1 one at a time (the tail, or all of them). The grid covers the larger part. */
+static inline int64_t chunks8(int64_t n, int aligned)
+{
+    return aligned ? n / 8 : 0;
+}
+
+static inline unsigned grid8(int64_t n, int64_t n8)
+{
+    return blocks_for(n8 > 0 ? n8 : n);
+}
+
+/* GRID_LOOP over elements first .. n-1 */
+#define GRID_LOOP_FROM(i, first, n)                                                                            \
+    for (int64_t i = (first) + (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                        \
+         i += (int64_t)gridDim.x * blockDim.x)
+
+/* the 8 old values of a destination (p 16-byte aligned) when the op adds into it; zeros, unread,
+ * when it overwrites */
+template <typename T> static __device__ __forceinline__ void load8_old(const T *p, float f[8], int accumulate)
+{
+    if (accumulate) {
+        load8(p, f);
+    } else {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            f[j] = 0.0f;
+    }
+}
+
+/* what a gradient op stores: v, or with accumulate the fp32 sum of the old value and v (st_acc's rule) */
+static __device__ __forceinline__ float acc_f(float old, float v, int accumulate)
+{
+    return accumulate ? __fadd_rn(old, v) : v;
+}
+
 /* The host side of a typed op: runs the statements after it with T naming the storage type of t
  * (float, __half or __nv_bfloat16), or aborts naming op (dt_cuda_bad_type) for any other type. Nest
  * it (with other names than T) for ops whose operands have types of their own:
- *   DT_CUDA_TYPED("relu_fwd", t, T, relu_fwd_kernel<T><<<blocks_for(n), THREADS, 0, stream()>>>(...));
+ *   DT_CUDA_TYPED("fill", t, T, fill_kernel<T><<<blocks_for(n), THREADS, 0, stream()>>>(...));
  * (statements, not an expression: commas inside template arguments and launches are fine). */
 #define DT_CUDA_TYPED(op, t, T, ...)                                                                           \
     do {                                                                                                       \
@@ -268,5 +312,67 @@ static inline int vec8_ok(const void *a, const void *b = NULL, const void *c = N
             dt_cuda_bad_type(op, t);                                                                           \
         }                                                                                                      \
     } while (0)
+
+/* --- ops of one function per element (eltwise.cu's relu, act.cu's activations) -------------------- */
+
+/* map_kernel: y = f(x); grad_kernel: dx = f(a, dy), or with accumulate the old dx plus it (acc_f);
+ * every operand of type T, on the two paths above. f is a functor (a struct with a __device__
+ * operator(): float f(float) or float f(float, float)), so its code is inlined in both paths. y may
+ * be x, dx may be dy: each element is read before it is written, by the same thread. */
+template <typename T, typename F> static __global__ void map_kernel(int64_t n, int64_t n8, F f, const T *x, T *y)
+{
+    GRID_LOOP(c, n8)
+    {
+        float v[8];
+        load8(x + 8 * c, v);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = f(v[j]);
+        store8(y + 8 * c, v);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st(y, i, f(ld(x, i)));
+}
+
+template <typename T, typename F>
+static __global__ void grad_kernel(int64_t n, int64_t n8, F f, const T *a, const T *dy, T *dx, int accumulate)
+{
+    GRID_LOOP(c, n8)
+    {
+        float u[8], g[8], o[8];
+        load8(a + 8 * c, u);
+        load8(dy + 8 * c, g);
+        load8_old(dx + 8 * c, o, accumulate);
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            o[j] = acc_f(o[j], f(u[j], g[j]), accumulate);
+        store8(dx + 8 * c, o);
+    }
+    GRID_LOOP_FROM(i, 8 * n8, n)
+    st_acc(dx, i, f(ld(a, i), ld(dy, i)), accumulate);
+}
+
+/* the host side of the two: op's n elements of type t, 8-wide where the operands are aligned */
+template <typename F> static void launch_map(const char *op, int64_t n, dt_dtype t, F f, const void *x, void *y)
+{
+    if (n <= 0)
+        return;
+    const int64_t n8 = chunks8(n, vec8_ok(x, y));
+    DT_CUDA_TYPED(op, t, T, map_kernel<T, F><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, f, (const T *)x, (T *)y));
+    DT_LAUNCHED(op);
+}
+
+template <typename F>
+static void launch_grad(const char *op, int64_t n, dt_dtype t, F f, const void *a, const void *dy, void *dx,
+                        int accumulate)
+{
+    if (n <= 0)
+        return;
+    const int64_t n8 = chunks8(n, vec8_ok(a, dy, dx));
+    DT_CUDA_TYPED(op, t, T,
+                  grad_kernel<T, F><<<grid8(n, n8), THREADS, 0, stream()>>>(n, n8, f, (const T *)a, (const T *)dy,
+                                                                            (T *)dx, accumulate));
+    DT_LAUNCHED(op);
+}
 
 #endif
