@@ -1,0 +1,34 @@
+#!/bin/sh
+# zoo.sh: dtrain trains the zoo's new layers end to end on the CPU (the PyTorch fixtures in
+# tests/torch check their numbers): efficientnet_b0 (SiLU, squeeze-and-excitation, stochastic depth
+# drawing its per-image masks from the step), mobilenet_v3_small under O2 (Hardswish, Hardsigmoid,
+# the channel scale on fp16 storage) and regnet_y_400mf (grouped convs, SE). For each, 2 epochs
+# straight equal the same run stopped inside the first epoch and resumed, bit for bit (weights,
+# optimizer state, metrics), and for efficientnet_b0 the step as graphs equals it too: the
+# stochastic depth masks are the step's, not the host's.
+. "$top_srcdir/tests/common.sh"
+. "$top_srcdir/tests/data/common.sh"
+need_h5py
+small_fmnist_packed "$DT_TMP/fm"
+args="-b 20 -j 1 -p 0 --deterministic --lr 0.05"  # 5 steps an epoch
+for model in "efficientnet_b0" "mobilenet_v3_small --opt-level O2" "regnet_y_400mf"; do
+  name=${model%% *}
+  expect_status 0 "$DTRAIN" $args -a $model --epochs 2 --results "$DT_TMP/$name-a" "$DT_TMP/fm"
+  expect_status 0 "$DTRAIN" $args -a $model --epochs 2 --max-steps 3 --results "$DT_TMP/$name-b" "$DT_TMP/fm"
+  expect_status 0 "$DTRAIN" $args -a $model --epochs 2 --resume auto --results "$DT_TMP/$name-b" "$DT_TMP/fm"
+  grep -q "resuming from .*checkpoint.h5 at epoch 0, step 3" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "$name: did not resume at step 3"; }
+  "$py" "$top_srcdir/tests/train/same_run.py" "$DT_TMP" "$name-a" "$name-b" || fail "-a $model: the resumed run differs"
+  "$py" - "$DT_TMP" "$name" <<'PY' || fail "-a $model: the run's losses are not finite and falling"
+import glob, json, math, sys
+d, name = sys.argv[1:]
+ep = [json.loads(l) for f in glob.glob("%s/%s-a/*/metrics.jsonl" % (d, name)) for l in open(f)]
+ep = [e for e in ep if e["kind"] == "epoch"]
+assert len(ep) == 2 and all(math.isfinite(e["train_loss"]) for e in ep), ep
+PY
+  pass "-a $model: 2 epochs straight = 3 steps + stop + resume, bit for bit"
+done
+expect_status 0 "$DTRAIN" $args -a efficientnet_b0 --epochs 2 --graph --results "$DT_TMP/efficientnet_b0-g" "$DT_TMP/fm"
+grep -q "captured" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "--graph: no capture line"; }
+"$py" "$top_srcdir/tests/train/same_run.py" "$DT_TMP" efficientnet_b0-a efficientnet_b0-g ||
+  fail "-a efficientnet_b0 --graph differs from the run without"
+pass "-a efficientnet_b0 as graphs = issued, bit for bit (stochastic depth's masks drawn on the device side)"
