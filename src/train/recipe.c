@@ -27,6 +27,22 @@
 #define TV_OLD_SMALL_LR_FLAGS "-b 32 --lr 0.01 --momentum 0.9 --weight-decay 1e-4 --lr-scheduler steplr " \
                               "--lr-step-size 30 --lr-gamma 0.1 --epochs 90"
 
+/* ResNeXt: the original recipe for 100 epochs */
+#define TV_OLD_100_FLAGS "-b 32 --lr 0.1 --momentum 0.9 --weight-decay 1e-4 --lr-scheduler steplr --lr-step-size 30 " \
+                         "--lr-gamma 0.1 --epochs 100"
+#define TV_MBV3_FLAGS                                                                                              \
+    "-b 128 --opt rmsprop --lr 0.016 --momentum 0.9 --weight-decay 0.00001 --lr-scheduler steplr --lr-step-size 2 " \
+    "--lr-gamma 0.973 --epochs 600 --auto-augment imagenet --random-erase 0.2"
+#define TV_MBV3_LINE                                                                                               \
+    "--epochs 600 --opt rmsprop --batch-size 128 --lr 0.064 --wd 0.00001 --lr-step-size 2 --lr-gamma 0.973 "     \
+    "--auto-augment imagenet --random-erase 0.2"
+#define TV_REGNET_FLAGS                                                                                            \
+    "-b 128 --lr 0.2 --momentum 0.9 --weight-decay 0.00005 --lr-scheduler cosineannealinglr --lr-warmup-method "   \
+    "linear --lr-warmup-epochs 5 --lr-warmup-decay 0.1 --epochs 100"
+#define TV_REGNET_LINE                                                                                             \
+    "--epochs 100 --batch-size 128 --wd 0.00005 --lr=0.8 --lr-scheduler=cosineannealinglr "                        \
+    "--lr-warmup-method=linear --lr-warmup-epochs=5 --lr-warmup-decay=0.1"
+
 static const dt_recipe recipes[] = {
     {"resnet50", "-a resnet50 " TV_NEW_FLAGS, "--model resnet50 " TV_NEW_LINE, 8},
     {"resnet101", "-a resnet101 " TV_NEW_FLAGS, "--model resnet101 " TV_NEW_LINE, 8},
@@ -39,6 +55,32 @@ static const dt_recipe recipes[] = {
     {"vgg16", "-a vgg16 " TV_OLD_SMALL_LR_FLAGS, "--model vgg16 --lr 1e-2", 8},
     {"vgg11_bn", "-a vgg11_bn " TV_OLD_SMALL_LR_FLAGS, "--model vgg11_bn --lr 1e-2", 8},
     {"vgg16_bn", "-a vgg16_bn " TV_OLD_SMALL_LR_FLAGS, "--model vgg16_bn --lr 1e-2", 8},
+    /* the zoo, each as torchvision's references/classification/README.md trains it on 8 GPUs */
+    {"resnext50_32x4d", "-a resnext50_32x4d " TV_OLD_100_FLAGS, "--model resnext50_32x4d --epochs 100", 8},
+    {"resnext101_32x8d", "-a resnext101_32x8d " TV_OLD_100_FLAGS, "--model resnext101_32x8d --epochs 100", 8},
+    /* MobileNetV2: lr 0.045 for 8 x 32 = 256 images, StepLR every epoch x 0.98 */
+    {"mobilenet_v2",
+     "-a mobilenet_v2 -b 32 --lr 0.045 --momentum 0.9 --weight-decay 0.00004 --lr-scheduler steplr "
+     "--lr-step-size 1 --lr-gamma 0.98 --epochs 300",
+     "--model mobilenet_v2 --epochs 300 --lr 0.045 --wd 0.00004 --lr-step-size 1 --lr-gamma 0.98", 8},
+    /* MobileNetV3: RMSprop (train.py's alpha 0.9, eps 0.0316, momentum 0.9), lr 0.064 for 8 x 128 */
+    {"mobilenet_v3_large", "-a mobilenet_v3_large " TV_MBV3_FLAGS, "--model mobilenet_v3_large " TV_MBV3_LINE, 8},
+    {"mobilenet_v3_small", "-a mobilenet_v3_small " TV_MBV3_FLAGS, "--model mobilenet_v3_small " TV_MBV3_LINE, 8},
+    /* RegNetY-400MF and -800MF: lr 0.8 for 8 x 128, cosine after 5 warm-up epochs from 0.1 */
+    {"regnet_y_400mf", "-a regnet_y_400mf " TV_REGNET_FLAGS, "--model regnet_y_400mf " TV_REGNET_LINE, 8},
+    {"regnet_y_800mf", "-a regnet_y_800mf " TV_REGNET_FLAGS, "--model regnet_y_800mf " TV_REGNET_LINE, 8},
+    /* ConvNeXt-T: AdamW lr 1e-3 for 8 x 128 (0.00025 per 256), the new recipe's augmentation, EMA,
+     * the repeated-augmentation sampler */
+    {"convnext_tiny",
+     "-a convnext_tiny -b 128 --opt adamw --lr 0.00025 --lr-scheduler cosineannealinglr --lr-warmup-epochs 5 "
+     "--lr-warmup-method linear --auto-augment ta_wide --epochs 600 --random-erase 0.1 --label-smoothing 0.1 "
+     "--mixup-alpha 0.2 --cutmix-alpha 1.0 --weight-decay 0.05 --norm-weight-decay 0.0 --train-crop-size 176 "
+     "--model-ema --val-resize-size 232 --val-crop-size 224 --ra-sampler --ra-reps 4",
+     "--model convnext_tiny --batch-size 128 --opt adamw --lr 1e-3 --lr-scheduler cosineannealinglr "
+     "--lr-warmup-epochs 5 --lr-warmup-method linear --auto-augment ta_wide --epochs 600 --random-erase 0.1 "
+     "--label-smoothing 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0 --weight-decay 0.05 --norm-weight-decay 0.0 "
+     "--train-crop-size 176 --model-ema --val-resize-size 232 --ra-sampler --ra-reps 4",
+     8},
     /* NVIDIA DeepLearningExamples' ResNet-50 v1.5 at 250 epochs with mixup (78.9% top-1): 256 per GPU,
      * lr 0.256 per 256, momentum 0.875, wd 1/32768 without it on BN, cosine after 8 warm-up epochs,
      * label smoothing 0.1 (not a torchvision line: its own main.py's) */
