@@ -266,6 +266,28 @@ int dt_layer_adaptive_avgpool(dt_model *m, int x, int oh, int ow)
     return finish_node(m, n, m->values[x].channels);
 }
 
+int dt_layer_avgpool2(dt_model *m, int x)
+{
+    dt_node *n = new_node(m, DT_OP_AVGPOOL, "pool", x);
+    if (!n)
+        return -1;
+    n->attr.kernel = 2;
+    return finish_node(m, n, m->values[x].channels);
+}
+
+int dt_layer_concat(dt_model *m, int a, int b)
+{
+    dt_node *n = new_node(m, DT_OP_CONCAT, "cat", a);
+    if (!n)
+        return -1;
+    if (b < 0 || b >= m->n_values || b == a) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->in1 = b;
+    return finish_node(m, n, m->values[a].channels + m->values[b].channels);
+}
+
 int dt_layer_flatten(dt_model *m, int x)
 {
     dt_node *n = new_node(m, DT_OP_FLATTEN, "flatten", x);
@@ -276,7 +298,7 @@ int dt_layer_flatten(dt_model *m, int x)
     int pr = m->values[x].producer;
     if (pr >= 0 && m->nodes[pr].op == DT_OP_LN)
         pr = m->values[m->nodes[pr].in0].producer;
-    if (pr < 0 || m->nodes[pr].op != DT_OP_AVGPOOL) {
+    if (pr < 0 || m->nodes[pr].op != DT_OP_AVGPOOL || m->nodes[pr].attr.kernel) {
         m->build_error = DT_ERR_STATE;
         return -1;
     }
@@ -641,6 +663,7 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
             case DT_INIT_ZEROS: v = 0; break;
             case DT_INIT_ONES: v = (p->zero_init && zero_init_residual) ? 0 : 1; break;
             case DT_INIT_KAIMING_FAN_OUT: v = std * dt_rng_normal(&r); break;
+            case DT_INIT_KAIMING_FAN_IN: v = sqrt(2.0 / (double)p->fan_in) * dt_rng_normal(&r); break;
             /* kaiming_uniform(a=sqrt(5)) for weights and the matching bias rule: both U(-1/sqrt(fan_in), +) */
             case DT_INIT_TORCH_DEFAULT: v = (2.0 * dt_rng_uniform(&r) - 1.0) * bound; break;
             case DT_INIT_NORMAL_001: v = 0.01 * dt_rng_normal(&r); break;

@@ -25,7 +25,7 @@
 /* node kinds by enum dt_op_kind, then conv's backward-data (the profile's extra slot) */
 static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
                                          "linear", "dropout", "flatten", "add", "act", "chanmul", "sdepth",
-                                         "layernorm", "scale", "conv dx"};
+                                         "layernorm", "scale", "concat", "conv dx"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
 
 /* the BN descriptor node nd runs with for a batch of n (sync: SyncBN's callback, or NULL) */
@@ -68,8 +68,13 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
             break;
         }
         case DT_OP_AVGPOOL:
-            y->height = nd->attr.out_h;
-            y->width = nd->attr.out_w;
+            if (nd->attr.kernel == 2 && (x->height % 2 || x->width % 2)) {
+                dt_error("model %s: an input of %dx%d gives layer %s an odd size (%dx%d): its 2x2 pool needs an "
+                         "even one", m->arch, h, w, i > 0 ? m->nodes[i - 1].name : nd->name, x->height, x->width);
+                return DT_ERR_INPUT;
+            }
+            y->height = nd->attr.kernel == 2 ? x->height / 2 : nd->attr.out_h;
+            y->width = nd->attr.kernel == 2 ? x->width / 2 : nd->attr.out_w;
             break;
         case DT_OP_FLATTEN: y->height = y->width = 1; break;
         case DT_OP_LINEAR:
@@ -791,7 +796,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         }
         case DT_OP_AVGPOOL: {
             dt_pool_desc d;
-            dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, nd->attr.out_h, nd->attr.out_w);
+            dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, yv->height, yv->width);
             d.xt = xt;
             d.yt = yt;
             be->avgpool_fwd(&d, xin, y);
@@ -811,6 +816,13 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             be->ln_fwd(count / xv->channels, xv->channels, nd->attr.eps, xin, xt, weight, bias,
                        ptype(m, nd->param[DT_NODE_WEIGHT]), y, yt, saved_of(m, nd));
             break;
+        case DT_OP_CONCAT: { /* each input into its channels of every position */
+            const int64_t rows = count / yv->channels;
+            const int ca = xv->channels, cb = m->values[nd->in1].channels;
+            be->chan_copy(rows, ca, xin, ca, 0, xt, y, yv->channels, 0, yt, 0);
+            be->chan_copy(rows, cb, act_of(m, nd->in1), cb, 0, vtype(m, nd->in1), y, yv->channels, ca, yt, 0);
+            break;
+        }
         case DT_OP_SCALE: /* one "image" of every position: the scale is the batch's */
             be->chanmul_fwd(1, count / xv->channels, xv->channels, xin, xt, weight, ptype(m, nd->param[DT_NODE_WEIGHT]),
                             y, yt);
@@ -1062,7 +1074,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         }
         case DT_OP_AVGPOOL: {
             dt_pool_desc d;
-            dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, nd->attr.out_h, nd->attr.out_w);
+            dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, yv->height, yv->width);
             d.xt = xt;
             d.yt = yt;
             be->avgpool_bwd(&d, dy, dx, grad_accumulate(m, nd->in0));
@@ -1088,6 +1100,15 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                        saved_of(m, nd), dy, yt, dx, dweight, dbias, need_dx ? grad_accumulate(m, nd->in0) : 0,
                        accumulate);
             break;
+        case DT_OP_CONCAT: {
+            const int64_t rows = count / yv->channels;
+            const int ca = xv->channels, cb = m->values[nd->in1].channels;
+            if (need_dx)
+                be->chan_copy(rows, ca, dy, yv->channels, 0, yt, dx, ca, 0, xt, grad_accumulate(m, nd->in0));
+            be->chan_copy(rows, cb, dy, yv->channels, ca, yt, grad_of(m, nd->in1), cb, 0, vtype(m, nd->in1),
+                          grad_accumulate(m, nd->in1));
+            break;
+        }
         case DT_OP_SCALE:
             be->chanmul_bwd(1, count / xv->channels, xv->channels, xin, xt, weight, ptype(m, nd->param[DT_NODE_WEIGHT]),
                             dy, yt, dx, dweight, need_dx ? grad_accumulate(m, nd->in0) : 0, accumulate);

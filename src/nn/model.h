@@ -44,11 +44,13 @@ extern "C" {
 #endif
 
 enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
-                  DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH, DT_OP_LN, DT_OP_SCALE };
-#define DT_OP_KINDS 14 /* the number of kinds above */
+                  DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH, DT_OP_LN, DT_OP_SCALE,
+                  DT_OP_CONCAT };
+#define DT_OP_KINDS 15 /* the number of kinds above */
 
 /* how a parameter is initialised (torchvision's rules, per architecture) */
 enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001,
+               DT_INIT_KAIMING_FAN_IN, /* kaiming_normal_ with its default mode: std sqrt(2/fan_in) (DenseNet) */
                DT_INIT_UNIFORM_FAN_OUT, /* U(-1/sqrt(fan_out), +): EfficientNet's linear layers */
                DT_INIT_TRUNC_NORMAL_002, /* trunc_normal_(std 0.02), cut at +-2: ConvNeXt's and ViT's */
                DT_INIT_CONSTANT /* dt_param.init_value: ConvNeXt's layer scale */ };
@@ -97,13 +99,13 @@ enum dt_node_param { DT_NODE_WEIGHT, DT_NODE_BIAS, DT_NODE_RUNNING_MEAN, DT_NODE
 typedef struct dt_node {
     enum dt_op_kind op;
     char name[DT_NAME_MAX]; /* module name, e.g. "layer1.0.bn1" */
-    int in0, in1, out;      /* value indices (in1 only for ADD and CHANMUL: the scale) */
+    int in0, in1, out;      /* value indices (in1 only for ADD, CONCAT and CHANMUL: the scale) */
     int param[DT_NODE_PARAMS]; /* parameter indices (enum dt_node_param), -1 when absent */
     struct {                /* the op's settings */
         int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad) */
         int has_bias;                     /* conv, linear */
         int pointwise;                    /* linear: on every position's channels (NHWC rows), not flattened */
-        int out_h, out_w;                 /* adaptive average pool */
+        int out_h, out_w;                 /* adaptive average pool (kernel 2: a 2x2 stride-2 pool instead) */
         float eps, momentum;              /* batch norm; layer norm's eps */
         float drop_prob;                  /* dropout's or stochastic depth's probability */
         int act;                          /* the activation (enum dt_act) of an act node */
@@ -387,6 +389,10 @@ int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init 
 int dt_layer_dropout(dt_model *m, int x, float p);
 /* a + b (a residual connection): the same channels */
 int dt_layer_add(dt_model *m, int a, int b);
+/* a and b side by side along the channels (torch.cat(dim=1)): [h, w, ca + cb] */
+int dt_layer_concat(dt_model *m, int a, int b);
+/* nn.AvgPool2d(2, 2) (DenseNet's transitions): planning refuses an odd height or width */
+int dt_layer_avgpool2(dt_model *m, int x);
 /* layer norm over each position's channels (ConvNeXt's LayerNorm2d on NHWC; weight and bias [c]) */
 int dt_layer_layernorm(dt_model *m, const char *name, int x, float eps);
 /* nn.Linear on each position's channels of x [h, w, c] (ConvNeXt's pointwise layers): y [h, w, out] */

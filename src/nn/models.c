@@ -454,11 +454,49 @@ static int convnext(dt_model *m, const dt_model_info *info)
                            DT_INIT_ZEROS);
 }
 
+/* torchvision's DenseNet (growth 32, bottleneck 4 x 32, 64 initial features, no dropout): a 7x7 stem,
+ * dense blocks whose every layer (BN, ReLU, 1x1 conv, BN, ReLU, 3x3 conv) reads the concatenation of
+ * all features before it and adds 32, transitions (BN, ReLU, 1x1 conv to half, 2x2 average pool),
+ * BN, ReLU, pool, linear. config: layers per block. */
+static int densenet(dt_model *m, const dt_model_info *info)
+{
+    const int growth = 32, bottleneck = 4 * 32;
+    char name[DT_NAME_MAX], part[2 * DT_NAME_MAX];
+    int x = dt_layer_conv(m, "features.conv0", m->input, 64, 7, 2, 3, 0, DT_INIT_KAIMING_FAN_IN);
+    x = dt_layer_maxpool(m, dt_layer_relu(m, dt_layer_batchnorm(m, "features.norm0", x)), 3, 2, 1);
+    int c = 64;
+    for (int b = 0; b < info->config_len; b++) {
+        for (int l = 0; l < info->config[b]; l++) {
+            snprintf(name, sizeof name, "features.denseblock%d.denselayer%d", b + 1, l + 1);
+            snprintf(part, sizeof part, "%s.norm1", name);
+            int y = dt_layer_relu(m, dt_layer_batchnorm(m, part, x));
+            snprintf(part, sizeof part, "%s.conv1", name);
+            y = dt_layer_conv(m, part, y, bottleneck, 1, 1, 0, 0, DT_INIT_KAIMING_FAN_IN);
+            snprintf(part, sizeof part, "%s.norm2", name);
+            y = dt_layer_relu(m, dt_layer_batchnorm(m, part, y));
+            snprintf(part, sizeof part, "%s.conv2", name);
+            y = dt_layer_conv(m, part, y, growth, 3, 1, 1, 0, DT_INIT_KAIMING_FAN_IN);
+            x = dt_layer_concat(m, x, y);
+            c += growth;
+        }
+        if (b + 1 < info->config_len) {
+            snprintf(name, sizeof name, "features.transition%d.norm", b + 1);
+            x = dt_layer_relu(m, dt_layer_batchnorm(m, name, x));
+            snprintf(name, sizeof name, "features.transition%d.conv", b + 1);
+            c /= 2;
+            x = dt_layer_avgpool2(m, dt_layer_conv(m, name, x, c, 1, 1, 0, 0, DT_INIT_KAIMING_FAN_IN));
+        }
+    }
+    x = pooled(m, dt_layer_relu(m, dt_layer_batchnorm(m, "features.norm5", x)));
+    return dt_layer_linear(m, "classifier", x, m->num_classes, DT_INIT_TORCH_DEFAULT, DT_INIT_ZEROS);
+}
+
 /* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's (VGG's configs A,
  * B, D and E for vgg11, 13, 16 and 19) */
 static const int resnet18_blocks[] = {2, 2, 2, 2}, resnet34_blocks[] = {3, 4, 6, 3}, resnet50_blocks[] = {3, 4, 6, 3},
                  resnet101_blocks[] = {3, 4, 23, 3}, resnet152_blocks[] = {3, 8, 36, 3};
 static const int resnet8_blocks[] = {1, 1, 1}, resnet20_blocks[] = {3, 3, 3}, resnet56_blocks[] = {9, 9, 9};
+static const int densenet121_blocks[] = {6, 12, 24, 16};
 static const int convnext_tiny_blocks[] = {3, 3, 9, 3}, convnext_small_blocks[] = {3, 3, 27, 3};
 static const int vgg11_config[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 static const int vgg13_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
@@ -522,6 +560,7 @@ const dt_model_info dt_models[] = {
      .params = 28589128},
     {"convnext_small", convnext, convnext_small_blocks, LEN(convnext_small_blocks), .dropout = 0.4f,
      .input_size = 224, .params = 50223688},
+    {"densenet121", densenet, densenet121_blocks, LEN(densenet121_blocks), .input_size = 224, .params = 7978856},
     /* RegNetY (its stage table as info->table) */
     {"regnet_y_400mf", regnet, .table = &regnet_y_400mf_p, .input_size = 224, .params = 4344144},
     {"regnet_y_800mf", regnet, .table = &regnet_y_800mf_p, .input_size = 224, .params = 6432512},

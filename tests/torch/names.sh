@@ -1,7 +1,7 @@
 #!/bin/sh
 # names.sh: every architecture of the model table that torchvision has (resnet18..152, the ResNeXts,
 # the wide ResNets, alexnet, the VGGs, the MobileNets, the EfficientNets, the RegNetYs,
-# the ConvNeXts) against torchvision's own
+# the ConvNeXts, DenseNet-121) against torchvision's own
 # model at 3 channels and 1000 classes:
 # the same state_dict names, in the same order, with the same shapes (tests/torch/list_params prints
 # ours). The fixtures (tests/torch/<model>.sh) check the numbers of one model per builder; this checks
@@ -43,7 +43,8 @@ n=$(wc -l < "$DT_TMP/compared")
 for a in resnet50 resnext50_32x4d resnext101_32x8d resnext101_64x4d wide_resnet50_2 wide_resnet101_2 \
          vgg13 vgg13_bn vgg19 vgg19_bn mobilenet_v2 mobilenet_v3_large mobilenet_v3_small efficientnet_b0 \
          efficientnet_b1 efficientnet_b2 efficientnet_b3 efficientnet_b4 efficientnet_v2_s regnet_y_400mf \
-         regnet_y_800mf regnet_y_1_6gf regnet_y_3_2gf regnet_y_8gf regnet_y_16gf convnext_tiny convnext_small; do
+         regnet_y_800mf regnet_y_1_6gf regnet_y_3_2gf regnet_y_8gf regnet_y_16gf convnext_tiny convnext_small \
+         densenet121; do
   grep -qx "$a" "$DT_TMP/compared" || fail "$a was not compared"
 done
 entries=$(grep -vc "^model " "$DT_TMP/theirs")
