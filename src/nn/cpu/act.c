@@ -57,6 +57,18 @@ static inline float act_df(int act, float x, float dy)
     }
 }
 
+/* One loop per activation (the switch outside it, so that the piecewise ones vectorise): F(x) or
+ * DF(x, dy) on each value of the tile. */
+#define EACH_ACT(act, LOOP)                                                                                     \
+    switch (act) {                                                                                              \
+    case DT_ACT_RELU6: LOOP(DT_ACT_RELU6); break;                                                               \
+    case DT_ACT_HARDSIGMOID: LOOP(DT_ACT_HARDSIGMOID); break;                                                   \
+    case DT_ACT_HARDSWISH: LOOP(DT_ACT_HARDSWISH); break;                                                       \
+    case DT_ACT_SIGMOID: LOOP(DT_ACT_SIGMOID); break;                                                           \
+    case DT_ACT_SILU: LOOP(DT_ACT_SILU); break;                                                                 \
+    default: LOOP(DT_ACT_GELU); break;                                                                          \
+    }
+
 DT_CLONES
 void dt_cpu_act_fwd(int64_t n, int act, dt_dtype t, const void *x, void *y)
 {
@@ -64,8 +76,10 @@ void dt_cpu_act_fwd(int64_t n, int act, dt_dtype t, const void *x, void *y)
     float tx[DT_CPU_TILE], ty[DT_CPU_TILE];
     const float *a = dt_cpu_view(t, x, i, k, tx);
     float *o = dt_cpu_out(t, y, i, k, ty, 0);
-    for (int64_t j = 0; j < k; j++)
-        o[j] = act_f(act, a[j]);
+#define FWD_LOOP(kind)                                                                                          \
+    _Pragma("omp simd") for (int64_t j = 0; j < k; j++) o[j] = act_f(kind, a[j])
+    EACH_ACT(act, FWD_LOOP)
+#undef FWD_LOOP
     dt_cpu_flush(t, y, i, k, o);
     END_TILES
 }
@@ -74,12 +88,21 @@ DT_CLONES
 void dt_cpu_act_bwd(int64_t n, int act, dt_dtype t, const void *x, const void *dy, void *dx, int accumulate)
 {
     BEGIN_TILES(n)
-    float tx[DT_CPU_TILE], tg[DT_CPU_TILE], to[DT_CPU_TILE];
+    float tx[DT_CPU_TILE], tg[DT_CPU_TILE], to[DT_CPU_TILE], tv[DT_CPU_TILE];
     const float *a = dt_cpu_view(t, x, i, k, tx), *g = dt_cpu_view(t, dy, i, k, tg);
     float *o = dt_cpu_out(t, dx, i, k, to, accumulate);
-    for (int64_t j = 0; j < k; j++) {
-        float v = act_df(act, a[j], g[j]);
-        o[j] = accumulate ? o[j] + v : v;
+#define BWD_LOOP(kind)                                                                                          \
+    _Pragma("omp simd") for (int64_t j = 0; j < k; j++) tv[j] = act_df(kind, a[j], g[j])
+    EACH_ACT(act, BWD_LOOP)
+#undef BWD_LOOP
+    if (accumulate) {
+#pragma omp simd
+        for (int64_t j = 0; j < k; j++)
+            o[j] += tv[j];
+    } else {
+#pragma omp simd
+        for (int64_t j = 0; j < k; j++)
+            o[j] = tv[j];
     }
     dt_cpu_flush(t, dx, i, k, o);
     END_TILES
