@@ -5,7 +5,7 @@
  *             [--model ARCH] [--model-batch N] [--model-size S]
  *
  * GROUP: mem, conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, tensor_sumsq, lars,
- * lamb, act, chanmul, maxpool, avgpool, linear, flatten,
+ * lamb, act, chanmul, maxpool, avgpool, linear, flatten, ln, chan_copy,
  * dropout, sdepth, xent, round_half, unscale_check, normalize_u8, step_end or model (a test runs when its group's
  * name contains GROUP).
  * Without a usable GPU it prints "SKIP: no GPU" and exits 77. Otherwise it prints one row per op,
@@ -47,10 +47,12 @@
  *     parameters, running statistics and their gradients fp32, as under keep_batchnorm_fp32 (O2's
  *     default); then, for the first three cases, those of the row's type too (shape "..., O3": O3's
  *     BN); the saved state fp32 always;
+ *   - LN: as BN, x, y, dx, dy of the row's type, gamma, beta and their gradients fp32, then (the cases
+ *     marked o3) of the row's type too ("..., O3"); the saved means and rstds fp32;
  *   - sgd: p and g of the row's type (a model without master weights), then p fp32 and g of the row's
  *     type (name "(p fp32)": O2's fp32 master weights, train/optim.c); the momentum buffer fp32;
  *   - add_fwd: all three operands of the row's type, then each in turn fp32 ("(a fp32)" ...);
- *   - copy_grad: both sides of the row's type, then converting "from fp32" and "to fp32",
+ *   - copy_grad and chan_copy: both sides of the row's type, then converting "from fp32" and "to fp32",
  *     overwriting and accumulating;
  *   - masks, argmax uint8, labels int32, scalars blocks as they are; round_half works on fp32 arrays
  *     (its rows have no type).
@@ -70,7 +72,7 @@
  * util/half.c keeps payload bits.
  *
  * Tolerances (the "tol" column):
- *   0, bits    copies (copy_grad's conversions too), flatten, relu, add (mixed types too), scale,
+ *   0, bits    copies (copy_grad's and chan_copy's conversions too), flatten, relu, add (mixed types too), scale,
  *              fill, max pool's values and window positions and its gradient where windows do not
  *              overlap, dropout's and sdepth's masks (and sdepth's = dropout's first n), round_half,
  *              unscale_check (its flag, and g left unchanged), step_end (the whole scalars block,
@@ -97,10 +99,10 @@
  *              act's inputs: N(0, 16) with the kinks (-6, -3, 0, -0, 3, 6, one fp32 ulp either side,
  *              1/32 either side), +-9.5, 15, 16, 17, 20, 88, 90, a subnormal, NaN and +-inf
  *              (ACT_SPECIAL) in the 8-wide part, and NaN, -3, 6 in the scalar tail.
- *   1e-4       reductions, GEMMs and convolutions (BN statistics and gradients, linear, conv,
+ *   1e-4       reductions, GEMMs and convolutions (BN and LN statistics and gradients, linear, conv,
  *              average pool, the loss's softmax, chanmul's ds over hw positions): the sums run in
  *              another order (cuDNN's and cuBLAS's tiles and split-K versus im2col + BLAS; act.cu's
- *              double sums in lanes versus act.c's in one), with error growing like
+ *              and ln.cu's double sums in lanes versus the CPU's in one), with error growing like
  *              eps * sqrt(K) to eps * K for K terms; K reaches 4608 (3x3x512) here, so about 3e-4
  *              at worst and about 2e-6 typical against the floor; measured between oneDNN and the
  *              im2col reference on these shapes: at most 7e-6. TF32 (10-bit mantissa), which cuDNN
@@ -119,7 +121,8 @@
  * Planning (nn/backend.h): each op family's planning op (conv_workspace, bn_scratch, linear_scratch,
  * xent_scratch, normalize_scratch) is asked for the shapes its rows run, then reserve_scratch; a row
  * "<planning op> ..." then checks that the ops made no unplanned allocation (dt_cuda_unplanned_allocs;
- * always 0 on the CPU backend).
+ * always 0 on the CPU backend). LN has no planning op: "ln_fwd, ln_bwd allocate nothing" checks the
+ * same after reserving nothing.
  *
  * The whole-model check trains resnet8 (batch 32, 32x32, 10 classes, SGD lr 0.01 with momentum and
  * weight decay, label smoothing 0.1) for two steps at O0, O2 (fp16) and O2 (bf16) from the same seed
@@ -1247,6 +1250,167 @@ static void test_bns(void)
             test_bn(&BN_CASES[i], dt, 0);
             if (dt != F32 && BN_CASES[i].o3)
                 test_bn(&BN_CASES[i], dt, 1);
+        }
+}
+
+/* --- layer norm ------------------------------------------------------------------------------------ */
+
+typedef struct ln_case {
+    const char *name;
+    int64_t rows;
+    int c;
+    float eps;
+    int o3; /* fp16/bf16: also with the parameters and their gradients of the row's type */
+} ln_case;
+
+/* rows of up to 1024 values run a warp a row on the device, longer ones a block a row */
+static const ln_case LN_CASES[] = {
+    {"rows 6272 c96 (convnext)", 6272, 96, 1e-6f, 1},
+    {"rows 1001 c37 (odd)", 1001, 37, 1e-5f, 1},
+    {"rows 394 c768 (vit)", 394, 768, 1e-6f, 0},
+    {"rows 98 c1500 (block a row)", 98, 1500, 1e-5f, 1},
+    {"rows 3 c4100", 3, 4100, 1e-5f, 0},
+    {"rows 7 c1", 7, 1, 1e-5f, 0},
+};
+static const ln_case LN_QUICK = {"rows 200 c37 (quick)", 200, 37, 1e-5f, 0};
+
+/* ln_fwd and ln_bwd: x, y, dx, dy of the row's type dt, the parameters and their gradients of pdt (fp32,
+ * or the row's type: O3), saved fp32; the backward on each side's own saved statistics (as a model
+ * runs it), with both flags, each flag alone, and dx NULL */
+static void test_ln(const ln_case *lc, int dt, int o3)
+{
+    char shape[64];
+    snprintf(shape, sizeof shape, "%s%s", lc->name, o3 ? ", O3" : "");
+    const int64_t rows = lc->rows, n = rows * lc->c;
+    const int c = lc->c, pdt = o3 ? dt : F32;
+    const dt_dtype T = ty(dt), P = ty(pdt);
+    plan_scratch(0); /* no planning op: the ops need no scratch */
+    /* each row with its own offset and scale (the variance must not come from cancellation) */
+    float *off = h_uniform(rows, -4, 4), *sc = h_uniform(rows, 0.2, 3), *x = h_randn(n, 0, 1, F32);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * sc[i / c] + off[i / c];
+    h_round(x, n, dt);
+    float *gamma = h_randn(c, 1, 0.3, pdt), *beta = h_randn(c, 0, 0.5, pdt);
+    void *Dx = d_from(x, n, dt), *Dg = d_from(gamma, c, pdt), *Db = d_from(beta, c, pdt);
+    float *y = h_new(n), *saved = h_new(2 * rows);
+    void *Dy = d_poisoned(n, dt);
+    float *Dsaved = d_poisoned(2 * rows, F32);
+    REF->ln_fwd(rows, c, lc->eps, x, S32, gamma, beta, S32, y, S32, saved);
+    DEV->ln_fwd(rows, c, lc->eps, Dx, T, Dg, Db, P, Dy, T, Dsaved);
+    ref_out(y, n, dt);
+    check("ln_fwd y", dt, shape, Dy, y, n, M_RED);
+    const float *got_saved = d_result(Dsaved, 2 * rows, F32);
+    cmp_f32_as("ln_fwd saved mean", dt, F32, shape, got_saved, saved, rows, M_RED);
+    cmp_f32_as("ln_fwd saved rstd", dt, F32, shape, got_saved + rows, saved + rows, rows, M_RED);
+
+    float *dy = h_randn(n, 0, 1, dt);
+    void *Ddy = d_from(dy, n, dt);
+    static const struct {
+        const char *name;
+        int acc_dx, acc_params, dx;
+    } v[] = {{"ln_bwd", 0, 0, 1},
+             {"ln_bwd acc", 1, 1, 1},
+             {"ln_bwd acc_dx only", 1, 0, 1},
+             {"ln_bwd acc_params only", 0, 1, 1},
+             {"ln_bwd (dx NULL)", 0, 0, 0}};
+    for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) {
+        /* an accumulating output starts from the same random values on both sides, an overwritten
+         * one from zeros (reference) and the poison (device) */
+        float *dx = v[k].acc_dx ? h_randn(n, 0, 1, dt) : h_new(n);
+        float *dg = v[k].acc_params ? h_randn(c, 0, 1, pdt) : h_new(c);
+        float *db = v[k].acc_params ? h_randn(c, 0, 1, pdt) : h_new(c);
+        void *Ddx = v[k].acc_dx ? d_from(dx, n, dt) : d_poisoned(n, dt);
+        void *Ddg = v[k].acc_params ? d_from(dg, c, pdt) : d_poisoned(c, pdt);
+        void *Ddb = v[k].acc_params ? d_from(db, c, pdt) : d_poisoned(c, pdt);
+        REF->ln_bwd(rows, c, x, S32, gamma, S32, saved, dy, S32, v[k].dx ? dx : NULL, dg, db, v[k].acc_dx,
+                    v[k].acc_params);
+        DEV->ln_bwd(rows, c, Dx, T, Dg, P, Dsaved, Ddy, T, v[k].dx ? Ddx : NULL, Ddg, Ddb, v[k].acc_dx,
+                    v[k].acc_params);
+        char name[64];
+        if (v[k].dx) {
+            ref_out(dx, n, dt);
+            snprintf(name, sizeof name, "%s dx", v[k].name);
+            check(name, dt, shape, Ddx, dx, n, M_RED);
+        }
+        ref_out(dg, c, pdt);
+        ref_out(db, c, pdt);
+        snprintf(name, sizeof name, "%s dgamma", v[k].name);
+        cmp_f32_as(name, dt, pdt, shape, d_result(Ddg, c, pdt), dg, c, M_RED);
+        snprintf(name, sizeof name, "%s dbeta", v[k].name);
+        cmp_f32_as(name, dt, pdt, shape, d_result(Ddb, c, pdt), db, c, M_RED);
+    }
+    release();
+    planned_row("ln_fwd, ln_bwd allocate nothing", dt, shape);
+}
+
+static void test_lns(void)
+{
+    if (!want_test("ln"))
+        return;
+    if (QUICK) {
+        ALL_DTYPES test_ln(&LN_QUICK, dt, 0);
+        return;
+    }
+    for (size_t i = 0; i < sizeof LN_CASES / sizeof LN_CASES[0]; i++)
+        ALL_DTYPES
+        {
+            test_ln(&LN_CASES[i], dt, 0);
+            if (dt != F32 && LN_CASES[i].o3)
+                test_ln(&LN_CASES[i], dt, 1);
+        }
+}
+
+/* --- channel slices -------------------------------------------------------------------------------- */
+
+/* A concatenation along channels both ways: a [rows, c1] and b [rows, c2] into the channels pad ..
+ * pad + c1 + c2 - 1 of y [rows, c1 + c2 + 2 pad] (the channels outside keep their values), then the
+ * slices of a gradient dy of y's shape back into da (added into) and db (overwritten). Both sides of
+ * the row's type; then, in fp16/bf16 rows, the sources fp32 ("from fp32") or the destinations
+ * ("to fp32"). Channels and offsets multiples of 8 take the device's 8-wide path, the others its
+ * scalar one; an unconverted overwrite is a 2-D copy of the bytes. */
+static void test_chan_copy(int dt)
+{
+    if (!want_test("chan_copy"))
+        return;
+    static const struct {
+        const char *name;
+        int64_t rows;
+        int c1, c2, pad;
+    } cases[] = {{"rows 3136 64+32 at 8 of 112", 3136, 64, 32, 8}, {"rows 1001 3+5 at 1 of 10", 1001, 3, 5, 1}};
+    static const struct {
+        const char *suffix;
+        int s32, d32;
+    } tv[] = {{"", 0, 0}, {" from fp32", 1, 0}, {" to fp32", 0, 1}};
+    for (size_t i = 0; i < (QUICK ? 1 : sizeof cases / sizeof cases[0]); i++)
+        for (int k = 0; k < (dt == F32 ? 1 : 3); k++) {
+            const int64_t rows = cases[i].rows;
+            const int c1 = cases[i].c1, c2 = cases[i].c2, pad = cases[i].pad, w = c1 + c2 + 2 * pad;
+            const int st = tv[k].s32 ? F32 : dt, to = tv[k].d32 ? F32 : dt;
+            const dt_dtype S = ty(st), D = ty(to);
+            float *a = h_randn(rows * c1, 0, 1, st), *b = h_randn(rows * c2, 0, 1, st);
+            float *y = h_randn(rows * w, 0, 1, to); /* the channels outside keep these */
+            void *Da = d_from(a, rows * c1, st), *Db = d_from(b, rows * c2, st), *Dy = d_from(y, rows * w, to);
+            REF->chan_copy(rows, c1, a, c1, 0, S32, y, w, pad, S32, 0);
+            REF->chan_copy(rows, c2, b, c2, 0, S32, y, w, pad + c1, S32, 0);
+            DEV->chan_copy(rows, c1, Da, c1, 0, S, Dy, w, pad, D, 0);
+            DEV->chan_copy(rows, c2, Db, c2, 0, S, Dy, w, pad + c1, D, 0);
+            ref_out(y, rows * w, to);
+            char name[64];
+            snprintf(name, sizeof name, "chan_copy concat%s", tv[k].suffix);
+            check_as(name, dt, to, cases[i].name, Dy, y, rows * w, M_BITS);
+            float *dy = h_randn(rows * w, 0, 1, st), *da = h_randn(rows * c1, 0, 1, to), *db = h_new(rows * c2);
+            void *Ddy = d_from(dy, rows * w, st), *Dda = d_from(da, rows * c1, to), *Ddb = d_poisoned(rows * c2, to);
+            REF->chan_copy(rows, c1, dy, w, pad, S32, da, c1, 0, S32, 1);
+            REF->chan_copy(rows, c2, dy, w, pad + c1, S32, db, c2, 0, S32, 0);
+            DEV->chan_copy(rows, c1, Ddy, w, pad, S, Dda, c1, 0, D, 1);
+            DEV->chan_copy(rows, c2, Ddy, w, pad + c1, S, Ddb, c2, 0, D, 0);
+            ref_out(da, rows * c1, to);
+            ref_out(db, rows * c2, to);
+            snprintf(name, sizeof name, "chan_copy acc slice%s", tv[k].suffix);
+            check_as(name, dt, to, cases[i].name, Dda, da, rows * c1, M_BITS);
+            snprintf(name, sizeof name, "chan_copy slice%s", tv[k].suffix);
+            check_as(name, dt, to, cases[i].name, Ddb, db, rows * c2, M_BITS);
+            release();
         }
 }
 
@@ -3029,7 +3193,7 @@ static void usage(FILE *f)
                "Checks every op of the CUDA backend against the CPU backend (fp32, and fp16 and bf16 storage),\n"
                "then two training steps of a model (default resnet8, batch 32, 32x32) on both. GROUP: mem,\n"
                "conv, bn, relu, add, copy_grad, scale, fill, sgd, adam, rmsprop, ema_update, tensor_sumsq, lars, lamb,\n"
-               "act, chanmul, maxpool, avgpool, linear, flatten, dropout, sdepth,\n"
+               "act, chanmul, maxpool, avgpool, linear, flatten, ln, chan_copy, dropout, sdepth,\n"
                "xent, round_half, unscale_check, normalize_u8, step_end, model.\n"
                "--quick: every op once, fp32 and fp16, small shapes, no model (for compute-sanitizer).\n"
                "--list: print the rows these options would check and \"ops_check: N rows\"; no GPU needed.\n"
@@ -3115,6 +3279,8 @@ int main(int argc, char **argv)
     test_memory();
     test_convs();
     test_bns();
+    test_lns();
+    ALL_DTYPES test_chan_copy(dt);
     ALL_DTYPES test_eltwise(dt);
     test_acts();
     test_pools();

@@ -144,9 +144,10 @@ void dt_cuda_graph_destroy(dt_graph *g);
 /* --- the ops: dt_cuda_<name> for each op of nn/backend.h's list ----------------------------------
  * conv_cudnn.c     the convolutions: cuDNN, NHWC tensors and KRSC (= our OHWI) filters
  * linear_cublas.c  linear_scratch, linear_fwd, linear_bwd: cuBLAS GEMMs in the operands' type, fp32 compute
- * layout.cu        channel padding and row broadcasts for the two files above
+ * layout.cu        channel padding and row broadcasts for the two files above; chan_copy
  * our kernels, one file per family as in nn/cpu (kernels.h: what they share):
  *   bn.cu          batch norm (bn_scratch and the three ops)
+ *   ln.cu          layer norm (ln_fwd, ln_bwd)
  *   pool.cu        max and average pooling
  *   linear.cu      xent_scratch, xent (the rest of nn/cpu/linear.c)
  *   act.cu         act_fwd, act_bwd (relu6 ... gelu), chanmul_fwd, chanmul_bwd (nn/cpu/act.c)
