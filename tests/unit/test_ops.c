@@ -1,11 +1,13 @@
 /* test_ops.c: every CPU op against a plain double-precision reference written here, and every
  * gradient against central differences of that reference (so the reference's gradient is checked
  * too), on tiny random shapes covering stride, padding, dilation, groups, 1x1, odd sizes; the
- * `accumulate` flag of each backward; dropout statistics; torch.optim.SGD's update rule. Everything
+ * `accumulate` flag of each backward; dropout and stochastic depth statistics; the activations at
+ * PyTorch's kinks, NaN and large |x|; torch.optim.SGD's update rule. Everything
  * runs for the CPU reference (im2col + BLAS convolutions) and for the CPU backend (oneDNN's when built).
  * Errors are norm-wise relative: |ours - ref| / |ref|. */
 #include "config.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -834,6 +836,310 @@ static void check_dropout(void)
     free(mask2);
 }
 
+/* --- activations (act_fwd, act_bwd) ------------------------------------------------------------- */
+
+static const char *const ACT_NAME[DT_ACT_COUNT] = {"relu6", "hardsigmoid", "hardswish", "sigmoid", "silu", "gelu"};
+
+static double relu6_ref(double x)
+{
+    return x < 0 ? 0 : x > 6 ? 6 : x; /* NaN passes (both comparisons false), as hardtanh's */
+}
+
+/* PyTorch's definitions, in double */
+static double act_ref(int act, double x)
+{
+    switch (act) {
+    case DT_ACT_RELU6: return relu6_ref(x);
+    case DT_ACT_HARDSIGMOID: return relu6_ref(x + 3) / 6;
+    case DT_ACT_HARDSWISH: return x * relu6_ref(x + 3) / 6;
+    case DT_ACT_SIGMOID: return 1 / (1 + exp(-x));
+    case DT_ACT_SILU: return x / (1 + exp(-x));
+    default: return x / 2 * (1 + erf(x / sqrt(2.0))); /* gelu */
+    }
+}
+
+/* f'(x) in double, with PyTorch's values at the kinks (its CPU backward kernels): relu6 (hardtanh's)
+ * 0 at 0 and 6; hardsigmoid 0 at -3 and 3; hardswish 0 below -3, x/3 + 1/2 from -3 to 3 inclusive,
+ * 1 above. So hardswish' is -1/2 at exactly -3, not 0 (PyTorch tests x < -3, in its scalar and its
+ * vector code), and 3/2 at exactly 3 (its scalar code's x <= 3; backend.h: "up to 3"). */
+static double act_dref(int act, double x)
+{
+    const double s = 1 / (1 + exp(-x));
+    switch (act) {
+    case DT_ACT_RELU6: return x > 0 && x < 6 ? 1 : 0;
+    case DT_ACT_HARDSIGMOID: return x > -3 && x < 3 ? 1.0 / 6 : 0;
+    case DT_ACT_HARDSWISH: return x < -3 ? 0 : x <= 3 ? x / 3 + 0.5 : 1;
+    case DT_ACT_SIGMOID: return s * (1 - s);
+    case DT_ACT_SILU: return s * (1 + x * (1 - s));
+    default: return 0.5 * (1 + erf(x / sqrt(2.0))) + x * exp(-x * x / 2) / sqrt(2 * M_PI); /* gelu: cdf + x pdf */
+    }
+}
+
+/* |got - want| in units of a bound of a few fp32 roundings: 4 eps of |want| plus what an fp32 formula
+ * loses where it cancels (slack: gelu's 1 + erf(x/sqrt 2) below 0 loses a few eps of |x|/2), plus
+ * 1e-36 for results under fp32's normal range (sigmoid(-90) is 0 in fp32); NaN must meet NaN */
+static double act_miss(float got, double want, double slack)
+{
+    if (isnan(want) || isnan(got))
+        return isnan(want) && isnan(got) ? 0 : INFINITY;
+    return fabs(got - want) / (4 * FLT_EPSILON * (fabs(want) + slack) + 1e-36);
+}
+
+static double act_slack(int act, double x)
+{
+    return act == DT_ACT_GELU ? fabs(x) / 2 : 0;
+}
+
+/* backward's bound: the sigmoid's 1 - s cancels to an eps of dy, silu's x*(1 - s) to an eps of x*dy */
+static double act_dslack(double x, double dy)
+{
+    return fabs(dy) * (1 + fabs(x));
+}
+
+/* One activation on n = 3001 values in [-8, 8] (two tiles and a part), kept 1e-3 away from the kinks
+ * (0, 6, -3, 3) so central differences hold: forward per element against the double reference;
+ * backward against f' in double and against central differences of the reference (which also checks
+ * f'); then the kinks, NaN and large |x|; accumulate, in place, n = 1 and nothing written past n. */
+static void check_act(int act)
+{
+    enum { N = 3001 };
+    static const double kinks[4] = {-3, 0, 3, 6};
+    float x[N], dy[N], y[N + 1], dx[N + 1], base[N], t[N + 1];
+    double worst_f = 0, worst_b = 0, num_b = 0, num_fd = 0, num_dfd = 0, den = 0;
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)(dt_rng_uniform(&rng) * 16 - 8);
+        for (int k = 0; k < 4; k++)
+            if (fabs(x[i] - kinks[k]) < 1e-3)
+                x[i] = (float)(kinks[k] + (x[i] < kinks[k] ? -2e-3 : 2e-3));
+        dy[i] = (float)(dt_rng_uniform(&rng) * 2 - 1);
+        base[i] = (float)(dt_rng_uniform(&rng) * 2 - 1);
+    }
+    y[N] = dx[N] = 12345.0f; /* must stay */
+    be->act_fwd(N, act, DT_FLOAT32, x, y);
+    be->act_bwd(N, act, DT_FLOAT32, x, dy, dx, 0);
+    for (int i = 0; i < N; i++) {
+        const double xd = x[i], want = dy[i] * act_dref(act, xd);
+        const double fd = dy[i] * (act_ref(act, xd + FD_H) - act_ref(act, xd - FD_H)) / (2 * FD_H);
+        worst_f = fmax(worst_f, act_miss(y[i], act_ref(act, xd), act_slack(act, xd)));
+        worst_b = fmax(worst_b, act_miss(dx[i], want, act_dslack(xd, dy[i])));
+        num_b += (dx[i] - want) * (dx[i] - want);
+        num_fd += (dx[i] - fd) * (dx[i] - fd);
+        num_dfd += (want - fd) * (want - fd);
+        den += want * want;
+    }
+    const double eb = sqrt(num_b / den), efd = sqrt(num_fd / den), edfd = sqrt(num_dfd / den);
+    TAP_OK(worst_f <= 1 && worst_b <= 1 && eb < 1e-6 && efd < 1e-6 && edfd < 1e-8,
+           "%s n%d: fwd within a few fp32 roundings of PyTorch's definition in double (worst %.2f of the bound); bwd "
+           "%.1e from f' in double (worst element %.2f of the bound), %.1e from central differences (f' itself %.1e)",
+           ACT_NAME[act], N, worst_f, eb, worst_b, efd, edfd);
+
+    /* PyTorch's values at the kinks, NaN, large |x| (forward finite there, backward 0 or dy) */
+    const float sp[] = {0.0f, -0.0f, 6.0f, -3.0f, 3.0f, nextafterf(0, 1), nextafterf(6, 0), nextafterf(6, 7),
+                        nextafterf(-3, -4), nextafterf(-3, 0), nextafterf(3, 0), nextafterf(3, 4), 20, -20, 90, -90,
+                        1e30f, -1e30f, NAN};
+    enum { NS = sizeof sp / sizeof sp[0] };
+    float sy[NS], sdy[NS], sdx[NS];
+    int ok = 1;
+    for (int i = 0; i < NS; i++)
+        sdy[i] = 0.75f;
+    be->act_fwd(NS, act, DT_FLOAT32, sp, sy);
+    be->act_bwd(NS, act, DT_FLOAT32, sp, sdy, sdx, 0);
+    for (int i = 0; i < NS; i++) {
+        const double want = act_ref(act, sp[i]), dwant = 0.75 * act_dref(act, sp[i]);
+        int good = act_miss(sy[i], want, act_slack(act, sp[i])) <= 1 && (isnan(sp[i]) || isfinite(sy[i]));
+        if (!isnan(sp[i])) /* backward of NaN: not part of the contract */
+            good &= isfinite(sdx[i]) && act_miss(sdx[i], dwant, 0.75) <= 1;
+        if (!good)
+            tap_diag("%s at %.9g: y %.9g (want %.9g), dx %.9g (want %.9g for dy 0.75)", ACT_NAME[act], sp[i], sy[i],
+                     want, sdx[i], dwant);
+        ok &= good;
+    }
+    /* the conventions spelled out, exactly (dy 0.75) */
+    if (act == DT_ACT_RELU6)
+        ok &= sdx[0] == 0 && sdx[1] == 0 && sdx[2] == 0 && sdx[5] == 0.75f && sdx[6] == 0.75f && sdx[7] == 0;
+    if (act == DT_ACT_HARDSIGMOID)
+        ok &= sdx[3] == 0 && sdx[4] == 0 && sdx[8] == 0 && sdx[9] == 0.75f * (1.0f / 6.0f) && sy[3] == 0 && sy[4] == 1;
+    if (act == DT_ACT_HARDSWISH)
+        ok &= sdx[3] == -0.375f && sdx[8] == 0 && sdx[4] == 1.125f && sdx[11] == 0.75f && sy[3] == 0 && sy[4] == 3;
+    static const char *const conv[DT_ACT_COUNT] = {"0 at 0 and at 6", "0 at -3 and at 3",
+                                                   "-dy/2 at -3, 3dy/2 at 3, dy above", "smooth", "smooth", "smooth"};
+    TAP_OK(ok, "%s: backward at 0, 6, -3, 3 and beside them as PyTorch's (%s); NaN through forward; +-20, +-90, "
+               "+-1e30 finite, at their limits both ways", ACT_NAME[act], conv[act]);
+
+    /* accumulate: the fp32 sum of what was there and the gradient; in place; n = 1 */
+    memcpy(t, base, sizeof base);
+    be->act_bwd(N, act, DT_FLOAT32, x, dy, t, 1);
+    ok = 1;
+    for (int i = 0; i < N; i++)
+        ok &= t[i] == base[i] + dx[i];
+    memcpy(t, x, sizeof x);
+    be->act_fwd(N, act, DT_FLOAT32, t, t);
+    ok &= !memcmp(t, y, sizeof x);
+    t[1] = 12345.0f;
+    be->act_fwd(1, act, DT_FLOAT32, x, t);
+    ok &= !memcmp(t, y, sizeof(float)) && t[1] == 12345.0f;
+    be->act_bwd(1, act, DT_FLOAT32, x, dy, t, 0);
+    ok &= !memcmp(t, dx, sizeof(float)) && t[1] == 12345.0f && y[N] == 12345.0f && dx[N] == 12345.0f;
+    TAP_OK(ok, "%s: accumulate adds into dx (the fp32 sum, bit for bit); forward in place (y = x) and n = 1 give the "
+               "same bits; nothing written past n", ACT_NAME[act]);
+}
+
+/* --- squeeze-and-excitation's scale (chanmul_fwd, chanmul_bwd) --------------------------------- */
+
+typedef struct chanmul_ctx {
+    int n, c;
+    int64_t hw;
+    buf x, s, g;
+} chanmul_ctx;
+
+static double chanmul_obj(void *p)
+{
+    chanmul_ctx *m = p;
+    double t = 0;
+    for (int64_t i = 0; i < m->x.n; i++)
+        t += m->x.d[i] * m->s.d[i / (m->hw * m->c) * m->c + i % m->c] * m->g.d[i];
+    return t;
+}
+
+/* y = x * s[b, ch] (one fp32 product: the double product rounded, exactly); dx = dy * s likewise; ds =
+ * the sum of dy * x over the image's positions against the double sum (and central differences when
+ * fd); dx or ds NULL; accumulate_dx and accumulate_ds add (the fp32 sums); ds the same bits on 1 and 2
+ * threads. */
+static void check_chanmul(int n, int64_t hw, int c, int fd)
+{
+    chanmul_ctx m = {.n = n, .c = c, .hw = hw};
+    const int64_t nx = n * hw * c, ns = (int64_t)n * c;
+    m.x = mk(nx);
+    m.s = mk(ns);
+    m.g = mk(nx);
+    float *y = malloc((size_t)nx * sizeof(float)), *dx = malloc((size_t)nx * sizeof(float)),
+          *dx2 = malloc((size_t)nx * sizeof(float)), *ds = malloc((size_t)ns * sizeof(float)),
+          *ds2 = malloc((size_t)ns * sizeof(float));
+    double *rs = calloc((size_t)ns, sizeof(double)), *rx = malloc((size_t)nx * sizeof(double));
+    be->chanmul_fwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, y, DT_FLOAT32);
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, dx, ds, 0, 0);
+    int exact = 1;
+    for (int64_t i = 0; i < nx; i++) {
+        const int64_t j = i / (hw * c) * c + i % c;
+        exact &= y[i] == (float)(m.x.d[i] * m.s.d[j]) && dx[i] == (float)(m.g.d[i] * m.s.d[j]);
+        rs[j] += m.g.d[i] * m.x.d[i];
+    }
+    const double es = rel_err(ds, rs, ns);
+    double fs = 0, fx = 0;
+    if (fd) {
+        fd_grad(chanmul_obj, &m, m.s.d, ns, rs);
+        fd_grad(chanmul_obj, &m, m.x.d, nx, rx);
+        fs = rel_err(ds, rs, ns);
+        fx = rel_err(dx, rx, nx);
+    }
+    TAP_OK(exact && es < 1e-6 && fs < BWD_TOL && fx < BWD_TOL,
+           "chanmul n%d hw%lld c%d: y and dx the double products rounded, bit for bit; ds %.1e from the double sum%s",
+           n, (long long)hw, c, es, fd ? " (central differences: ds and dx within BWD_TOL)" : "");
+    /* dx or ds NULL; accumulate */
+    int ok = 1;
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, NULL, ds2, 0, 0);
+    ok &= !memcmp(ds, ds2, (size_t)ns * sizeof(float));
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, dx2, NULL, 0, 0);
+    ok &= !memcmp(dx, dx2, (size_t)nx * sizeof(float));
+    memcpy(dx2, m.g.f, (size_t)nx * sizeof(float)); /* something to add to */
+    memcpy(ds2, m.s.f, (size_t)ns * sizeof(float));
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, dx2, ds2, 1, 1);
+    for (int64_t i = 0; i < nx; i++)
+        ok &= dx2[i] == m.g.f[i] + dx[i];
+    for (int64_t j = 0; j < ns; j++)
+        ok &= ds2[j] == m.s.f[j] + ds[j];
+    memcpy(dx2, m.g.f, (size_t)nx * sizeof(float)); /* one flag at a time */
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, dx2, ds2, 1, 0);
+    for (int64_t i = 0; i < nx; i++)
+        ok &= dx2[i] == m.g.f[i] + dx[i];
+    ok &= !memcmp(ds, ds2, (size_t)ns * sizeof(float));
+    memcpy(ds2, m.s.f, (size_t)ns * sizeof(float));
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, dx2, ds2, 0, 1);
+    ok &= !memcmp(dx, dx2, (size_t)nx * sizeof(float));
+    for (int64_t j = 0; j < ns; j++)
+        ok &= ds2[j] == m.s.f[j] + ds[j];
+    dt_cpu_set_threads(1);
+    be->chanmul_bwd(n, hw, c, m.x.f, DT_FLOAT32, m.s.f, DT_FLOAT32, m.g.f, DT_FLOAT32, NULL, ds2, 0, 0);
+    dt_cpu_set_threads(2);
+    ok &= !memcmp(ds, ds2, (size_t)ns * sizeof(float));
+    TAP_OK(ok, "  dx NULL or ds NULL leaves the other the same; accumulate_dx and accumulate_ds add (fp32 sums, "
+               "together or alone); ds the same bits on 1 and 2 threads");
+    rm(&m.x);
+    rm(&m.s);
+    rm(&m.g);
+    free(y);
+    free(dx);
+    free(dx2);
+    free(ds);
+    free(ds2);
+    free(rs);
+    free(rx);
+}
+
+/* --- stochastic depth (sdepth_fwd, sdepth_bwd) -------------------------------------------------- */
+
+/* Image b kept when dropout_fwd keeps element b (the same seed, salt and scalars); kept images times
+ * 1/(1-p) in fp32, dropped ones zero; the share kept near 1-p; p = 0 keeps everything as it is;
+ * backward from the mask with the same scale; accumulate adds. */
+static void check_sdepth(void)
+{
+    enum { NI = 20000, PER = 3, NE_ = NI * PER };
+    const float p = 0.2f, scale = 1.0f / (1.0f - p);
+    float *x = malloc(NE_ * sizeof(float)), *y = malloc(NE_ * sizeof(float)), *y2 = malloc(NE_ * sizeof(float)),
+          *dx = malloc(NE_ * sizeof(float)), *yd = malloc(NI * sizeof(float));
+    uint8_t *mask = malloc(NI), *mask2 = malloc(NI), *md = malloc(NI);
+    for (int i = 0; i < NE_; i++)
+        x[i] = (float)(dt_rng_uniform(&rng) * 2 - 1);
+    be->sdepth_fwd(NI, PER, p, 1234, 0, NULL, x, DT_FLOAT32, y, DT_FLOAT32, mask);
+    be->dropout_fwd(NI, p, 1234, 0, NULL, x, DT_FLOAT32, yd, DT_FLOAT32, md);
+    int ok = !memcmp(mask, md, NI);
+    dt_scalars sc;
+    memset(&sc, 0, sizeof sc);
+    sc.model_step = 41;
+    be->sdepth_fwd(NI, PER, p, 1234, 5, &sc, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    be->dropout_fwd(NI, p, 1234, 5, &sc, x, DT_FLOAT32, yd, DT_FLOAT32, md);
+    ok &= !memcmp(mask2, md, NI) && memcmp(mask, mask2, NI) != 0;
+    TAP_OK(ok, "sdepth: image b's mask is dropout_fwd's for element b, with the seed alone and seeded by the "
+               "scalars' model step (another step, another mask)");
+    int kept = 0, vals = 1;
+    for (int b = 0; b < NI; b++) {
+        kept += mask[b];
+        for (int j = 0; j < PER; j++)
+            vals &= y[b * PER + j] == (mask[b] ? x[b * PER + j] * scale : 0.0f);
+    }
+    const double bound = 5 * sqrt(NI * p * (1 - p)) / NI;
+    TAP_OK(vals && fabs(kept / (double)NI - (1 - p)) < bound,
+           "sdepth p=0.2, %d images of %d: keeps %.4f (1-p within %.4f: five binomial deviations), kept images times "
+           "1/(1-p) in fp32 exactly, dropped images zero",
+           NI, PER, kept / (double)NI, bound);
+    be->sdepth_fwd(NI, PER, 0.0f, 1234, 0, NULL, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    ok = !memcmp(x, y2, NE_ * sizeof(float));
+    for (int b = 0; b < NI; b++)
+        ok &= mask2[b] == 1;
+    dt_cpu_set_threads(1);
+    be->sdepth_fwd(NI, PER, p, 1234, 0, NULL, x, DT_FLOAT32, y2, DT_FLOAT32, mask2);
+    dt_cpu_set_threads(2);
+    ok &= !memcmp(mask, mask2, NI) && !memcmp(y, y2, NE_ * sizeof(float));
+    TAP_OK(ok, "sdepth p=0 keeps every image with scale 1 (y = x bit for bit); the same mask and y on 1 and 2 threads");
+    be->sdepth_bwd(NI, PER, p, mask, x, DT_FLOAT32, dx, DT_FLOAT32, 0);
+    ok = 1;
+    for (int i = 0; i < NE_; i++)
+        ok &= dx[i] == (mask[i / PER] ? x[i] * scale : 0.0f);
+    memcpy(y2, y, NE_ * sizeof(float));
+    be->sdepth_bwd(NI, PER, p, mask, x, DT_FLOAT32, y2, DT_FLOAT32, 1);
+    for (int i = 0; i < NE_; i++)
+        ok &= y2[i] == y[i] + dx[i];
+    TAP_OK(ok, "sdepth backward: dy times 1/(1-p) on kept images, zero on dropped ones; accumulate adds (fp32 sums)");
+    free(x);
+    free(y);
+    free(y2);
+    free(dx);
+    free(yd);
+    free(mask);
+    free(mask2);
+    free(md);
+}
+
 static void check_sgd(void)
 {
     static const struct { float mom, damp, wd; int nest; } cfg[] = {
@@ -986,6 +1292,14 @@ int main(void)
         check_xent_mixed(0.1f, 0.5);
         check_small_ops();
         check_dropout();
+        for (int act = 0; act < DT_ACT_COUNT; act++)
+            check_act(act);
+        check_chanmul(3, 3, 1500, 0); /* two chunks of channels, the second partial */
+        check_chanmul(3, 1, 2100, 0); /* one position: ds is dy * x */
+        check_chanmul(4, 49, 24, 0);
+        check_chanmul(2, 3, 5, 1);    /* small enough for central differences */
+        check_chanmul(1, 1, 1, 1);
+        check_sdepth();
         check_sgd();
         check_clip();
         check_planning_ops();

@@ -400,6 +400,69 @@ static void check_eltwise(void)
     TAP_OK(ok, "%s %s: add_fwd (a, b, y) = (R, fp32, R), (R, R, R), (fp32, R, R), (R, R, fp32) equals the fp32 op, rounded",
            tname(R), be->name);
 
+    static const char *const act_name[DT_ACT_COUNT] = {"relu6", "hardsigmoid", "hardswish", "sigmoid", "silu", "gelu"};
+    for (int act = 0; act < DT_ACT_COUNT; act++) {
+        ok = 1;
+        group = act_name[act];
+        tens x = tmake(R, NE, -8, 8), y = tmake(R, NE, -1, 1), dy = tmake(R, NE, -1, 1);
+        static const float kinks[] = {-3.0f, 3.0f, 0.0f, 6.0f, -0.0f}; /* values of both reduced types */
+        memcpy(x.f, kinks, sizeof kinks);
+        tsync(&x);
+        be->act_fwd(NE, act, R, x.h, y.h);
+        be->act_fwd(NE, act, DT_FLOAT32, x.f, y.f);
+        ok &= same("act_fwd", &y);
+        for (int acc = 0; acc <= 1; acc++) {
+            tens dx = tmake(R, NE, -1, 1);
+            be->act_bwd(NE, act, R, x.h, dy.h, dx.h, acc);
+            be->act_bwd(NE, act, DT_FLOAT32, x.f, dy.f, dx.f, acc);
+            ok &= same(acc ? "act_bwd accumulate" : "act_bwd", &dx);
+            tfree(&dx);
+        }
+        tfree(&x);
+        tfree(&y);
+        tfree(&dy);
+        TAP_OK(ok, "%s %s: act %s fwd, bwd (accumulate 0/1) on [-8, 8] and the kinks equal the fp32 op, rounded",
+               tname(R), be->name, act_name[act]);
+    }
+
+    ok = 1;
+    group = "chanmul";
+    {
+        const int n = 3, c = 1100; /* two chunks of channels */
+        const int64_t hw = 3, nx = n * hw * c, ns = (int64_t)n * c;
+        /* (x, s, y): dx of x's type, ds of s's, dy of y's */
+        const dt_dtype ty[][3] = {{R, DT_FLOAT32, R}, {R, R, R}, {DT_FLOAT32, R, R}, {R, R, DT_FLOAT32}};
+        for (int k = 0; k < 4; k++) {
+            const dt_dtype xt = ty[k][0], st = ty[k][1], yt = ty[k][2];
+            tens x = tmake(xt, nx, -1, 1), sc = tmake(st, ns, -1, 1), y = tmake(yt, nx, -1, 1), dy = tmake(yt, nx, -1, 1);
+            be->chanmul_fwd(n, hw, c, x.h, xt, sc.h, st, y.h, yt);
+            be->chanmul_fwd(n, hw, c, x.f, DT_FLOAT32, sc.f, DT_FLOAT32, y.f, DT_FLOAT32);
+            ok &= same("chanmul_fwd", &y);
+            for (int acc = 0; acc <= 1; acc++)
+                for (int with = 1; with <= 3; with++) { /* bits: dx, ds */
+                    tens dx = tmake(xt, nx, -1, 1), ds = tmake(st, ns, -1, 1);
+                    be->chanmul_bwd(n, hw, c, x.h, xt, sc.h, st, dy.h, yt, with & 1 ? dx.h : NULL,
+                                    with & 2 ? ds.h : NULL, acc, acc);
+                    be->chanmul_bwd(n, hw, c, x.f, DT_FLOAT32, sc.f, DT_FLOAT32, dy.f, DT_FLOAT32,
+                                    with & 1 ? dx.f : NULL, with & 2 ? ds.f : NULL, acc, acc);
+                    if (with & 1)
+                        ok &= same(acc ? "chanmul_bwd dx accumulate" : "chanmul_bwd dx", &dx);
+                    if (with & 2)
+                        ok &= same(acc ? "chanmul_bwd ds accumulate" : "chanmul_bwd ds", &ds);
+                    tfree(&dx);
+                    tfree(&ds);
+                }
+            tfree(&x);
+            tfree(&sc);
+            tfree(&y);
+            tfree(&dy);
+        }
+    }
+    TAP_OK(ok,
+           "%s %s: chanmul 3x3x1100 fwd, bwd (accumulate 0/1; dx, ds or both), (x, s, y) = (R, fp32, R), (R, R, R), "
+           "(fp32, R, R), (R, R, fp32), equal the fp32 op, rounded",
+           tname(R), be->name);
+
     ok = 1;
     group = "copy_grad";
     {
@@ -617,36 +680,59 @@ static void check_linear(void)
            tname(R), be->name);
 }
 
-/* --- dropout, flatten, xent ---------------------------------------------------------------------- */
+/* --- dropout, stochastic depth, flatten, xent ---------------------------------------------------- */
+
+/* dropout (per 0: NE elements, a mask byte each) or stochastic depth (40 images of per elements, a
+ * mask byte an image), x R and y yt: fwd (y, mask), bwd (accumulate 0/1) */
+static int drop_case(int64_t per, dt_dtype yt)
+{
+    const float p = 0.3f;
+    const int ni = 40;
+    const int64_t n = per ? ni * per : NE, nm = per ? ni : NE;
+    tens x = tmake(R, n, -1, 1), y = tmake(yt, n, -1, 1), dy = tmake(yt, n, -1, 1);
+    uint8_t *m_t = amalloc((size_t)nm), *m_f = amalloc((size_t)nm);
+    if (per) {
+        be->sdepth_fwd(ni, per, p, 77, 0, NULL, x.h, R, y.h, yt, m_t);
+        be->sdepth_fwd(ni, per, p, 77, 0, NULL, x.f, DT_FLOAT32, y.f, DT_FLOAT32, m_f);
+    } else {
+        be->dropout_fwd(n, p, 77, 0, NULL, x.h, R, y.h, yt, m_t);
+        be->dropout_fwd(n, p, 77, 0, NULL, x.f, DT_FLOAT32, y.f, DT_FLOAT32, m_f);
+    }
+    int ok = same(per ? "sdepth_fwd y" : "dropout_fwd y", &y);
+    ok &= same_bytes(per ? "sdepth_fwd mask" : "dropout_fwd mask", m_t, m_f, (size_t)nm);
+    for (int acc = 0; acc <= 1; acc++) {
+        tens dx = tmake(R, n, -1, 1);
+        if (per) {
+            be->sdepth_bwd(ni, per, p, m_f, dy.h, yt, dx.h, R, acc);
+            be->sdepth_bwd(ni, per, p, m_f, dy.f, DT_FLOAT32, dx.f, DT_FLOAT32, acc);
+        } else {
+            be->dropout_bwd(n, p, m_f, dy.h, yt, dx.h, R, acc);
+            be->dropout_bwd(n, p, m_f, dy.f, DT_FLOAT32, dx.f, DT_FLOAT32, acc);
+        }
+        ok &= same(acc ? "bwd accumulate" : "bwd", &dx);
+        tfree(&dx);
+    }
+    tfree(&x);
+    tfree(&y);
+    tfree(&dy);
+    free(m_t);
+    free(m_f);
+    return ok;
+}
 
 static void check_dropout_flatten_xent(void)
 {
-    int ok = 1;
-    group = "dropout";
     const dt_dtype yts[2] = {R, DT_FLOAT32};
-    for (int k = 0; k < 2; k++) {
-        const float p = 0.3f;
-        tens x = tmake(R, NE, -1, 1), y = tmake(yts[k], NE, -1, 1), dy = tmake(yts[k], NE, -1, 1);
-        uint8_t *m_t = amalloc(NE), *m_f = amalloc(NE);
-        be->dropout_fwd(NE, p, 77, 0, NULL, x.h, R, y.h, yts[k], m_t);
-        be->dropout_fwd(NE, p, 77, 0, NULL, x.f, DT_FLOAT32, y.f, DT_FLOAT32, m_f);
-        ok &= same("dropout_fwd y", &y);
-        ok &= same_bytes("dropout_fwd mask", m_t, m_f, NE);
-        for (int acc = 0; acc <= 1; acc++) {
-            tens dx = tmake(R, NE, -1, 1);
-            be->dropout_bwd(NE, p, m_f, dy.h, yts[k], dx.h, R, acc);
-            be->dropout_bwd(NE, p, m_f, dy.f, DT_FLOAT32, dx.f, DT_FLOAT32, acc);
-            ok &= same(acc ? "dropout_bwd accumulate" : "dropout_bwd", &dx);
-            tfree(&dx);
-        }
-        tfree(&x);
-        tfree(&y);
-        tfree(&dy);
-        free(m_t);
-        free(m_f);
-    }
+    group = "dropout";
+    int ok = drop_case(0, yts[0]);
+    ok &= drop_case(0, yts[1]);
     TAP_OK(ok, "%s %s: dropout fwd (y, mask), bwd (accumulate 0/1), x R and y R or fp32, equal the fp32 op, rounded",
            tname(R), be->name);
+    group = "sdepth";
+    ok = drop_case(75, yts[0]);
+    ok &= drop_case(75, yts[1]);
+    TAP_OK(ok, "%s %s: sdepth 40 images of 75 fwd (y, mask), bwd (accumulate 0/1), x R and y R or fp32, equal the "
+               "fp32 op, rounded", tname(R), be->name);
 
     ok = 1;
     group = "flatten";
