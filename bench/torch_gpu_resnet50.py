@@ -34,6 +34,7 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-a", "--arch", default="resnet50", help="a torchvision model (default resnet50)")
     ap.add_argument("-b", "--batch", type=int, default=256, help="images per step (default 256)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     ap.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
@@ -77,7 +78,7 @@ def main():
            "device": "a float batch kept on the device"}[args.input]
     print(f"input: {args.input} ({how})", flush=True)
 
-    model = torchvision.models.resnet50(num_classes=args.classes).to(dev, memory_format=torch.channels_last)
+    model = getattr(torchvision.models, args.arch)(num_classes=args.classes).to(dev, memory_format=torch.channels_last)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     use_scaler = on_gpu and precision == "fp16"
@@ -142,7 +143,7 @@ def main():
     cudnn = torch.backends.cudnn.version() if on_gpu else None
     print(f"timed: {args.steps} steps in {wall:.3f} s wall ({gpu_ms / 1e3:.3f} s by CUDA events), loss {final_loss:.4f}",
           flush=True)
-    print(f"RESULT torch_gpu_resnet50 precision={precision}{'-tf32' if tf32 else ''} batch={args.batch} "
+    print(f"RESULT torch_gpu_resnet50 arch={args.arch} precision={precision}{'-tf32' if tf32 else ''} batch={args.batch} "
           f"steps={args.steps} input={args.input} img_s={img_s:.1f} step_ms={1e3 * wall / args.steps:.2f} peak_alloc_mib={peak:.0f} "
           f"peak_reserved_mib={reserved:.0f} torch={torch.__version__} cudnn={cudnn} "
           f"device=\"{name}\"", flush=True)

@@ -204,8 +204,8 @@ def main():
 
     # training speed
     say("")
-    say("== resnet50 training, batch %d, one GPU: dtrain --device cuda --synthetic vs PyTorch eager, channels_last;"
-        % a.batch)
+    say("== training, batch %d, one GPU: dtrain --device cuda --synthetic vs PyTorch eager, channels_last (resnet50"
+        " unless the config names another model);" % a.batch)
     say("   both upload uint8 pixels from host memory every step and normalise on the device; both timed over 20 steps"
         " after 10")
     if dry:
@@ -213,7 +213,9 @@ def main():
     rows = [("O0 fp32", "dtrain-O0", "torch-fp32", "fp32, TF32 off"),
             ("O2 fp16", "dtrain-O2", "torch-fp16", "autocast fp16"),
             ("O2 bf16", "dtrain-O2-bf16", "torch-bf16", "autocast bf16"),
-            ("O2 issued", "dtrain-O2-nograph", "torch-fp16", "autocast fp16")]
+            ("O2 issued", "dtrain-O2-nograph", "torch-fp16", "autocast fp16"),
+            ("mbv2 O2", "dtrain-mobilenet_v2", "torch-mobilenet_v2", "autocast fp16"),
+            ("effb0 O2", "dtrain-efficientnet_b0", "torch-efficientnet_b0", "autocast fp16")]
     say("%-10s %12s %12s %6s  %-15s %9s %9s %16s" % ("config", "dtrain img/s", "torch img/s", "ratio", "torch config",
                                                    "dt steps", "dt loss", "MiB dt / torch"))
     notes, searches_all, shown = [], {}, set()
