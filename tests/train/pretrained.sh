@@ -1,7 +1,7 @@
 #!/bin/sh
 # pretrained.sh: weights from PyTorch through tools/dt-export-torchvision into `dtrain --pretrained`.
 # PyTorch trains a torchvision resnet18 (1-channel stem, 10 classes) for 120 steps, saves its
-# state_dict, the script exports it; `dtrain --pretrained -e` then
+# state_dict (tests/torch/train_eval.py), the script exports it; `dtrain --pretrained -e` then
 # evaluates it on Fashion-MNIST's validation split and must give PyTorch's own top-1 and top-5 of the
 # same weights on the same images (to within 3 of 10000 images: float rounding near ties). Also: a
 # wrong shape is refused in one line naming the tensor (exit 2), and training from the weights runs.
@@ -15,58 +15,18 @@ src=/usr/share/datasets/fashion-mnist
 [ -f "$src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $src (Debian: dataset-fashion-mnist)"
 expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
 
-# PyTorch: the model, its state_dict, and its accuracy on the val split with dtrain's normalisation
-# (per-channel mean and std of up to 10000 training images, every count/n-th one)
-"$py" - "$DT_TMP" <<'PY' || fail "the PyTorch side failed"
-import glob, sys, h5py, numpy as np, torch, torchvision
-d = sys.argv[1]
-torch.manual_seed(7)
-torch.set_num_threads(2)
-m = torchvision.models.resnet18(num_classes=10)
-m.conv1 = torch.nn.Conv2d(1, 64, 7, 2, 3, bias=False)
-def split(name):
-    rows = [l.rstrip("\n").split("\t") for l in open(d + "/fm/manifest.tsv") if not l.startswith("#")]
-    px, lab = [], []
-    for r in rows:
-        if r[0] == name:
-            with h5py.File(d + "/fm/" + r[1], "r") as f:
-                px.append(f["pixels"][:]); lab.append(f["labels"][:])
-    return np.concatenate(px), np.concatenate(lab)
-tx, ty = split("train")
-n = min(len(tx), 10000)
-sample = tx[np.arange(n) * (len(tx) // n)].astype(np.float64) / 255.0
-mean = np.float32(sample.mean()); std = np.float32(np.sqrt(max((sample ** 2).mean() - sample.mean() ** 2, 1e-8)))
-# a model worth comparing: 120 SGD steps on the training images (a random one predicts one class)
-xt = torch.from_numpy((tx[:120 * 64].astype(np.float32) * np.float32(1 / 255.0) - mean) / std).permute(0, 3, 1, 2)
-yt = torch.from_numpy(ty[:120 * 64].astype(np.int64))
-opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-m.train()
-for i in range(120):
-    opt.zero_grad()
-    torch.nn.functional.cross_entropy(m(xt[i * 64:(i + 1) * 64].contiguous()), yt[i * 64:(i + 1) * 64]).backward()
-    opt.step()
-torch.save(m.state_dict(), d + "/r18.pth")
-vx, vy = split("val")
-x = (vx.astype(np.float32) * np.float32(1 / 255.0) - mean) / std
-m.eval()
-with torch.no_grad():
-    z = torch.cat([m(torch.from_numpy(x[i:i + 500]).permute(0, 3, 1, 2).contiguous()) for i in range(0, len(x), 500)])
-y = torch.from_numpy(vy.astype(np.int64))
-top5 = z.topk(5, 1).indices
-t1 = (top5[:, 0] == y).sum().item(); t5 = (top5 == y[:, None]).any(1).sum().item()
-open(d + "/torch_acc", "w").write("%d %d %d\n" % (t1, t5, len(y)))
-print("PyTorch: top-1 %d, top-5 %d of %d" % (t1, t5, len(y)))
-PY
+# PyTorch: the model trained, its state_dict, and its accuracy on the val split
+"$py" "$top_srcdir/tests/torch/train_eval.py" "$DT_TMP" resnet18 || fail "the PyTorch side failed"
 
 set +e
-"$py" "$top_srcdir/tools/dt-export-torchvision" resnet18 "$DT_TMP/r18.h5" --state-dict "$DT_TMP/r18.pth"
+"$py" "$top_srcdir/tools/dt-export-torchvision" resnet18 "$DT_TMP/r18.h5" --state-dict "$DT_TMP/resnet18.pth"
 st=$?
 set -e
 [ $st -eq 0 ] || fail "dt-export-torchvision exited $st"
 expect_status 0 "$top_builddir/dtrain" -a resnet18 -b 250 -j 1 --pretrained "$DT_TMP/r18.h5" -e \
   --results "$DT_TMP/results" "$DT_TMP/fm"
 cat "$DT_TMP/out"
-read t1 t5 total < "$DT_TMP/torch_acc"
+read t1 t5 total < "$DT_TMP/resnet18.acc"
 got=$(sed -n 's/^evaluate .*: top-1 \([0-9.]*\)%, top-5 \([0-9.]*\)%.*/\1 \2/p' "$DT_TMP/out")
 [ -n "$got" ] || fail "no evaluate line"
 awk -v g="$got" -v a="$t1" -v b="$t5" -v n="$total" 'BEGIN {
