@@ -216,17 +216,23 @@ int dt_layer_act(dt_model *m, int x, int act)
     return finish_node(m, n, m->values[x].channels);
 }
 
-int dt_layer_chanmul(dt_model *m, int x, int s)
+/* a node of kind op reading a and b, values of the same channels, writing that many (add, chanmul) */
+static int pair_node(dt_model *m, enum dt_op_kind op, const char *name, int a, int b)
 {
-    dt_node *n = new_node(m, DT_OP_CHANMUL, "scale", x);
+    dt_node *n = new_node(m, op, name, a);
     if (!n)
         return -1;
-    if (s < 0 || s >= m->n_values || m->values[s].channels != m->values[x].channels) {
+    if (b < 0 || b >= m->n_values || m->values[a].channels != m->values[b].channels) {
         m->build_error = DT_ERR_STATE;
         return -1;
     }
-    n->in1 = s;
-    return finish_node(m, n, m->values[x].channels);
+    n->in1 = b;
+    return finish_node(m, n, m->values[a].channels);
+}
+
+int dt_layer_chanmul(dt_model *m, int x, int s)
+{
+    return pair_node(m, DT_OP_CHANMUL, "scale", x, s);
 }
 
 int dt_layer_sdepth(dt_model *m, int x, float depth, float p)
@@ -345,15 +351,7 @@ int dt_layer_dropout(dt_model *m, int x, float p)
 
 int dt_layer_add(dt_model *m, int a, int b)
 {
-    dt_node *n = new_node(m, DT_OP_ADD, "add", a);
-    if (!n)
-        return -1;
-    if (b < 0 || b >= m->n_values || m->values[a].channels != m->values[b].channels) {
-        m->build_error = DT_ERR_STATE;
-        return -1;
-    }
-    n->in1 = b;
-    return finish_node(m, n, m->values[a].channels);
+    return pair_node(m, DT_OP_ADD, "add", a, b);
 }
 
 int dt_model_end(dt_model *m, int output)

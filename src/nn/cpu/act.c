@@ -90,21 +90,11 @@ void dt_cpu_act_bwd(int64_t n, int act, dt_dtype t, const void *x, const void *d
     BEGIN_TILES(n)
     float tx[DT_CPU_TILE], tg[DT_CPU_TILE], to[DT_CPU_TILE], tv[DT_CPU_TILE];
     const float *a = dt_cpu_view(t, x, i, k, tx), *g = dt_cpu_view(t, dy, i, k, tg);
-    float *o = dt_cpu_out(t, dx, i, k, to, accumulate);
 #define BWD_LOOP(kind)                                                                                          \
     _Pragma("omp simd") for (int64_t j = 0; j < k; j++) tv[j] = act_df(kind, a[j], g[j])
     EACH_ACT(act, BWD_LOOP)
 #undef BWD_LOOP
-    if (accumulate) {
-#pragma omp simd
-        for (int64_t j = 0; j < k; j++)
-            o[j] += tv[j];
-    } else {
-#pragma omp simd
-        for (int64_t j = 0; j < k; j++)
-            o[j] = tv[j];
-    }
-    dt_cpu_flush(t, dx, i, k, o);
+    dt_cpu_put(t, dx, i, k, tv, accumulate, to);
     END_TILES
 }
 
