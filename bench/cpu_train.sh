@@ -3,7 +3,7 @@
 # machine, same thread count, synthetic input (not a test: numbers vary with the machine's load).
 #   bench/cpu_train.sh [BUILD_DIR] [THREADS] [REPEAT] [MODELS] [LEVELS]
 # (default: build, all cores, 2, "resnet20:128:32:20 resnet18:32:224:5 resnet50:32:224:3
-# mobilenet_v2:32:224:3 efficientnet_b0:32:224:3", O0). MODELS
+# mobilenet_v2:32:224:3 efficientnet_b0:32:224:3 vit_b_16:16:224:3", O0). MODELS
 # lists ARCH:BATCH:SIZE:STEPS, space-separated ("" for the default); tests/bench/cpu_train.sh runs one
 # tiny model. LEVELS lists Apex opt levels, space-separated, each model running at each: O0 (fp32),
 # O1, O2, O3 (fp16), or with the suffix bf16 (O2bf16): dtrain runs the level as dtrain --opt-level
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 threads=${2:-$(nproc)}
 repeat=${3:-2}
-models=${4:-resnet20:128:32:20 resnet18:32:224:5 resnet50:32:224:3 mobilenet_v2:32:224:3 efficientnet_b0:32:224:3}
+models=${4:-resnet20:128:32:20 resnet18:32:224:5 resnet50:32:224:3 mobilenet_v2:32:224:3 efficientnet_b0:32:224:3 vit_b_16:16:224:3}
 levels=${5:-O0}
 for l in $levels; do
   case $l in

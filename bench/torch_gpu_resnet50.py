@@ -34,7 +34,9 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-a", "--arch", default="resnet50", help="a torchvision model (default resnet50)")
+    ap.add_argument("-a", "--arch", default="resnet50",
+                    help="a torchvision model (default resnet50), or vit_test: dtrain's small ViT for 32x32 (its "
+                    "fixture's VisionTransformer(32, 8, 2, 4, 64, 128), what the rehearsal runs for vit_b_16)")
     ap.add_argument("-b", "--batch", type=int, default=256, help="images per step (default 256)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     ap.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
@@ -78,7 +80,11 @@ def main():
            "device": "a float batch kept on the device"}[args.input]
     print(f"input: {args.input} ({how})", flush=True)
 
-    model = getattr(torchvision.models, args.arch)(num_classes=args.classes).to(dev, memory_format=torch.channels_last)
+    if args.arch == "vit_test":
+        model = torchvision.models.VisionTransformer(32, 8, 2, 4, 64, 128, num_classes=args.classes)
+    else:
+        model = getattr(torchvision.models, args.arch)(num_classes=args.classes)
+    model = model.to(dev, memory_format=torch.channels_last)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     use_scaler = on_gpu and precision == "fp16"

@@ -295,6 +295,32 @@ typedef struct dt_bn_desc {
     F(X, chan_copy, void, (int64_t, rows), (int, c), (const void *, src), (int, src_stride), (int, src_off),           \
       (dt_dtype, st), (void *, dst), (int, dst_stride), (int, dst_off), (dt_dtype, dt), (int, accumulate))             \
                                                                                                                        \
+    /* ViT's tokens: the class token and the position embedding. x [n, np, d] (the np patches of conv_proj's           \
+     * NHWC output, row by row, as torchvision flattens them) into y [n, np+1, d]: y[b, 0] = cls + pos[0] and          \
+     * y[b, 1+i] = x[b, i] + pos[1+i], one fp32 add each. cls [d] and pos [np+1, d] of type pt, x xt, y yt. */         \
+    F(X, tokens_fwd, void, (int, n), (int, np), (int, d), (const void *, x), (dt_dtype, xt), (const void *, cls),      \
+      (const void *, pos), (dt_dtype, pt), (void *, y), (dt_dtype, yt))                                                \
+    /* Its backward from dy (type yt): dx[b, i] = dy[b, 1+i] (type xt, accumulate_dx adds; NULL: not                   \
+     * wanted); dcls = the sum over b of dy[b, 0] and dpos[t] = the sum over b of dy[b, t] (type pt,                   \
+     * accumulate_params adds), summed in fp32 or wider in the order of b (the same bits on any threads). */           \
+    F(X, tokens_bwd, void, (int, n), (int, np), (int, d), (const void *, dy), (dt_dtype, yt), (void *, dx),            \
+      (dt_dtype, xt), (void *, dcls), (void *, dpos), (dt_dtype, pt), (int, accumulate_dx), (int, accumulate_params))  \
+    /* Planning (above): bytes of the backend's scratch attn_fwd and attn_bwd need on this shape and types */          \
+    F(X, attn_scratch, size_t, (int, n), (int, s), (int, heads), (int, dh), (dt_dtype, t), (dt_dtype, yt))             \
+    /* Self-attention's core (nn.MultiheadAttention without masks or dropout, as torchvision's ViT runs it)            \
+     * on n sequences of s tokens: qkv [n, s, 3D] holds each token's query, key and value (in_proj's output:           \
+     * q in columns [0, D), k in [D, 2D), v in [2D, 3D), D = heads*dh, head h at columns h*dh of each). Per            \
+     * sequence and head, in fp32: Q divided by sqrt(dh) first (PyTorch's order), S = Q K^T, P = softmax             \
+     * of each row of S (its max subtracted first), saved in p [n, heads, s, s] (fp32), and y [n, s, D] =              \
+     * P V, head h in columns h*dh. qkv of type t, y of yt. */                                                         \
+    F(X, attn_fwd, void, (int, n), (int, s), (int, heads), (int, dh), (const void *, qkv), (dt_dtype, t),              \
+      (void *, y), (dt_dtype, yt), (float *, p))                                                                       \
+    /* Its backward from qkv, p and dy (type yt), in fp32: dV = P^T dY, dP = dY V^T, dS = P*(dP - the                  \
+     * row's sum of P*dP), dQ = dS K / sqrt(dh), dK = dS^T (Q / sqrt(dh)), into dqkv (type t, laid out as              \
+     * qkv; accumulate adds) */                                                                                        \
+    F(X, attn_bwd, void, (int, n), (int, s), (int, heads), (int, dh), (const void *, qkv), (dt_dtype, t),              \
+      (const float *, p), (const void *, dy), (dt_dtype, yt), (void *, dqkv), (int, accumulate))                       \
+                                                                                                                       \
     /* flatten: NHWC [n, h, w, c] to PyTorch's NCHW order [n, c*h*w], and its backward; type t */                      \
     F(X, flatten_fwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, x), (void *, y))     \
     F(X, flatten_bwd, void, (int, n), (int, h), (int, w), (int, c), (dt_dtype, t), (const void *, dy), (void *, dx),   \

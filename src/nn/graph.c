@@ -311,8 +311,8 @@ int dt_layer_flatten(dt_model *m, int x)
     return finish_node(m, n, m->values[x].channels * m->nodes[pr].attr.out_h * m->nodes[pr].attr.out_w);
 }
 
-static int linear_node(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b,
-                       int pointwise)
+static int linear_node(dt_model *m, const char *name, const char *wleaf, const char *bleaf, int x, int out,
+                       enum dt_init init_w, enum dt_init init_b, int pointwise)
 {
     dt_node *n = new_node(m, DT_OP_LINEAR, name, x);
     if (!n)
@@ -321,8 +321,8 @@ static int linear_node(dt_model *m, const char *name, int x, int out, enum dt_in
     n->attr.pointwise = pointwise;
     int in = m->values[x].channels; /* a flattened value or another linear layer's output */
     int shape[2] = {out, in};
-    n->param[DT_NODE_WEIGHT] = new_param(m, name, "weight", DT_P_WEIGHT, 2, shape, init_w);
-    n->param[DT_NODE_BIAS] = new_param(m, name, "bias", DT_P_BIAS, 1, &out, init_b);
+    n->param[DT_NODE_WEIGHT] = new_param(m, name, wleaf, DT_P_WEIGHT, 2, shape, init_w);
+    n->param[DT_NODE_BIAS] = new_param(m, name, bleaf, DT_P_BIAS, 1, &out, init_b);
     if (n->param[DT_NODE_WEIGHT] >= 0 && n->param[DT_NODE_BIAS] >= 0) {
         m->params[n->param[DT_NODE_WEIGHT]].fan_in = m->params[n->param[DT_NODE_BIAS]].fan_in = in;
         m->params[n->param[DT_NODE_WEIGHT]].fan_out = out;
@@ -332,12 +332,62 @@ static int linear_node(dt_model *m, const char *name, int x, int out, enum dt_in
 
 int dt_layer_linear(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b)
 {
-    return linear_node(m, name, x, out, init_w, init_b, 0);
+    return linear_node(m, name, "weight", "bias", x, out, init_w, init_b, 0);
 }
 
 int dt_layer_linear_rows(dt_model *m, const char *name, int x, int out, enum dt_init init_w, enum dt_init init_b)
 {
-    return linear_node(m, name, x, out, init_w, init_b, 1);
+    return linear_node(m, name, "weight", "bias", x, out, init_w, init_b, 1);
+}
+
+int dt_layer_linear_rows_as(dt_model *m, const char *name, const char *wleaf, const char *bleaf, int x, int out,
+                            enum dt_init init_w, enum dt_init init_b)
+{
+    return linear_node(m, name, wleaf, bleaf, x, out, init_w, init_b, 1);
+}
+
+int dt_param_new(dt_model *m, const char *name, int ndim, const int *shape, enum dt_init init, float init_value)
+{
+    int p = new_param(m, "", name, DT_P_WEIGHT, ndim, shape, init);
+    if (p >= 0)
+        m->params[p].init_value = init_value;
+    return p;
+}
+
+int dt_layer_tokens(dt_model *m, const char *name, int x, int cls, int pos)
+{
+    dt_node *n = new_node(m, DT_OP_TOKENS, name, x);
+    if (!n)
+        return -1;
+    int d = m->values[x].channels;
+    if (cls < 0 || pos < 0 || cls >= m->n_params || pos >= m->n_params || m->params[cls].numel != d ||
+        m->params[pos].ndim != 3 || m->params[pos].shape[2] != d || m->params[pos].shape[1] < 2) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->param[DT_NODE_WEIGHT] = cls;
+    n->param[DT_NODE_BIAS] = pos;
+    return finish_node(m, n, d);
+}
+
+int dt_layer_attention(dt_model *m, const char *name, int qkv, int heads)
+{
+    dt_node *n = new_node(m, DT_OP_ATTN, name, qkv);
+    if (!n)
+        return -1;
+    int c = m->values[qkv].channels;
+    if (heads < 1 || c % (3 * heads)) {
+        m->build_error = DT_ERR_STATE;
+        return -1;
+    }
+    n->attr.groups = heads;
+    return finish_node(m, n, c / 3);
+}
+
+int dt_layer_token0(dt_model *m, int x)
+{
+    dt_node *n = new_node(m, DT_OP_TOKEN0, "class_token", x);
+    return n ? finish_node(m, n, m->values[x].channels) : -1;
 }
 
 int dt_layer_dropout(dt_model *m, int x, float p)
@@ -672,6 +722,15 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual)
                 while (fabs(v) > 2.0);
                 break;
             case DT_INIT_CONSTANT: v = p->init_value; break;
+            case DT_INIT_NORMAL_STD: v = p->init_value * dt_rng_normal(&r); break;
+            case DT_INIT_XAVIER_UNIFORM:
+                v = (2.0 * dt_rng_uniform(&r) - 1.0) * sqrt(6.0 / (double)(p->fan_in + p->fan_out));
+                break;
+            case DT_INIT_TRUNC_NORMAL_FAN_IN: /* torch's cut is at +-2 absolute: never reached at these stds */
+                do
+                    v = bound * dt_rng_normal(&r);
+                while (fabs(v) > 2.0);
+                break;
             }
             d[j] = (float)v; /* drawn in O,KH,KW,I order: the distribution is all that matters */
         }

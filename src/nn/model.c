@@ -25,7 +25,8 @@
 /* node kinds by enum dt_op_kind, then conv's backward-data (the profile's extra slot) */
 static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
                                          "linear", "dropout", "flatten", "add", "act", "chanmul", "sdepth",
-                                         "layernorm", "scale", "concat", "conv dx"};
+                                         "layernorm", "scale", "concat", "tokens", "attention", "token0",
+                                         "conv dx"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
 
 /* the BN descriptor node nd runs with for a batch of n (sync: SyncBN's callback, or NULL) */
@@ -77,6 +78,18 @@ static int plan_shapes(dt_model *m, int n, int h, int w)
             y->width = nd->attr.kernel == 2 ? x->width / 2 : nd->attr.out_w;
             break;
         case DT_OP_FLATTEN: y->height = y->width = 1; break;
+        case DT_OP_TOKENS: { /* the patches in a row after the class token: as many as the embedding holds */
+            const dt_param *pos = &m->params[nd->param[DT_NODE_BIAS]];
+            y->height = 1;
+            y->width = x->height * x->width + 1;
+            if (y->width != pos->shape[1]) {
+                dt_error("model %s: an input of %dx%d gives %d tokens, but %s holds %d (the input size it was "
+                         "built for)", m->arch, h, w, y->width, pos->name, pos->shape[1]);
+                return DT_ERR_INPUT;
+            }
+            break;
+        }
+        case DT_OP_TOKEN0: y->height = y->width = 1; break;
         case DT_OP_LINEAR:
             if (!nd->attr.pointwise)
                 y->height = y->width = 1;
@@ -164,7 +177,7 @@ static int kept_for_backward(const dt_model *m, int v)
         const dt_node *nd = &m->nodes[i];
         if ((nd->in0 == v && (nd->op == DT_OP_CONV || nd->op == DT_OP_BN || nd->op == DT_OP_LINEAR ||
                               nd->op == DT_OP_ACT || nd->op == DT_OP_CHANMUL || nd->op == DT_OP_LN ||
-                              nd->op == DT_OP_SCALE)) ||
+                              nd->op == DT_OP_SCALE || nd->op == DT_OP_ATTN)) ||
             (nd->in1 == v && nd->op == DT_OP_CHANMUL) ||
             (nd->out == v && nd->op == DT_OP_RELU && !nd->attr.fused_into_bn) || /* a fused one's BN recomputes it */
             (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0 && m->nodes[nd->attr.tail_relu].out == v)) /* a tail's mask */
@@ -270,6 +283,9 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
         case DT_OP_DROPOUT: save = (size_t)value_numel(y, n); break;
         case DT_OP_SDEPTH: save = (size_t)n; break; /* one byte per image */
         case DT_OP_LN: save = 2 * (size_t)n * x->height * x->width * sizeof(float); break; /* mean, rstd per row */
+        case DT_OP_ATTN: /* the attention probabilities, per image and head: s x s */
+            save = (size_t)n * nd->attr.groups * x->width * x->width * sizeof(float);
+            break;
         default: break;
         }
         nd->save_off = DT_ARENA_FAIL;
@@ -329,6 +345,10 @@ static void plan_backend(dt_model *m, int n, size_t *ws, size_t *scratch)
             TAKE_MAX(scratch, be->linear_scratch(rows, in, y->channels, dt_amp_compute_type(m)));
             break;
         }
+        case DT_OP_ATTN:
+            TAKE_MAX(scratch, be->attn_scratch(n, y->width, nd->attr.groups, y->channels / nd->attr.groups,
+                                               vtype(m, nd->in0), y->dtype));
+            break;
         default: break;
         }
     }
@@ -816,6 +836,17 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             be->ln_fwd(count / xv->channels, xv->channels, nd->attr.eps, xin, xt, weight, bias,
                        ptype(m, nd->param[DT_NODE_WEIGHT]), y, yt, saved_of(m, nd));
             break;
+        case DT_OP_TOKENS:
+            be->tokens_fwd(n, yv->width - 1, yv->channels, xin, xt, weight, bias, ptype(m, nd->param[DT_NODE_WEIGHT]),
+                           y, yt);
+            break;
+        case DT_OP_ATTN:
+            be->attn_fwd(n, yv->width, nd->attr.groups, yv->channels / nd->attr.groups, xin, xt, y, yt,
+                         saved_of(m, nd));
+            break;
+        case DT_OP_TOKEN0: /* token 0 of each sequence */
+            be->chan_copy(n, yv->channels, xin, xv->width * xv->channels, 0, xt, y, yv->channels, 0, yt, 0);
+            break;
         case DT_OP_CONCAT: { /* each input into its channels of every position */
             const int64_t rows = count / yv->channels;
             const int ca = xv->channels, cb = m->values[nd->in1].channels;
@@ -1100,6 +1131,21 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                        saved_of(m, nd), dy, yt, dx, dweight, dbias, need_dx ? grad_accumulate(m, nd->in0) : 0,
                        accumulate);
             break;
+        case DT_OP_TOKENS:
+            be->tokens_bwd(n, yv->width - 1, yv->channels, dy, yt, dx, xt, dweight, dbias,
+                           ptype(m, nd->param[DT_NODE_WEIGHT]), need_dx ? grad_accumulate(m, nd->in0) : 0, accumulate);
+            break;
+        case DT_OP_ATTN:
+            be->attn_bwd(n, yv->width, nd->attr.groups, yv->channels / nd->attr.groups, xin, xt, saved_of(m, nd), dy,
+                         yt, dx, grad_accumulate(m, nd->in0));
+            break;
+        case DT_OP_TOKEN0: { /* token 0's gradient; the other tokens' is zero */
+            const int acc = grad_accumulate(m, nd->in0);
+            if (!acc)
+                be->fill(value_numel(xv, n), xt, 0.0f, dx);
+            be->chan_copy(n, yv->channels, dy, yv->channels, 0, yt, dx, xv->width * xv->channels, 0, xt, 1);
+            break;
+        }
         case DT_OP_CONCAT: {
             const int64_t rows = count / yv->channels;
             const int ca = xv->channels, cb = m->values[nd->in1].channels;

@@ -45,15 +45,18 @@ extern "C" {
 
 enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
                   DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH, DT_OP_LN, DT_OP_SCALE,
-                  DT_OP_CONCAT };
-#define DT_OP_KINDS 15 /* the number of kinds above */
+                  DT_OP_CONCAT, DT_OP_TOKENS, DT_OP_ATTN, DT_OP_TOKEN0 };
+#define DT_OP_KINDS 18 /* the number of kinds above */
 
 /* how a parameter is initialised (torchvision's rules, per architecture) */
 enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001,
                DT_INIT_KAIMING_FAN_IN, /* kaiming_normal_ with its default mode: std sqrt(2/fan_in) (DenseNet) */
                DT_INIT_UNIFORM_FAN_OUT, /* U(-1/sqrt(fan_out), +): EfficientNet's linear layers */
                DT_INIT_TRUNC_NORMAL_002, /* trunc_normal_(std 0.02), cut at +-2: ConvNeXt's and ViT's */
-               DT_INIT_CONSTANT /* dt_param.init_value: ConvNeXt's layer scale */ };
+               DT_INIT_CONSTANT, /* dt_param.init_value: ConvNeXt's layer scale */
+               DT_INIT_NORMAL_STD, /* normal_(std = dt_param.init_value): ViT's position embedding, MLP biases */
+               DT_INIT_XAVIER_UNIFORM, /* U(-a, a), a = sqrt(6 / (fan_in + fan_out)): ViT's attention and MLP */
+               DT_INIT_TRUNC_NORMAL_FAN_IN /* trunc_normal_(std sqrt(1/fan_in)), cut at +-2: ViT's conv_proj */ };
 
 enum dt_param_kind { DT_P_WEIGHT, DT_P_BIAS, DT_P_BN_WEIGHT, DT_P_BN_BIAS, DT_P_BN_MEAN, DT_P_BN_VAR, DT_P_BN_COUNT };
 
@@ -100,9 +103,11 @@ typedef struct dt_node {
     enum dt_op_kind op;
     char name[DT_NAME_MAX]; /* module name, e.g. "layer1.0.bn1" */
     int in0, in1, out;      /* value indices (in1 only for ADD, CONCAT and CHANMUL: the scale) */
+    /* (TOKENS: param[WEIGHT] is the class token, param[BIAS] the position embedding) */
     int param[DT_NODE_PARAMS]; /* parameter indices (enum dt_node_param), -1 when absent */
     struct {                /* the op's settings */
-        int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad) */
+        int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad); attention: groups
+                                                    * is its heads */
         int has_bias;                     /* conv, linear */
         int pointwise;                    /* linear: on every position's channels (NHWC rows), not flattened */
         int out_h, out_w;                 /* adaptive average pool (kernel 2: a 2x2 stride-2 pool instead) */
@@ -413,6 +418,26 @@ int dt_layer_chanmul(dt_model *m, int x, int s);
  * place in the network, torchvision's stage_block_id / total_stage_blocks, and p the model's
  * stochastic_depth_prob (dt_model_set_stochastic_depth changes it) */
 int dt_layer_sdepth(dt_model *m, int x, float depth, float p);
+/* --- ViT (nn.MultiheadAttention and the encoder's tokens). A sequence of s tokens of d features is
+ * a value of height 1, width s and d channels, so layer norm and pointwise linear layers run on it
+ * as they run on NHWC positions. */
+/* a trainable parameter called name (exactly), of PyTorch's shape[ndim], initialised by init (value:
+ * init_value's), made where torchvision's state_dict has it: its index (ViT's class_token,
+ * encoder.pos_embedding) */
+int dt_param_new(dt_model *m, const char *name, int ndim, const int *shape, enum dt_init init, float init_value);
+/* dt_layer_linear_rows with the weight and bias called <name>.<wleaf> and <name>.<bleaf>
+ * (nn.MultiheadAttention's in_proj_weight, in_proj_bias) */
+int dt_layer_linear_rows_as(dt_model *m, const char *name, const char *wleaf, const char *bleaf, int x, int out,
+                            enum dt_init init_w, enum dt_init init_b);
+/* ViT's tokens: the patches x [gh, gw, d] (conv_proj's output) into a sequence [1, 1 + gh*gw, d]: the
+ * class token (parameter cls, [1, 1, d]) first, then the patches row by row, plus the position
+ * embedding (parameter pos, [1, s, d]; its s fixes the input size planning accepts) */
+int dt_layer_tokens(dt_model *m, const char *name, int x, int cls, int pos);
+/* self-attention's core on a sequence of qkv [1, s, 3d] (in_proj's output): [1, s, d], heads heads
+ * (backend.h's attn_fwd) */
+int dt_layer_attention(dt_model *m, const char *name, int qkv, int heads);
+/* the first token of a sequence [1, s, d]: [1, 1, d] (ViT's x[:, 0], the class token's features) */
+int dt_layer_token0(dt_model *m, int x);
 /* Finishes building: the memory analysis (model.h's top), then parameter storage (zero-filled).
  * DT_OK or the first builder error. */
 int dt_model_end(dt_model *m, int output);

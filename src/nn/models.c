@@ -491,6 +491,55 @@ static int densenet(dt_model *m, const dt_model_info *info)
     return dt_layer_linear(m, "classifier", x, m->num_classes, DT_INIT_TORCH_DEFAULT, DT_INIT_ZEROS);
 }
 
+/* the bias of the linear node just made is initialised normal_(std) (ViT's MLP) */
+static int bias_normal(dt_model *m, int x, float std)
+{
+    if (x >= 0)
+        m->params[m->nodes[m->n_nodes - 1].param[DT_NODE_BIAS]].init_value = std;
+    return x;
+}
+
+/* torchvision's VisionTransformer (no representation layer, dropouts 0): conv_proj (patch x patch,
+ * stride patch) makes the patches; the class token before them and the position embedding added;
+ * encoder layers of ln_1, self-attention (in_proj, the attention core, out_proj), residual add, ln_2,
+ * MLP (linear, GELU, linear), residual add; the final LayerNorm and the head on the class token (the
+ * LayerNorm on token 0 alone: it works row by row, so the same numbers for less work). config:
+ * patch size, layers, heads, hidden width, MLP width; the input size info->input_size. */
+static int vit(dt_model *m, const dt_model_info *info)
+{
+    const int patch = info->config[0], layers = info->config[1], heads = info->config[2], dim = info->config[3],
+              mlp = info->config[4], grid = info->input_size / patch;
+    const float eps = 1e-6f;
+    char name[DT_NAME_MAX], part[2 * DT_NAME_MAX];
+    const int cls = dt_param_new(m, "class_token", 3, (const int[]){1, 1, dim}, DT_INIT_ZEROS, 0);
+    int x = dt_layer_conv(m, "conv_proj", m->input, dim, patch, patch, 0, 1, DT_INIT_TRUNC_NORMAL_FAN_IN);
+    const int pos = dt_param_new(m, "encoder.pos_embedding", 3, (const int[]){1, grid * grid + 1, dim},
+                                 DT_INIT_NORMAL_STD, 0.02f);
+    x = dt_layer_tokens(m, "encoder", x, cls, pos);
+    for (int l = 0; l < layers; l++) {
+        snprintf(name, sizeof name, "encoder.layers.encoder_layer_%d", l);
+        snprintf(part, sizeof part, "%s.ln_1", name);
+        int y = dt_layer_layernorm(m, part, x, eps);
+        snprintf(part, sizeof part, "%s.self_attention", name);
+        y = dt_layer_linear_rows_as(m, part, "in_proj_weight", "in_proj_bias", y, 3 * dim, DT_INIT_XAVIER_UNIFORM,
+                                    DT_INIT_ZEROS);
+        y = dt_layer_attention(m, part, y, heads);
+        snprintf(part, sizeof part, "%s.self_attention.out_proj", name);
+        y = dt_layer_linear_rows(m, part, y, dim, DT_INIT_TORCH_DEFAULT, DT_INIT_ZEROS);
+        x = dt_layer_add(m, y, x);
+        snprintf(part, sizeof part, "%s.ln_2", name);
+        y = dt_layer_layernorm(m, part, x, eps);
+        snprintf(part, sizeof part, "%s.mlp.0", name);
+        y = bias_normal(m, dt_layer_linear_rows(m, part, y, mlp, DT_INIT_XAVIER_UNIFORM, DT_INIT_NORMAL_STD), 1e-6f);
+        y = dt_layer_act(m, y, DT_ACT_GELU);
+        snprintf(part, sizeof part, "%s.mlp.3", name);
+        y = bias_normal(m, dt_layer_linear_rows(m, part, y, dim, DT_INIT_XAVIER_UNIFORM, DT_INIT_NORMAL_STD), 1e-6f);
+        x = dt_layer_add(m, y, x);
+    }
+    x = dt_layer_layernorm(m, "encoder.ln", dt_layer_token0(m, x), eps);
+    return dt_layer_linear(m, "heads.head", x, m->num_classes, DT_INIT_ZEROS, DT_INIT_ZEROS);
+}
+
 /* blocks per stage (ResNet), channels per conv or 0 for a max pool (VGG): torchvision's (VGG's configs A,
  * B, D and E for vgg11, 13, 16 and 19) */
 static const int resnet18_blocks[] = {2, 2, 2, 2}, resnet34_blocks[] = {3, 4, 6, 3}, resnet50_blocks[] = {3, 4, 6, 3},
@@ -498,6 +547,9 @@ static const int resnet18_blocks[] = {2, 2, 2, 2}, resnet34_blocks[] = {3, 4, 6,
 static const int resnet8_blocks[] = {1, 1, 1}, resnet20_blocks[] = {3, 3, 3}, resnet56_blocks[] = {9, 9, 9};
 static const int densenet121_blocks[] = {6, 12, 24, 16};
 static const int convnext_tiny_blocks[] = {3, 3, 9, 3}, convnext_small_blocks[] = {3, 3, 27, 3};
+/* ViT: patch size, layers, heads, hidden width, MLP width (vit_test: tests/fixtures/make_fixtures.py's
+ * VisionTransformer(32, 8, 2, 4, 64, 128), a small one for the fixture) */
+static const int vit_b_16_config[] = {16, 12, 12, 768, 3072}, vit_test_config[] = {8, 2, 4, 64, 128};
 static const int vgg11_config[] = {64, 0, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 static const int vgg13_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 0, 512, 512, 0, 512, 512, 0};
 static const int vgg16_config[] = {64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0};
@@ -568,6 +620,9 @@ const dt_model_info dt_models[] = {
     {"regnet_y_3_2gf", regnet, .table = &regnet_y_3_2gf_p, .input_size = 224, .params = 19436338},
     {"regnet_y_8gf", regnet, .table = &regnet_y_8gf_p, .input_size = 224, .params = 39381472},
     {"regnet_y_16gf", regnet, .table = &regnet_y_16gf_p, .input_size = 224, .params = 83590140},
+    /* Vision Transformer (config: patch, layers, heads, width, MLP width) */
+    {"vit_b_16", vit, vit_b_16_config, LEN(vit_b_16_config), .input_size = 224, .params = 86567656},
+    {"vit_test", vit, vit_test_config, LEN(vit_test_config), .input_size = 32, .params = 145576},
 };
 const int dt_n_models = LEN(dt_models);
 

@@ -83,12 +83,14 @@ void dt_amp_value_types(dt_model *m)
         if (v != m->input && m->amp_level >= 2) {
             r = 1;
         } else if (v != m->input && m->amp_level == 1) {
-            /* what conv and linear make; activations, flatten and stochastic depth keep their input's; a
+            /* what conv and linear make; activations, flatten, stochastic depth, attention (autocast's
+             * reduced matmuls) and a class token keep their input's; a
              * channel scale or a concatenation is reduced when both its inputs are (autocast's type
              * promotion) */
             const dt_node *nd = &m->nodes[val->producer];
             const int keeps = nd->op == DT_OP_RELU || nd->op == DT_OP_FLATTEN || nd->op == DT_OP_ACT ||
-                              nd->op == DT_OP_SDEPTH || nd->op == DT_OP_CHANMUL || nd->op == DT_OP_CONCAT;
+                              nd->op == DT_OP_SDEPTH || nd->op == DT_OP_CHANMUL || nd->op == DT_OP_CONCAT ||
+                              nd->op == DT_OP_ATTN || nd->op == DT_OP_TOKEN0;
             r = nd->op == DT_OP_CONV || nd->op == DT_OP_LINEAR ||
                 (keeps && m->values[nd->in0].reduced && (nd->in1 < 0 || m->values[nd->in1].reduced));
         }

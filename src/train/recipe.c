@@ -81,6 +81,19 @@ static const dt_recipe recipes[] = {
      "--label-smoothing 0.1 --mixup-alpha 0.2 --cutmix-alpha 1.0 --weight-decay 0.05 --norm-weight-decay 0.0 "
      "--train-crop-size 176 --model-ema --val-resize-size 232 --ra-sampler --ra-reps 4",
      8},
+    /* ViT-B/16: AdamW lr 0.003 for 8 x 512 (0.0001875 per 256), weight decay 0.3, 30 warm-up epochs of
+     * cosine, autocast, label smoothing 0.11, mixup and cutmix, RandAugment, clipping at norm 1, the
+     * repeated-augmentation sampler, EMA */
+    {"vit_b_16",
+     "-a vit_b_16 -b 512 --opt adamw --lr 0.0001875 --weight-decay 0.3 --lr-scheduler cosineannealinglr "
+     "--lr-warmup-method linear --lr-warmup-epochs 30 --lr-warmup-decay 0.033 --amp --label-smoothing 0.11 "
+     "--mixup-alpha 0.2 --auto-augment ra --clip-grad-norm 1 --ra-sampler --cutmix-alpha 1.0 --model-ema "
+     "--epochs 300",
+     "--model vit_b_16 --epochs 300 --batch-size 512 --opt adamw --lr 0.003 --wd 0.3 "
+     "--lr-scheduler cosineannealinglr --lr-warmup-method linear --lr-warmup-epochs 30 --lr-warmup-decay 0.033 "
+     "--amp --label-smoothing 0.11 --mixup-alpha 0.2 --auto-augment ra --clip-grad-norm 1 --ra-sampler "
+     "--cutmix-alpha 1.0 --model-ema",
+     8},
     /* NVIDIA DeepLearningExamples' ResNet-50 v1.5 at 250 epochs with mixup (78.9% top-1): 256 per GPU,
      * lr 0.256 per 256, momentum 0.875, wd 1/32768 without it on BN, cosine after 8 warm-up epochs,
      * label smoothing 0.1 (not a torchvision line: its own main.py's) */

@@ -25,8 +25,10 @@
 #               bench/torch_gpu_resnet50.py (PyTorch eager, channels_last, autocast)
 #   dtrain-O2-nograph  when time is left (or --only): O2 with --no-graph, every op issued by the
 #               host, next to dtrain-O2's graphs: what they gain
-#   dtrain-mobilenet_v2, torch-mobilenet_v2, dtrain-efficientnet_b0, torch-efficientnet_b0  when time
-#               is left (or --only: a second call): the zoo's rows, O2 against autocast fp16
+#   dtrain-mobilenet_v2, torch-mobilenet_v2, dtrain-efficientnet_b0, torch-efficientnet_b0, dtrain-vit_b_16,
+#               torch-vit_b_16  when time is left (or --only: a second call): the zoo's rows, O2 against
+#               autocast fp16 (the rehearsal runs vit_test, a small ViT at 32x32, for vit_b_16: ViT-B/16
+#               takes 224x224 only, minutes on the bundle's reference BLAS)
 #
 # The comparison is fair: both upload the batch from ordinary host memory every step as uint8
 # pixels and normalise it on the device (dtrain --synthetic does; the PyTorch script's --input host,
@@ -75,6 +77,7 @@ while [ $# -gt 0 ]; do
     --only)
         STAGES=machine,ops_check,nccl,memcheck,dtrain-O2,torch-fp16,dtrain-O0,torch-fp32,dtrain-O2-bf16,torch-bf16,dtrain-O2-nograph
         STAGES+=,dtrain-mobilenet_v2,torch-mobilenet_v2,dtrain-efficientnet_b0,torch-efficientnet_b0
+        STAGES+=,dtrain-vit_b_16,torch-vit_b_16
         [ $# -ge 2 ] || { echo "check.sh: --only needs a list of stages ($STAGES)" >&2; exit 2; }
         for x in ${2//,/ }; do
             [[ ,$STAGES, == *",$x,"* ]] || { echo "check.sh: --only $2: no stage '$x' (stages: $STAGES)" >&2; exit 2; }
@@ -395,14 +398,16 @@ dtrain_run() { # dtrain_run NAME CAP RESERVE EXTRA...
     # the rehearsal's CPU run takes CUDA's default, graphs, unless the stage turns them off
     local xg=()
     [ "$DRY" = 1 ] && [[ " $* " != *" --no-graph "* ]] && xg=(--graph)
-    stage "$name" "$cap" "$reserve" ours "${D_DTRAIN[@]}" "$@" --results "$RESDIR/r.$name" "${X_DTRAIN[@]}" "${xg[@]}"
+    stage "$name" "$cap" "$reserve" ours "${D_DTRAIN[@]}" "$@" --results "$RESDIR/r.$name" "${X_DTRAIN[@]}" "${xg[@]}" \
+        "${X_LAST[@]}"
     rm -rf "$WORK/roottmp/r.$name" "$WORK/r.$name" # its checkpoint
 }
 torch_run() { # torch_run NAME CAP RESERVE EXTRA...
     local name=$1 cap=$2 reserve=$3
     shift 3
-    stage "$name" "$cap" "$reserve" "${D_TORCH[@]}" "$@" "${X_TORCH[@]}"
+    stage "$name" "$cap" "$reserve" "${D_TORCH[@]}" "$@" "${X_TORCH[@]}" "${X_LAST_TORCH[@]}"
 }
+X_LAST=() X_LAST_TORCH=() # a stage's own overrides of the rehearsal's (ViT's model)
 
 if [ "$missing" = 0 ]; then
     # name, cap, reserve (the time kept for the stages after it): in 290 s every stage gets its cap
@@ -429,16 +434,21 @@ if [ "$missing" = 0 ]; then
     else
         say "dtrain-O2-nograph: not run ($(left)s left)"
     fi
-    # the zoo (issue 22): mobilenet_v2 and efficientnet_b0 at O2 next to autocast fp16, when time is left
-    # (a second call: --only dtrain-mobilenet_v2,torch-mobilenet_v2,dtrain-efficientnet_b0,torch-efficientnet_b0)
+    # the zoo (issue 22): mobilenet_v2, efficientnet_b0 and vit_b_16 at O2 next to autocast fp16, when time
+    # is left (a second call: --only dtrain-mobilenet_v2,torch-mobilenet_v2,dtrain-efficientnet_b0,
+    # torch-efficientnet_b0,dtrain-vit_b_16,torch-vit_b_16)
     # (the rehearsal's PyTorch runs them in fp32: torch 1.13's CPU autocast is bf16, and its ReLU6 has
     # no bf16 backward on the CPU)
     zx=()
     [ "$DRY" = 1 ] && zx=(--fp32)
-    for zm in mobilenet_v2 efficientnet_b0; do
+    for zm in mobilenet_v2 efficientnet_b0 vit_b_16; do
         if [ "$(left)" -ge 70 ] || [ "$DRY" = 1 ]; then
+            # ViT-B/16's position embedding fixes its input at 224x224, too slow for the rehearsal's CPU:
+            # it runs vit_test (the same ops at 32x32) on both sides instead
+            [ "$DRY" = 1 ] && [ "$zm" = vit_b_16 ] && X_LAST=(-a vit_test) X_LAST_TORCH=(-a vit_test)
             dtrain_run "dtrain-$zm" 40 0 --opt-level O2 -a "$zm"
             torch_run "torch-$zm" 30 0 -a "$zm" "${zx[@]}"
+            X_LAST=() X_LAST_TORCH=()
         else
             say "dtrain-$zm, torch-$zm: not run ($(left)s left)"
         fi

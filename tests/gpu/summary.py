@@ -215,7 +215,8 @@ def main():
             ("O2 bf16", "dtrain-O2-bf16", "torch-bf16", "autocast bf16"),
             ("O2 issued", "dtrain-O2-nograph", "torch-fp16", "autocast fp16"),
             ("mbv2 O2", "dtrain-mobilenet_v2", "torch-mobilenet_v2", "autocast fp16"),
-            ("effb0 O2", "dtrain-efficientnet_b0", "torch-efficientnet_b0", "autocast fp16")]
+            ("effb0 O2", "dtrain-efficientnet_b0", "torch-efficientnet_b0", "autocast fp16"),
+            ("vit O2", "dtrain-vit_b_16", "torch-vit_b_16", "autocast fp16")]
     say("%-10s %12s %12s %6s  %-15s %9s %9s %16s" % ("config", "dtrain img/s", "torch img/s", "ratio", "torch config",
                                                    "dt steps", "dt loss", "MiB dt / torch"))
     notes, searches_all, shown = [], {}, set()

@@ -250,6 +250,43 @@ int main(void)
     TAP_OK(tap_count_lines(s) == 1 && strstr(s, "an input of 32x32 is too small for layer"), "naming the layer: %s", s);
     free(s);
     dt_model_free(&m);
+
+    /* ViT: torchvision's initialisation per parameter, and the one input size its position embedding takes */
+    TAP_OK(dt_model_create(&m, "vit_b_16", 3, 1000, &dt_backend_cpu) == DT_OK, "vit_b_16");
+    dt_model_init_weights(&m, 7, 0);
+    const struct {
+        const char *name;
+        double want; /* the standard deviation torchvision draws with */
+    } vit_init[] = {
+        {"conv_proj.weight", sqrt(1.0 / (3 * 16 * 16))},                          /* trunc_normal_, fan_in */
+        {"encoder.pos_embedding", 0.02},                                           /* normal_(std=0.02) */
+        {"encoder.layers.encoder_layer_3.self_attention.in_proj_weight", sqrt(2.0 / (768 + 2304))}, /* xavier */
+        {"encoder.layers.encoder_layer_3.self_attention.out_proj.weight", 1 / sqrt(3.0 * 768)}, /* U(+-1/sqrt(in)) */
+        {"encoder.layers.encoder_layer_3.mlp.0.weight", sqrt(2.0 / (768 + 3072))},             /* xavier */
+        {"encoder.layers.encoder_layer_3.mlp.3.bias", 1e-6},                                   /* normal_(std=1e-6) */
+    };
+    for (size_t k = 0; k < sizeof vit_init / sizeof vit_init[0]; k++) {
+        double got = param_std(&m, vit_init[k].name);
+        TAP_OK(fabs(got / vit_init[k].want - 1) < 0.05, "vit_b_16 %s: std %.3g (torchvision's %.3g)", vit_init[k].name,
+               got, vit_init[k].want);
+    }
+    const char *vit_zero[] = {"class_token", "conv_proj.bias", "heads.head.weight", "heads.head.bias",
+                              "encoder.layers.encoder_layer_0.self_attention.in_proj_bias",
+                              "encoder.layers.encoder_layer_0.self_attention.out_proj.bias"};
+    for (size_t k = 0; k < sizeof vit_zero / sizeof vit_zero[0]; k++) {
+        const dt_param *p = &m.params[dt_model_find_param(&m, vit_zero[k])];
+        const float *d = dt_param_data(&m, p);
+        int zero = 1;
+        for (int64_t i = 0; i < p->numel; i++)
+            zero &= d[i] == 0.0f;
+        TAP_OK(zero, "vit_b_16 %s: zeros", vit_zero[k]);
+    }
+    TAP_OK(dt_model_plan(&m, 1, 256, 256) == DT_ERR_INPUT, "vit_b_16 refuses 256x256");
+    s = tap_log_take();
+    TAP_OK(tap_count_lines(s) == 1 && strstr(s, "gives 257 tokens, but encoder.pos_embedding holds 197"),
+           "naming the position embedding: %s", s);
+    free(s);
+    dt_model_free(&m);
     tap_log_end();
     return tap_done();
 }

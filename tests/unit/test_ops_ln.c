@@ -21,37 +21,12 @@
 #include <string.h>
 
 #include "nn/backend.h"
+#include "ops_util.h"
 #include "tap.h"
 #include "util/half.h"
-#include "util/rng.h"
 
-static dt_rng rng;
 static const dt_backend *be;
 #define F32 DT_FLOAT32
-
-static const char *tname(dt_dtype t)
-{
-    return t == DT_FLOAT16 ? "fp16" : t == DT_BFLOAT16 ? "bf16" : "fp32";
-}
-
-static void *zalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        perror("calloc");
-        exit(99);
-    }
-    return p;
-}
-
-/* n values in [lo, hi) */
-static float *uniform(int64_t n, double lo, double hi)
-{
-    float *p = zalloc((size_t)n, sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        p[i] = (float)(lo + (hi - lo) * dt_rng_uniform(&rng));
-    return p;
-}
 
 /* rows x c values in [-1, 1), each row shifted and scaled by its own amounts (as activations are):
  * the variance must not come from the mean's cancellation */
@@ -64,14 +39,6 @@ static float *rows_input(int64_t rows, int c)
             x[r * c + j] = off + sc * x[r * c + j];
     }
     return x;
-}
-
-static double *to_double(const float *f, int64_t n)
-{
-    double *d = zalloc((size_t)n, sizeof(double));
-    for (int64_t i = 0; i < n; i++)
-        d[i] = f[i];
-    return d;
 }
 
 /* max |a - ref| / max |ref| (0 when both are 0), a being af (floats) or, when af is NULL, ad */
@@ -202,17 +169,6 @@ static void fd_grads(const fd_ctx *k, double *v, int64_t n, double *out)
     }
 }
 
-/* bit for bit: a against b; and a against the rounded fp32 sums old + b when old is given */
-static int same_f32(const float *a, const float *b, const float *old, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++) {
-        const float want = old ? old[i] + b[i] : b[i];
-        if (memcmp(&a[i], &want, sizeof want))
-            return 0;
-    }
-    return 1;
-}
-
 static void check_bwd(int64_t rows, int c, float eps, int fd)
 {
     const int64_t n = rows * c;
@@ -309,54 +265,7 @@ static void check_threads(int64_t rows, int c)
 
 /* --- typed operands ------------------------------------------------------------------------------- */
 
-/* values of type t both ways: v as fp32 (what the fp32 op gets), s stored in t (what the typed op gets) */
-typedef struct typed {
-    dt_dtype t;
-    int64_t n;
-    float *v;
-    void *s;
-} typed;
-
-static void store_as(dt_dtype t, const float *v, int64_t n, void *s)
-{
-    if (t == DT_FLOAT16)
-        dt_f32_to_f16_n((size_t)n, v, s);
-    else if (t == DT_BFLOAT16)
-        dt_f32_to_bf16_n((size_t)n, v, s);
-    else
-        memcpy(s, v, (size_t)n * sizeof(float));
-}
-
-/* values of t in [lo, hi) (v: draws rounded to t) */
-static typed typed_new(dt_dtype t, int64_t n, double lo, double hi, const float *from)
-{
-    typed a = {t, n, from ? zalloc((size_t)n, sizeof(float)) : uniform(n, lo, hi),
-               zalloc((size_t)n, t == F32 ? 4 : 2)};
-    if (from)
-        memcpy(a.v, from, (size_t)n * sizeof(float));
-    if (t != F32)
-        dt_round_half(a.v, n, t == DT_BFLOAT16);
-    store_as(t, a.v, n, a.s);
-    return a;
-}
-
-/* the typed op's output (a->s) is the fp32 op's (a->v) rounded to a->t, bit for bit */
-static int typed_same(const typed *a)
-{
-    const size_t bytes = (size_t)a->n * (a->t == F32 ? 4 : 2);
-    void *want = zalloc(bytes, 1);
-    store_as(a->t, a->v, a->n, want);
-    const int ok = memcmp(want, a->s, bytes) == 0;
-    free(want);
-    return ok;
-}
-
-static void typed_free(typed *a)
-{
-    free(a->v);
-    free(a->s);
-}
-
+/* (struct typed, typed_new, typed_same: ops_util.h) */
 /* both ops with x and dx of xt, y and dy of yt, the parameters and their gradients of pt, against the
  * fp32 ops on the same values */
 static int typed_case(int64_t rows, int c, dt_dtype xt, dt_dtype yt, dt_dtype pt)

@@ -17,11 +17,10 @@
 #include <string.h>
 
 #include "nn/backend.h"
+#include "ops_util.h"
 #include "tap.h"
 #include "util/half.h"
-#include "util/rng.h"
 
-static dt_rng rng;
 static const dt_backend *be;
 static dt_dtype R;            /* the reduced type of this round: DT_FLOAT16 or DT_BFLOAT16 */
 static long long n_compared;  /* elements compared bit for bit */
@@ -29,11 +28,6 @@ static const char *group = ""; /* what the current TAP line checks, for the mism
 static int near;               /* 1: compare within one rounding of R, not bit for bit (oneDNN's bf16 kernels) */
 static double near_worst;      /* near: the largest |a - b| / (2^-7 |b| + 1e-4) seen */
 static long long near_differ;  /* near: results not equal bit for bit */
-
-static const char *tname(dt_dtype t)
-{
-    return t == DT_FLOAT16 ? "fp16" : t == DT_BFLOAT16 ? "bf16" : "fp32";
-}
 
 static void *amalloc(size_t bytes)
 {
@@ -46,17 +40,7 @@ static void *amalloc(size_t bytes)
     return p;
 }
 
-/* storage of type t (reduced or fp32) from fp32 values, and back */
-static void narrow(dt_dtype t, const float *src, int64_t n, void *dst)
-{
-    if (t == DT_FLOAT16)
-        dt_f32_to_f16_n((size_t)n, src, dst);
-    else if (t == DT_BFLOAT16)
-        dt_f32_to_bf16_n((size_t)n, src, dst);
-    else
-        memcpy(dst, src, (size_t)n * sizeof(float));
-}
-
+/* fp32 values from storage of type t: what store_as (ops_util.h) stored, back */
 static void widen(dt_dtype t, const void *src, int64_t n, float *dst)
 {
     if (t == DT_FLOAT16)
@@ -65,11 +49,6 @@ static void widen(dt_dtype t, const void *src, int64_t n, float *dst)
         dt_bf16_to_f32_n((size_t)n, src, dst);
     else
         memcpy(dst, src, (size_t)n * sizeof(float));
-}
-
-static size_t tbytes(dt_dtype t)
-{
-    return t == DT_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
 }
 
 /* --- an operand of both runs: f for the fp32 op (b), h for the typed op (a), of type t ------------ */
@@ -84,7 +63,7 @@ typedef struct tens {
 /* h from f (f holding values of type t: exact) */
 static void tsync(tens *x)
 {
-    narrow(x->t, x->f, x->n, x->h);
+    store_as(x->t, x->f, x->n, x->h);
 }
 
 /* n random values in [lo, hi), made values of t */
@@ -112,7 +91,7 @@ static int same(const char *what, const tens *x)
 {
     n_compared += x->n;
     void *e = amalloc((size_t)x->n * tbytes(x->t));
-    narrow(x->t, x->f, x->n, e);
+    store_as(x->t, x->f, x->n, e);
     int ok = memcmp(e, x->h, (size_t)x->n * tbytes(x->t)) == 0;
     if (near && !ok) { /* within one rounding of R: |a - b| <= 2^-7 |b| + 1e-4 */
         float *a = amalloc((size_t)x->n * sizeof(float));

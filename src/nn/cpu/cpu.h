@@ -109,7 +109,8 @@ void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int acc
 int dt_cpu_conv_pointwise(const dt_conv_desc *d);
 
 /* the ops, dt_cpu_<name> for each op of nn/backend.h's list: conv.c (the im2col reference
- * convolutions), bn.c, pool.c, linear.c (linear layers, xent), eltwise.c (the rest) */
+ * convolutions), bn.c, pool.c, linear.c (linear layers, xent), attn.c (ViT's tokens and attention),
+ * eltwise.c (the rest) */
 #define DT_CPU_DECLARE(name, ret, params, args) ret dt_cpu_##name params;
 DT_OPS(DT_CPU_DECLARE)
 #undef DT_CPU_DECLARE

@@ -148,6 +148,8 @@ void dt_cuda_graph_destroy(dt_graph *g);
  * our kernels, one file per family as in nn/cpu (kernels.h: what they share):
  *   bn.cu          batch norm (bn_scratch and the three ops)
  *   ln.cu          layer norm (ln_fwd, ln_bwd)
+ *   attn.cu        ViT's tokens_fwd, tokens_bwd and attention (attn_scratch, attn_fwd, attn_bwd: cuBLAS's
+ *                  fp32 batched GEMMs and our softmax kernels) (nn/cpu/attn.c)
  *   pool.cu        max and average pooling
  *   linear.cu      xent_scratch, xent (the rest of nn/cpu/linear.c)
  *   act.cu         act_fwd, act_bwd (relu6 ... gelu), chanmul_fwd, chanmul_bwd (nn/cpu/act.c)

@@ -1,6 +1,6 @@
 /* kernels.h: what the CUDA backend's own kernels share: launch helpers, device helpers and the rules
  * they all follow (for the *.cu files only). The kernels are one file per family, named as the CPU
- * file each ports (nn/cpu/): act.cu, bn.cu, eltwise.cu, pool.cu, linear.cu (xent), ln.cu; contracts in
+ * file each ports (nn/cpu/): act.cu, attn.cu, bn.cu, eltwise.cu, pool.cu, linear.cu (xent), ln.cu; contracts in
  * nn/cuda/cuda.h and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu.
  *
  * Types (op table v2, nn/backend.h). A tensor operand is stored as float, __half (fp16) or
@@ -35,7 +35,7 @@
  *   the outputs that cover it in the CPU's scatter order, starting from 0.0f or dx as the CPU does),
  *   round_half (util/half.c's scalar algorithm ported: see dev_f32_to_f16 for the one caveat, NaN
  *   payloads), bn_fwd_infer (per-channel scale/shift in double as the CPU, then the same float affine),
- *   chan_copy (layout.cu).
+ *   chan_copy (layout.cu), tokens_fwd and tokens_bwd's dx (attn.cu).
  * - to double rounding, so almost always bit for bit, otherwise 1 ulp of float: bn_fwd_train and
  *   bn_bwd. The per-channel sums are formed as the CPU forms them: float sums over the same blocks of
  *   RB = 16 rows (bit-identical), then those block sums added in double. Only the order of the double
@@ -50,6 +50,13 @@
  *   the arithmetic around them is act.c's, operation for operation).
  * - the same way, to double rounding: ln_fwd and ln_bwd (ln.cu: the CPU's double sums in another order
  *   fixed by the shape, then its float arithmetic in its order).
+ * - the CPU's bits: tokens_bwd's dcls and dpos (attn.c's double sums over the images, in the same order
+ *   of b, rounded to float once), though the contract allows any fp32-or-wider sum (ops_check: 1e-4).
+ * - to float rounding of sums in another order: attn_fwd and attn_bwd (attn.cu). Their GEMMs are
+ *   cuBLAS's fp32 ones (no TF32), summing dh or s terms in cuBLAS's order where the CPU has OpenBLAS's;
+ *   the softmax's row sums (and backward's sum of P*dP) are attn.c's double sums in another order, and
+ *   its exponentials CUDA's expf against glibc's (a few ulps). Expect about 1e-6 relative to a tensor's
+ *   RMS on p, y and dqkv (ops_check's 1e-4 class, as the GEMMs of linear layers).
  * - to about 1e-15 relative before the cast: xent. exp and log in double are CUDA's (<= 1-2 ulp of
  *   double), not glibc's, and the per-row sums over the k classes run as a fixed tree instead of a
  *   left-to-right loop. The loss (double) agrees to ~1e-14 relative, dlogits (float) almost always

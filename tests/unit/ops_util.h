@@ -1,0 +1,132 @@
+/* ops_util.h: helpers shared by the unit tests of the backends' ops (test_ops_attn.c, test_ops_ln.c,
+ * test_ops_typed.c): allocation that cannot fail quietly, random fp32 inputs and their double copies for
+ * the references, bit-for-bit comparison of fp32 outputs, and typed operands (values of one dtype kept
+ * both as fp32, for the fp32 op, and as that dtype's storage, for the typed op; nn/backend.h's "Types").
+ * Header only, like tap.h: each test stays one C file linking nothing more. The functions are static
+ * inline so that a test using only some of them builds cleanly under -Werror.
+ *
+ * The random stream is this header's rng, one per test program: each test seeds it in main and every
+ * draw, here or in the test, comes from it in the order the test makes them, so the values a test checks
+ * do not depend on which of its helpers live here. */
+#ifndef DT_TESTS_OPS_UTIL_H
+#define DT_TESTS_OPS_UTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn/backend.h"
+#include "util/half.h"
+#include "util/rng.h"
+
+static dt_rng rng;
+
+static inline const char *tname(dt_dtype t)
+{
+    return t == DT_FLOAT16 ? "fp16" : t == DT_BFLOAT16 ? "bf16" : "fp32";
+}
+
+/* bytes of one value stored in t */
+static inline size_t tbytes(dt_dtype t)
+{
+    return t == DT_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
+}
+
+/* zeroed, or the test exits 99 (a hard error to automake's driver): a NULL must not pass for a result */
+static inline void *zalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        perror("calloc");
+        exit(99);
+    }
+    return p;
+}
+
+/* n values in [lo, hi) */
+static inline float *uniform(int64_t n, double lo, double hi)
+{
+    float *p = zalloc((size_t)n, sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        p[i] = (float)(lo + (hi - lo) * dt_rng_uniform(&rng));
+    return p;
+}
+
+static inline float *copy_of(const float *f, int64_t n)
+{
+    float *c = zalloc((size_t)n, sizeof(float));
+    memcpy(c, f, (size_t)n * sizeof(float));
+    return c;
+}
+
+/* the references' inputs: the same values as the op's, in double */
+static inline double *to_double(const float *f, int64_t n)
+{
+    double *d = zalloc((size_t)n, sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        d[i] = f[i];
+    return d;
+}
+
+/* bit for bit: a against b; and a against the rounded fp32 sums old + b when old is given (what an op
+ * accumulating into old must store) */
+static inline int same_f32(const float *a, const float *b, const float *old, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float want = old ? old[i] + b[i] : b[i];
+        if (memcmp(&a[i], &want, sizeof want))
+            return 0;
+    }
+    return 1;
+}
+
+/* --- typed operands ------------------------------------------------------------------------------- */
+
+/* storage of type t from fp32 values (exact where v holds values of t); fp32 is copied */
+static inline void store_as(dt_dtype t, const float *v, int64_t n, void *s)
+{
+    if (t == DT_FLOAT16)
+        dt_f32_to_f16_n((size_t)n, v, s);
+    else if (t == DT_BFLOAT16)
+        dt_f32_to_bf16_n((size_t)n, v, s);
+    else
+        memcpy(s, v, (size_t)n * sizeof(float));
+}
+
+/* values of type t both ways: v as fp32 (what the fp32 op gets), s stored in t (what the typed op gets) */
+typedef struct typed {
+    dt_dtype t;
+    int64_t n;
+    float *v;
+    void *s;
+} typed;
+
+/* values of t: draws in [lo, hi) (or from's values, drawing nothing) rounded to t */
+static inline typed typed_new(dt_dtype t, int64_t n, double lo, double hi, const float *from)
+{
+    typed a = {t, n, from ? copy_of(from, n) : uniform(n, lo, hi), zalloc((size_t)n, tbytes(t))};
+    if (t != DT_FLOAT32)
+        dt_round_half(a.v, n, t == DT_BFLOAT16);
+    store_as(t, a.v, n, a.s);
+    return a;
+}
+
+/* the typed op's output (a->s) is the fp32 op's (a->v) rounded to a->t, bit for bit */
+static inline int typed_same(const typed *a)
+{
+    const size_t bytes = (size_t)a->n * tbytes(a->t);
+    void *want = zalloc(bytes, 1);
+    store_as(a->t, a->v, a->n, want);
+    const int ok = memcmp(want, a->s, bytes) == 0;
+    free(want);
+    return ok;
+}
+
+static inline void typed_free(typed *a)
+{
+    free(a->v);
+    free(a->s);
+}
+
+#endif
