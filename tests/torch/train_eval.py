@@ -1,11 +1,13 @@
-# train_eval.py DIR ARCH: PyTorch's side of the weights tests (tests/train/pretrained.sh,
-# tests/torch/interop.sh). torchvision's ARCH with 10 classes and its first conv taking 1 channel,
-# trained for 120 SGD steps of 64 images (seed 7, 2 threads) on the Fashion-MNIST that dtpack packed
-# into DIR/fm, normalised as dtrain normalises raw shards (per-channel mean and deviation of up to
-# 10000 training images, every count/n-th one), then its BN statistics recomputed for the final
-# weights. Writes DIR/ARCH.pth (its state_dict) and DIR/ARCH.acc ("top1 top5 images": its own counts
-# on the validation split, in eval mode); fails when the model gets under a quarter of them right
-# (one that predicts one class compares nothing).
+# train_eval.py DIR ARCH [DATA]: PyTorch's side of the weights tests (tests/train/pretrained.sh,
+# tests/torch/interop.sh). torchvision's ARCH with 10 classes (vit_test: dtrain's small ViT, the
+# fixture's VisionTransformer(32, 8, 2, 4, 64, 128)), its first conv taking 1 channel when the data
+# has one, trained for 120 SGD steps of 64 images (seed 7, 2 threads) on what dtpack packed into
+# DIR/DATA (default fm: Fashion-MNIST; tests/torch/fm32.py's 32x32 RGB copy of it for the models that
+# need 32x32), normalised as dtrain normalises raw shards (per-channel mean and deviation of up to
+# 10000 training images, every count/n-th one: here one value, the channels being equal copies), then
+# its BN statistics recomputed for the final weights. Writes DIR/ARCH.pth (its state_dict) and
+# DIR/ARCH.acc ("top1 top5 images": its own counts on the validation split, in eval mode); fails when
+# the model gets under a quarter of them right (one that predicts one class compares nothing).
 import sys
 
 import h5py
@@ -13,30 +15,41 @@ import numpy as np
 import torch
 import torchvision
 
-d, arch = sys.argv[1:]
+d, arch = sys.argv[1:3]
+data = sys.argv[3] if len(sys.argv) > 3 else "fm"
 torch.manual_seed(7)
 torch.set_num_threads(2)
-m = getattr(torchvision.models, arch)(num_classes=10)
-for name, mod in m.named_modules():  # the first conv takes 1 channel
-    if isinstance(mod, torch.nn.Conv2d):
-        parent = m.get_submodule(name.rsplit(".", 1)[0]) if "." in name else m
-        setattr(parent, name.rsplit(".", 1)[-1], torch.nn.Conv2d(1, mod.out_channels, mod.kernel_size, mod.stride,
-                                                                 mod.padding, bias=mod.bias is not None))
-        break
 
 
 def split(name):
-    rows = [l.rstrip("\n").split("\t") for l in open(d + "/fm/manifest.tsv") if not l.startswith("#")]
+    rows = [l.rstrip("\n").split("\t") for l in open("%s/%s/manifest.tsv" % (d, data)) if not l.startswith("#")]
     px, lab = [], []
     for r in rows:
         if r[0] == name:
-            with h5py.File(d + "/fm/" + r[1], "r") as f:
+            with h5py.File("%s/%s/%s" % (d, data, r[1]), "r") as f:
                 px.append(f["pixels"][:])
                 lab.append(f["labels"][:])
     return np.concatenate(px), np.concatenate(lab)
 
 
 tx, ty = split("train")
+if arch == "vit_test":
+    m = torchvision.models.VisionTransformer(32, 8, 2, 4, 64, 128, num_classes=10)
+else:
+    m = getattr(torchvision.models, arch)(num_classes=10)
+if arch.startswith("convnext"):  # layer scales of 0.1, not 1e-6: the blocks' branches then count in the logits
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith("layer_scale"):
+                p.fill_(0.1)
+for name, mod in m.named_modules():  # the first conv takes the data's channels
+    if isinstance(mod, torch.nn.Conv2d):
+        if mod.in_channels != tx.shape[3]:
+            parent = m.get_submodule(name.rsplit(".", 1)[0]) if "." in name else m
+            setattr(parent, name.rsplit(".", 1)[-1],
+                    torch.nn.Conv2d(tx.shape[3], mod.out_channels, mod.kernel_size, mod.stride, mod.padding,
+                                    bias=mod.bias is not None))
+        break
 n = min(len(tx), 10000)
 sample = tx[np.arange(n) * (len(tx) // n)].astype(np.float64) / 255.0
 mean = np.float32(sample.mean())
