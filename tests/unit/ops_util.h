@@ -11,6 +11,7 @@
 #ifndef DT_TESTS_OPS_UTIL_H
 #define DT_TESTS_OPS_UTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,21 @@ static inline double *to_double(const float *f, int64_t n)
     for (int64_t i = 0; i < n; i++)
         d[i] = f[i];
     return d;
+}
+
+/* the largest |value - ref| relative to the largest |ref|, the values being af's (or ad's when af is
+ * NULL): a NaN among them is an infinite error (fmax alone would skip it, and a NaN would pass) */
+static inline double max_rel(const float *af, const double *ad, const double *ref, int64_t n)
+{
+    double e = 0, m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double a = af ? af[i] : ad[i];
+        e = isnan(a) ? INFINITY : fmax(e, fabs(a - ref[i]));
+        m = fmax(m, fabs(ref[i]));
+        if (isinf(e))
+            break;
+    }
+    return e == 0 ? 0 : m > 0 ? e / m : INFINITY;
 }
 
 /* bit for bit: a against b; and a against the rounded fp32 sums old + b when old is given (what an op

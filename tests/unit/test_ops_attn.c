@@ -39,20 +39,6 @@ static float *eighths(int64_t n)
     return p;
 }
 
-/* max |a - ref| / max |ref| (0 when both are 0); a is af (floats) or, when af is NULL, ad */
-static double max_rel(const float *af, const double *ad, const double *ref, int64_t n)
-{
-    double e = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double a = af ? af[i] : ad[i];
-        e = isnan(a) ? INFINITY : fmax(e, fabs(a - ref[i]));
-        m = fmax(m, fabs(ref[i]));
-        if (isinf(e))
-            break;
-    }
-    return e == 0 ? 0 : m > 0 ? e / m : INFINITY;
-}
-
 /* the largest |a - ref| in units of one fp32 rounding of ref (2^-24 |ref|; 2^-149 at least) */
 static double max_roundings(const float *a, const double *ref, int64_t n)
 {

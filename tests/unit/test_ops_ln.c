@@ -41,17 +41,6 @@ static float *rows_input(int64_t rows, int c)
     return x;
 }
 
-/* max |a - ref| / max |ref| (0 when both are 0), a being af (floats) or, when af is NULL, ad */
-static double max_rel(const float *af, const double *ad, const double *ref, int64_t n)
-{
-    double e = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        e = fmax(e, fabs((af ? af[i] : ad[i]) - ref[i]));
-        m = fmax(m, fabs(ref[i]));
-    }
-    return e == 0 ? 0 : m > 0 ? e / m : INFINITY;
-}
-
 /* --- the reference, in double --------------------------------------------------------------------- */
 
 static void ref_stats(int c, double eps, const double *x, double *mean, double *rstd)
