@@ -37,7 +37,8 @@ static inline float relu6(float x)
  * vectorise only without -ftrapping-math: see the pragma at the top. */
 static inline float exp_f32(float x)
 {
-    const float x1 = x < -103.972084f ? -103.972084f : x;
+    const float x0 = x == x ? x : 0.0f; /* NaN: its result is chosen below; (int) of NaN would be undefined */
+    const float x1 = x0 < -103.972084f ? -103.972084f : x0;
     const float xc = x1 > 88.7228394f ? 88.7228394f : x1;
     const float kr = (xc * 1.44269504f + 12582912.0f) - 12582912.0f; /* rounded to nearest: |.| < 2^22 */
     const int k = (int)kr;
