@@ -100,11 +100,6 @@ void dt_cpu_tokens_bwd(int n, int np, int d, const void *dy, dt_dtype yt, void *
 
 /* --- attention ------------------------------------------------------------------------------------ */
 
-static size_t align64(size_t b)
-{
-    return (b + 63) & ~(size_t)63;
-}
-
 /* Per-thread slots of the scratch: how many, fixed the first time it is asked (when the first model
  * is planned): the larger of dt_cpu_threads() then and the processors. The ops' parallel regions run
  * on dt_cpu_threads() threads capped by this count, so a thread setting changed after planning never
@@ -134,20 +129,20 @@ typedef struct attn_room {
 
 static size_t slot_ss(int s)
 {
-    return align64((size_t)s * s * sizeof(float));
+    return dt_cpu_align64((size_t)s * s * sizeof(float));
 }
 
 static size_t slot_sd(int s, int dh)
 {
-    return align64((size_t)s * dh * sizeof(float));
+    return dt_cpu_align64((size_t)s * dh * sizeof(float));
 }
 
 /* the layout from base (NULL: offsets from 0); returns the bytes in all */
 static size_t attn_layout(int n, int s, int heads, int dh, dt_dtype t, dt_dtype yt, char *base, attn_room *r)
 {
     const size_t D = (size_t)heads * dh, rows = (size_t)n * s;
-    const size_t qkv_bytes = t == DT_FLOAT32 ? 0 : align64(rows * 3 * D * sizeof(float));
-    const size_t dy_bytes = yt == DT_FLOAT32 ? 0 : align64(rows * D * sizeof(float));
+    const size_t qkv_bytes = t == DT_FLOAT32 ? 0 : dt_cpu_align64(rows * 3 * D * sizeof(float));
+    const size_t dy_bytes = yt == DT_FLOAT32 ? 0 : dt_cpu_align64(rows * D * sizeof(float));
     r->slot_bytes = slot_ss(s) + 4 * slot_sd(s, dh);
     r->qkv = base && qkv_bytes ? (float *)(void *)base : NULL;
     r->dy = base && dy_bytes ? (float *)(void *)(base + qkv_bytes) : NULL;

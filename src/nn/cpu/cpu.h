@@ -13,6 +13,12 @@
 int dt_omp_threads(void);
 int dt_omp_thread(void);
 
+/* b rounded up to a multiple of 64: the offsets of 64-byte aligned parts of a workspace or scratch */
+static inline size_t dt_cpu_align64(size_t b)
+{
+    return (b + 63) & ~(size_t)63;
+}
+
 /* --- typed tensors (nn/backend.h, "Types"): the ops widen reduced operands to fp32 when they load
  * them and round results to the destination's type when they store them (typed.c) --- */
 

@@ -13,11 +13,6 @@
  * (b and db), y (or dy); each slot 64-byte aligned */
 enum { L_X, L_DX, L_W, L_DW, L_B, L_DB, L_Y, L_SLOTS };
 
-static size_t align64(size_t b)
-{
-    return (b + 63) & ~(size_t)63;
-}
-
 static void linear_slots(int n, int in, int out, float *base, float *slot[L_SLOTS])
 {
     const int64_t sizes[L_SLOTS] = {(int64_t)n * in, (int64_t)n * in, (int64_t)out * in, (int64_t)out * in, out, out,
@@ -25,7 +20,7 @@ static void linear_slots(int n, int in, int out, float *base, float *slot[L_SLOT
     char *p = (char *)base;
     for (int k = 0; k < L_SLOTS; k++) {
         slot[k] = base ? (float *)(void *)p : NULL;
-        p += align64((size_t)sizes[k] * sizeof(float));
+        p += dt_cpu_align64((size_t)sizes[k] * sizeof(float));
     }
     if (!base) /* the size: slot[0] is NULL, the end is p */
         slot[0] = (float *)(void *)p;

@@ -84,11 +84,6 @@ void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v)
 
 enum { SLOT_X, SLOT_Y, SLOT_W, SLOT_B, SLOTS };
 
-static size_t align64(size_t b)
-{
-    return (b + 63) & ~(size_t)63;
-}
-
 static dt_conv_desc as_f32(const dt_conv_desc *d)
 {
     dt_conv_desc f = *d;
@@ -109,10 +104,10 @@ static void slots(const dt_cpu_conv32 *impl, const dt_conv_desc *f, void *ws, fl
 {
     int64_t n[SLOTS];
     slot_sizes(f, n);
-    char *p = (char *)ws + align64(impl->workspace(f));
+    char *p = (char *)ws + dt_cpu_align64(impl->workspace(f));
     for (int k = 0; k < SLOTS; k++) {
         slot[k] = (float *)(void *)p;
-        p += align64((size_t)n[k] * sizeof(float));
+        p += dt_cpu_align64((size_t)n[k] * sizeof(float));
     }
 }
 
@@ -124,9 +119,9 @@ size_t dt_cpu_typed_conv_workspace(const dt_cpu_conv32 *impl, const dt_conv_desc
         return ws;
     int64_t n[SLOTS];
     slot_sizes(d, n);
-    ws = align64(ws);
+    ws = dt_cpu_align64(ws);
     for (int k = 0; k < SLOTS; k++)
-        ws += align64((size_t)n[k] * sizeof(float));
+        ws += dt_cpu_align64((size_t)n[k] * sizeof(float));
     return ws;
 }
 
