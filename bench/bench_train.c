@@ -4,7 +4,9 @@
  * suffix bf16 (O2bf16 or O2-bf16), attached as dtrain does it (train/amp.h: the level's defaults).
  * Runs 2 warm-up steps, then STEPS timed forward+backward+SGD steps; prints one line:
  *   dtrain ARCH bBATCH SIZExSIZE threads T LEVEL: X img/s, peak RSS Y MiB
- * (LEVEL as O0, or O2 fp16, O2 bf16...), and on stderr how many steps the loss scaler skipped, if any. */
+ * (LEVEL as O0, or O2 fp16, O2 bf16...), and on stderr how many steps the loss scaler skipped, if any.
+ * DT_BENCH_CONCAT_COPY=1 in the environment: concatenations copy their inputs instead of being laid
+ * out in place (dt_model_set_concat_in_place), to time the difference. */
 #include "config.h"
 
 #include <stdio.h>
@@ -61,6 +63,9 @@ int main(int argc, char **argv)
     if (dt_model_create(&m, argv[1], (int)ch, 1000, &dt_backend_cpu))
         return 1;
     dt_model_init_weights(&m, 1, 0);
+    const char *copy = getenv("DT_BENCH_CONCAT_COPY");
+    if (copy && strcmp(copy, "1") == 0) /* concatenations copying their inputs (the comparison) */
+        dt_model_set_concat_in_place(&m, 0);
     if ((lvl > 0 && dt_amp_attach(&amp, &m, &ap)) || dt_model_plan(&m, (int)batch, (int)size, (int)size) ||
         dt_optim_init(&opt, &m, 0.01f, 0.9f, 0, 1e-4f, 0, 0) || (lvl > 0 && dt_amp_put_state(&amp.scaler, opt.steps, &m)))
         return 1;

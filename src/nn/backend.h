@@ -61,6 +61,11 @@ typedef struct dt_conv_desc {
     int bias; /* 1 when conv_fwd gets a bias and conv_bwd_filter a dbias (set after dt_conv_desc_set) */
     int dx_accumulate; /* 1 when conv_bwd_data may be asked to add into dx (a backend may need room) */
     dt_dtype t;        /* every operand's type (dt_conv_desc_set: fp32) */
+    int ys;            /* elements from one output position's channels to the next's in y (conv_fwd) and dy
+                        * (both backward ops): oc, or more when the output is a channel slice of a wider
+                        * tensor (a concatenation laid out in place; y and dy point at the slice's first
+                        * channel, and the channels outside it are neither read nor written). 0 means oc
+                        * (dt_conv_desc_set). conv_workspace sees it: a backend may stage a slice densely. */
 } dt_conv_desc;
 
 /* Fills d (type fp32) and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no
@@ -74,6 +79,9 @@ typedef struct dt_pool_desc {
     int n, h, w, c, oh, ow;
     int kh, kw, sh, sw, ph, pw;
     dt_dtype xt, yt; /* the input's (and its gradient's) type, the output's (set: fp32) */
+    int ys;          /* elements from one output position's channels to the next's in y and dy: c, or more
+                      * when the output is a channel slice of a wider tensor (as dt_conv_desc.ys); 0 means c
+                      * (set) */
 } dt_pool_desc;
 
 /* Returns 0, or -1 when the pool makes no sense (padding over half the kernel, empty output, a
@@ -95,6 +103,10 @@ typedef struct dt_bn_desc {
     int (*sync)(void *ctx, double *buf, int n);
     void *sync_ctx;
     dt_dtype xt, yt, pt; /* the types of x (and dx), y (and dy), and the parameters and statistics */
+    int xs;              /* elements from one row's channels to the next's in x and dx: c, or more when x is
+                          * the first c channels of a wider tensor (a concatenation laid out in place: x and
+                          * dx read and written there, the channels past c untouched); 0 means c. y and dy
+                          * are always packed. (The fused residual tail ops take xs = 0 only.) */
 } dt_bn_desc;
 
 /* floats a training forward saves for backward: per channel, the mean, 1/sqrt(var+eps), and the

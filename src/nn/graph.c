@@ -28,7 +28,8 @@ static int new_value(dt_model *m, int c, int producer)
         m->build_error = m->build_error ? m->build_error : DT_ERR_NOMEM;
         return -1;
     }
-    m->values[m->n_values] = (dt_value){.channels = c, .producer = producer, .act_alias = -1, .grad_alias = -1};
+    m->values[m->n_values] = (dt_value){.channels = c, .producer = producer, .act_alias = -1, .grad_alias = -1,
+                                             .place_in = -1, .ld = c};
     return m->n_values++;
 }
 
@@ -453,6 +454,11 @@ int dt_model_end(dt_model *m, int output)
     }
     dt_model_set_fusion(m, DT_FUSE_ALL);
     return alloc_params(m);
+}
+
+void dt_model_set_concat_in_place(dt_model *m, int on)
+{
+    m->concat_apart = !on;
 }
 
 unsigned dt_model_set_fusion(dt_model *m, unsigned patterns)

@@ -29,6 +29,12 @@ static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool",
                                          "conv dx"};
 _Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
 
+/* a descriptor's stride for value v: 0 (packed), or its ld when it is laid in a wider value */
+static int slice_stride(const dt_model *m, int v)
+{
+    return m->values[v].ld != m->values[v].channels ? m->values[v].ld : 0;
+}
+
 /* the BN descriptor node nd runs with for a batch of n (sync: SyncBN's callback, or NULL) */
 static dt_bn_desc bn_desc(const dt_model *m, const dt_node *nd, int n, int sync)
 {
@@ -36,7 +42,7 @@ static dt_bn_desc bn_desc(const dt_model *m, const dt_node *nd, int n, int sync)
     return (dt_bn_desc){.rows = (int64_t)n * x->height * x->width, .c = x->channels, .eps = nd->attr.eps,
                         .momentum = nd->attr.momentum, .sync = sync ? m->bn_sync : NULL,
                         .sync_ctx = m->bn_sync_ctx, .xt = x->dtype, .yt = m->values[nd->out].dtype,
-                        .pt = ptype(m, nd->param[DT_NODE_WEIGHT])};
+                        .pt = ptype(m, nd->param[DT_NODE_WEIGHT]), .xs = slice_stride(m, nd->in0)};
 }
 
 /* shapes of every value for an input of h x w; names the layer that cannot run */
@@ -106,18 +112,84 @@ static size_t value_bytes(const dt_model *m, int v, int n)
     return (size_t)value_numel(&m->values[v], n) * dtype_bytes(m->values[v].dtype);
 }
 
+/* the value whose bytes value v's are in: through the concatenations it is laid in, then for its
+ * gradient (grad) the adds whose gradient it shares, for its activation in-place ReLUs */
+static int root_of(const dt_model *m, int v, int grad)
+{
+    for (;;) {
+        const dt_value *val = &m->values[v];
+        const int alias = grad ? val->grad_alias : val->act_alias;
+        if (val->place_in < 0 && alias < 0)
+            return v;
+        v = val->place_in >= 0 ? val->place_in : alias;
+    }
+}
+
 static int grad_root(const dt_model *m, int v)
 {
-    while (m->values[v].grad_alias >= 0)
-        v = m->values[v].grad_alias;
-    return v;
+    return root_of(m, v, 1);
 }
 
 static int act_root(const dt_model *m, int v)
 {
-    while (m->values[v].act_alias >= 0)
-        v = m->values[v].act_alias;
-    return v;
+    return root_of(m, v, 0);
+}
+
+/* bytes from the start of the outermost value v is laid in to v's first channel */
+static size_t place_bytes(const dt_model *m, int v)
+{
+    int64_t off = 0;
+    for (int u = v; m->values[u].place_in >= 0; u = m->values[u].place_in)
+        off += m->values[u].place_off;
+    return (size_t)off * dtype_bytes(m->values[v].dtype);
+}
+
+/* can input k (0: in0, 1: in1) of concatenation node i live in its channels of the output? (the
+ * conditions of dt_model_set_concat_in_place) */
+static int placeable(const dt_model *m, int i, int k)
+{
+    const dt_node *cat = &m->nodes[i];
+    const int v = k ? cat->in1 : cat->in0;
+    const dt_value *val = &m->values[v];
+    if (v == m->input || cat->in0 == cat->in1 || val->dtype != m->values[cat->out].dtype || val->act_alias >= 0 ||
+        val->grad_alias >= 0)
+        return 0;
+    const enum dt_op_kind p = m->nodes[val->producer].op;
+    if (p != DT_OP_CONV && p != DT_OP_MAXPOOL && p != DT_OP_AVGPOOL && p != DT_OP_CONCAT)
+        return 0;
+    for (int j = 0; j < m->n_nodes; j++) { /* the other readers: BNs, before it (backward reaches them after it) */
+        const dt_node *nd = &m->nodes[j];
+        if (j == i || (nd->in0 != v && nd->in1 != v))
+            continue;
+        if (j > i || nd->op != DT_OP_BN || nd->attr.fused_tail >= 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* Concatenations laid out in place (dt_model_set_concat_in_place) at the types and fused schedule
+ * planned, and every value's ld */
+static void place_concats(dt_model *m)
+{
+    for (int v = 0; v < m->n_values; v++) {
+        m->values[v].place_in = -1;
+        m->values[v].place_off = 0;
+    }
+    for (int i = 0; i < m->n_nodes && !m->concat_apart && !m->amp_emulate; i++) {
+        const dt_node *nd = &m->nodes[i];
+        for (int k = 0; k < 2 && nd->op == DT_OP_CONCAT; k++)
+            if (placeable(m, i, k)) {
+                dt_value *val = &m->values[k ? nd->in1 : nd->in0];
+                val->place_in = nd->out;
+                val->place_off = k ? m->values[nd->in0].channels : 0;
+            }
+    }
+    for (int v = 0; v < m->n_values; v++) {
+        int r = v;
+        while (m->values[r].place_in >= 0)
+            r = m->values[r].place_in;
+        m->values[v].ld = m->values[r].channels;
+    }
 }
 
 /* Gradient lifetimes, one buffer per value. Backward runs node i at time n_nodes-1-i; the gradient
@@ -207,6 +279,8 @@ static void act_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
             last = end;
         if (last > b[r].last)
             b[r].last = last;
+        if (m->values[v].producer < b[r].first) /* a concatenation's input, written before it */
+            b[r].first = m->values[v].producer;
     }
     for (int v = 0; v < nv; v++)
         b[v].bytes = m->values[v].act_alias >= 0 || v == m->input ? 0 : value_bytes(m, v, n);
@@ -255,6 +329,7 @@ static void conv_desc(const dt_model *m, const dt_node *nd, int n, dt_conv_desc 
                      nd->attr.groups);
     d->bias = nd->attr.has_bias;
     d->t = dt_amp_compute_type(m);
+    d->ys = slice_stride(m, nd->out);
     /* backward adds into dx unless this conv is the first writer: its input's last reader in the
      * forward order, and not sharing a residual add's gradient */
     int i = (int)(nd - m->nodes);
@@ -270,8 +345,8 @@ static int carve(dt_model *m, int n, dt_arena *act, size_t act_bytes, const size
     if (dt_arena_push(act, act_bytes) != 0)
         return DT_ERR_NOMEM;
     for (int v = 0; v < m->n_values; v++) {
-        m->values[v].act_off = act_offs[act_root(m, v)];
-        m->values[v].grad_off = grad_offs[v];
+        m->values[v].act_off = act_offs[act_root(m, v)] + place_bytes(m, v);
+        m->values[v].grad_off = grad_offs[v] + place_bytes(m, v);
     }
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
@@ -587,6 +662,7 @@ int dt_model_plan_inputs(dt_model *m, int n, int h, int w, int h2, int w2, const
             return rc;
         }
     }
+    place_concats(m);
     be_arena_free(m, &m->act);
     be_arena_free(m, &m->grad);
     be_arena_free(m, &m->workspace);
@@ -619,18 +695,21 @@ int dt_model_plan_inputs(dt_model *m, int n, int h, int w, int h2, int w2, const
     m->plan_inputs[0][1] = w;
     m->plan_inputs[1][0] = h2;
     m->plan_inputs[1][1] = w2;
-    int tails = 0, bn_relus = 0; /* the fused schedule (graph.c, dt_model_set_fusion) */
+    int tails = 0, bn_relus = 0, placed = 0; /* the fused schedule (graph.c, dt_model_set_fusion) */
     for (int i = 0; i < m->n_nodes; i++) {
         tails += m->nodes[i].op == DT_OP_ADD && m->nodes[i].attr.tail_bn >= 0;
         bn_relus += m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_relu >= 0;
     }
+    for (int v = 0; v < m->n_values; v++)
+        placed += m->values[v].place_in >= 0;
     char other[48] = "";
     if (n_hw > 1)
         snprintf(other, sizeof other, " and %dx%d", h2, w2);
     dt_debug("model %s planned for %dx%dx%dx%d%s%s%s%s: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB, "
-             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU", m->arch, n, h, w, m->in_c, other,
-             sizes_text[0] ? " (also batches " : "", sizes_text, sizes_text[0] ? ")" : "", need.act / 1048576.0,
-             need.grad / 1048576.0, need.ws / 1048576.0, need.scratch / 1048576.0, m->be->name, bn_relus, tails);
+             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU; %d concatenation inputs in place",
+             m->arch, n, h, w, m->in_c, other, sizes_text[0] ? " (also batches " : "", sizes_text,
+             sizes_text[0] ? ")" : "", need.act / 1048576.0, need.grad / 1048576.0, need.ws / 1048576.0,
+             need.scratch / 1048576.0, m->be->name, bn_relus, tails, placed);
     return DT_OK;
 }
 
@@ -811,6 +890,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
                                  nd->attr.pad);
             d.xt = xt;
             d.yt = yt;
+            d.ys = slice_stride(m, nd->out);
             be->maxpool_fwd(&d, xin, y, saved_of(m, nd));
             break;
         }
@@ -819,6 +899,7 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, yv->height, yv->width);
             d.xt = xt;
             d.yt = yt;
+            d.ys = slice_stride(m, nd->out);
             be->avgpool_fwd(&d, xin, y);
             break;
         }
@@ -847,11 +928,13 @@ int dt_model_forward(dt_model *m, const float *x, int n)
         case DT_OP_TOKEN0: /* token 0 of each sequence */
             be->chan_copy(n, yv->channels, xin, xv->width * xv->channels, 0, xt, y, yv->channels, 0, yt, 0);
             break;
-        case DT_OP_CONCAT: { /* each input into its channels of every position */
+        case DT_OP_CONCAT: { /* each input into its channels of every position, unless it is there */
             const int64_t rows = count / yv->channels;
             const int ca = xv->channels, cb = m->values[nd->in1].channels;
-            be->chan_copy(rows, ca, xin, ca, 0, xt, y, yv->channels, 0, yt, 0);
-            be->chan_copy(rows, cb, act_of(m, nd->in1), cb, 0, vtype(m, nd->in1), y, yv->channels, ca, yt, 0);
+            if (xv->place_in != nd->out)
+                be->chan_copy(rows, ca, xin, ca, 0, xt, y, yv->ld, 0, yt, 0);
+            if (m->values[nd->in1].place_in != nd->out)
+                be->chan_copy(rows, cb, act_of(m, nd->in1), cb, 0, vtype(m, nd->in1), y, yv->ld, ca, yt, 0);
             break;
         }
         case DT_OP_SCALE: /* one "image" of every position: the scale is the batch's */
@@ -1100,6 +1183,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                                  nd->attr.pad);
             d.xt = xt;
             d.yt = yt;
+            d.ys = slice_stride(m, nd->out);
             be->maxpool_bwd(&d, dy, saved_of(m, nd), dx, grad_accumulate(m, nd->in0));
             break;
         }
@@ -1108,6 +1192,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, yv->height, yv->width);
             d.xt = xt;
             d.yt = yt;
+            d.ys = slice_stride(m, nd->out);
             be->avgpool_bwd(&d, dy, dx, grad_accumulate(m, nd->in0));
             break;
         }
@@ -1146,13 +1231,18 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             be->chan_copy(n, yv->channels, dy, yv->channels, 0, yt, dx, xv->width * xv->channels, 0, xt, 1);
             break;
         }
-        case DT_OP_CONCAT: {
+        case DT_OP_CONCAT: { /* an input laid in the output: its gradient is there (its other readers come later) */
             const int64_t rows = count / yv->channels;
             const int ca = xv->channels, cb = m->values[nd->in1].channels;
-            if (need_dx)
-                be->chan_copy(rows, ca, dy, yv->channels, 0, yt, dx, ca, 0, xt, grad_accumulate(m, nd->in0));
-            be->chan_copy(rows, cb, dy, yv->channels, ca, yt, grad_of(m, nd->in1), cb, 0, vtype(m, nd->in1),
-                          grad_accumulate(m, nd->in1));
+            if (xv->place_in == nd->out)
+                m->values[nd->in0].grad_ready = 1;
+            else if (need_dx)
+                be->chan_copy(rows, ca, dy, yv->ld, 0, yt, dx, ca, 0, xt, grad_accumulate(m, nd->in0));
+            if (m->values[nd->in1].place_in == nd->out)
+                m->values[nd->in1].grad_ready = 1;
+            else
+                be->chan_copy(rows, cb, dy, yv->ld, ca, yt, grad_of(m, nd->in1), cb, 0, vtype(m, nd->in1),
+                              grad_accumulate(m, nd->in1));
             break;
         }
         case DT_OP_SCALE:

@@ -93,6 +93,11 @@ typedef struct dt_value {
     int reduced;            /* 1 when the opt level stores it in the reduced type (whether or not the
                              * model emulates that: then dtype is fp32 and the values are rounded) */
     int grad_alias;         /* value whose gradient memory this one's gradient is (an add's input), or -1 */
+    int place_in;           /* a concatenation laid out in place (planning): the concatenation's output in
+                             * whose channels this input's activation and gradient live, or -1 */
+    int place_off;          /* ... from this channel of it on */
+    int ld;                 /* planning: elements from one position's channels to the next's (channels,
+                             * or the channels of the outermost value it is laid in) */
 } dt_value;
 
 /* what dt_node.param[] holds, by position: conv and linear use WEIGHT and BIAS, batch norm all five */
@@ -155,6 +160,7 @@ typedef struct dt_model {
     int plan_inputs[2][2];  /* the input sizes planned (h, w each; the same twice for one) */
     int plan_rule;          /* enum dt_plan_order (nn/plan.h): 0 the smallest packing, 1..3 force one
                              * (tests check that all give the same numbers) */
+    int concat_apart;       /* 1: every concatenation copies its inputs (dt_model_set_concat_in_place) */
     /* mixed precision (dt_model_set_amp; nn/precision.c): values and parameters the opt level makes
      * reduced are stored in fp16/bf16 and computed in fp32 (the ops widen and round: backend.h);
      * emulated (amp_emulate), they are fp32 arrays rounded to the reduced type after every write,
@@ -237,6 +243,14 @@ void dt_model_free(dt_model *m);
  * separate ops; returns the patterns applied. Building applies DT_FUSE_ALL. The same numbers in
  * fp32; with reduced storage a fused residual tail rounds once where the three ops round twice. */
 unsigned dt_model_set_fusion(dt_model *m, unsigned patterns);
+
+/* Concatenations laid out in place, before planning (on after building): an input of a
+ * concatenation lives in its channels of the output, written there by its producer and read there by
+ * its other readers, when they can (its producer a conv, a pool or another such concatenation; its
+ * other readers batch norms, not in a fused residual tail, before the concatenation; its type the
+ * output's; storage not emulated); the concatenation then copies nothing. Off (on = 0): every
+ * concatenation copies its inputs, the same numbers bit for bit. */
+void dt_model_set_concat_in_place(dt_model *m, int on);
 
 /* torchvision's initialisation, drawn from seed; zero_init_residual zeroes each block's last BN weight. */
 void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);

@@ -231,9 +231,10 @@ static int check_kinks(const dt_model *m, const char *name)
         float ours;
         if (nd->attr.fused_into_bn) { /* its output is not kept: recompute BN's pre-ReLU value as the BN does */
             const dt_node *bn = &m->nodes[m->values[nd->in0].producer];
-            const float *x = dt_arena_at(&m->act, m->values[bn->in0].act_off), *saved = dt_arena_at(&m->act, bn->save_off);
-            int c = m->values[bn->in0].channels, j = (int)(at % c);
-            ours = x[at] * saved[2 * c + j] + saved[3 * c + j];
+            const dt_value *xv = &m->values[bn->in0]; /* rows of ld elements (a concatenation's first channels) */
+            const float *x = dt_arena_at(&m->act, xv->act_off), *saved = dt_arena_at(&m->act, bn->save_off);
+            int c = xv->channels, j = (int)(at % c);
+            ours = x[at / c * xv->ld + j] * saved[2 * c + j] + saved[3 * c + j];
         } else { /* an in-place ReLU has overwritten its input with max(0, x): the same "> 0" as x */
             const float *x = dt_arena_at(&m->act, m->values[nd->in0].act_off);
             ours = x[at];

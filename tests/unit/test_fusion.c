@@ -23,6 +23,7 @@
 
 #include "nn/model.h"
 #include "tap.h"
+#include "train_util.h"
 #include "train/amp.h"
 #include "train/optim.h"
 #include "util/check.h"
@@ -59,20 +60,8 @@ static int start(run *r, const char *arch, int hw, int level, int fused)
 /* step s on both runs' own copy of the same batch; the loss */
 static double step(run *r, int s, int hw)
 {
-    dt_rng g;
-    dt_rng_seed(&g, 99, (uint64_t)s);
-    size_t nx = (size_t)N * hw * hw * 3;
-    for (size_t i = 0; i < nx; i++)
-        r->x[i] = (float)dt_rng_normal(&g);
-    int32_t y[N];
-    for (int i = 0; i < N; i++)
-        y[i] = (int32_t)dt_rng_below(&g, CLASSES);
     double loss = NAN;
-    const dt_scalars *out;
-    dt_model_step_begin(&r->m, 0.05f, s, 0);
-    r->ok = r->ok && dt_model_forward(&r->m, r->x, N) == DT_OK && dt_model_loss(&r->m, y, N, 0.1f, &loss) == DT_OK &&
-            dt_model_backward(&r->m, N, 0) == DT_OK &&
-            dt_amp_step(&r->amp.scaler, NULL, &r->opt, &r->m, r->amp.master, &out) == DT_OK;
+    r->ok = r->ok && train_util_step(&r->m, &r->opt, &r->amp, r->x, (size_t)N * hw * hw * 3, N, CLASSES, s, &loss);
     return loss;
 }
 

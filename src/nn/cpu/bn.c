@@ -8,7 +8,12 @@
  * reads it) and writes the residual's gradient in the reduction pass. Temporaries are per channel
  * block, on the stack: no scratch (bn_scratch is
  * 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
- * rounded as they are stored (cpu.h's typed helpers). */
+ * rounded as they are stored (cpu.h's typed helpers).
+ * x and dx may be the first c channels of a wider tensor (d->xs, the elements from one row to the next;
+ * y and dy always packed): only their row offsets change, so every sum runs in the packed op's order and
+ * gives its bits, and the channels past c are neither read nor written. The tail ops share the code, so
+ * they would honour xs too, but their contract takes xs = 0 only (the residual and its gradient are
+ * packed) and nothing tests them with a stride. */
 #include "config.h"
 
 #include <math.h>
@@ -17,6 +22,12 @@
 
 #define CB 256 /* channels per block */
 #define RB 16  /* rows summed in float before the double sums */
+
+/* elements from one row of x (and dx) to the next */
+static inline int64_t bn_xs(const dt_bn_desc *d)
+{
+    return d->xs > 0 ? d->xs : d->c;
+}
 
 size_t dt_cpu_bn_scratch(const dt_bn_desc *d)
 {
@@ -36,12 +47,12 @@ DT_CLONES
 static void affine(const dt_bn_desc *d, int c0, int cb, const void *x, const float *scale, const float *shift, void *y,
                    int relu, const void *res, dt_dtype rt)
 {
-    const int64_t rows = d->rows;
+    const int64_t rows = d->rows, xs = bn_xs(d);
     const int c = d->c;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         float xt[CB], yt[CB], rtile[CB];
-        const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
+        const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
         float *yr = dt_cpu_out(d->yt, y, r * c + c0, cb, yt, 0);
         if (res) { /* the add's and the ReLU's own expressions, on the BN output as it would be stored in fp32 */
             const float *rr = dt_cpu_view(rt, res, r * c + c0, cb, rtile);
@@ -76,7 +87,7 @@ DT_CLONES
 static void bn_train(const dt_bn_desc *d, const void *x, const void *gamma, const void *beta, void *y, float *saved,
                      void *running_mean, void *running_var, int relu, const void *res, dt_dtype rt)
 {
-    const int64_t rows = d->rows;
+    const int64_t rows = d->rows, xs = bn_xs(d);
     const int c = d->c;
     float *save_mean = saved, *save_invstd = saved + c, *save_scale = saved + 2 * c, *save_shift = saved + 3 * c;
     for (int c0 = 0; c0 < c; c0 += CB) {
@@ -91,7 +102,7 @@ static void bn_train(const dt_bn_desc *d, const void *x, const void *gamma, cons
             float fs[CB] = {0}, fq[CB] = {0};
             for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
                 float xt[CB];
-                const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
+                const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
 #pragma omp simd
                 for (int j = 0; j < cb; j++) {
                     float t = xr[j] - k[j];
@@ -244,7 +255,7 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
                         const void *gamma, const float *saved, void *dx, void *res, dt_dtype rt, void *dgamma,
                         void *dbeta, int accumulate_dx, int accumulate_res, int accumulate_params)
 {
-    const int64_t rows = d->rows;
+    const int64_t rows = d->rows, xs = bn_xs(d);
     const int c = d->c;
     const float *save_mean = saved, *save_invstd = saved + c, *scale = saved + 2 * c, *shift = saved + 3 * c;
     for (int c0 = 0; c0 < c; c0 += CB) {
@@ -258,7 +269,7 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
             float fs[CB] = {0}, fx[CB] = {0};
             for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
                 float xt[CB], g[CB];
-                const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
+                const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
                 grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
                 if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
                     float ot[CB];
@@ -322,8 +333,8 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             float xt[CB], ot[CB], g[CB];
-            const float *xr = dt_cpu_view(d->xt, x, r * c + c0, cb, xt);
-            float *o = dt_cpu_out(d->xt, dx, r * c + c0, cb, ot, accumulate_dx);
+            const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+            float *o = dt_cpu_out(d->xt, dx, r * xs + c0, cb, ot, accumulate_dx);
             grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
             if (accumulate_dx) {
 #pragma omp simd
@@ -334,7 +345,7 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
                 for (int j = 0; j < cb; j++)
                     o[j] = a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
             }
-            dt_cpu_flush(d->xt, dx, r * c + c0, cb, o);
+            dt_cpu_flush(d->xt, dx, r * xs + c0, cb, o);
         }
     }
 }

@@ -5,8 +5,11 @@
  *   forward:       y[m, g*Og:(g+1)*Og]  = col_g[m, K] . W_g[Og, K]^T          K = kh*kw*Cg
  *   backward data: dcol_g[m, K]         = dy[m, g-slice] . W_g, then scatter-added into dx (col2im)
  *   backward filt: dW_g[Og, K]         += dy[m, g-slice]^T . col_g[m, K]
- * A 1x1, stride-1, unpadded convolution needs no columns: x itself is the [m, C] matrix. These are
- * the fp32 convolutions (dt_cpu_conv32_ref); typed.c runs them on fp16/bf16 operands. */
+ * A 1x1, stride-1, unpadded convolution needs no columns: x itself is the [m, C] matrix. y and dy
+ * may be a channel slice of a wider tensor (d->ys): they are GEMM operands of leading dimension ys,
+ * so the slice is written and read in place, with the packed op's arithmetic (BLAS packs its
+ * operands: the leading dimension only says where an element is). These are the fp32 convolutions
+ * (dt_cpu_conv32_ref); typed.c runs them on fp16/bf16 operands. */
 #include "config.h"
 
 #include <cblas.h>
@@ -28,7 +31,8 @@ int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh
     if (h + 2 * ph < dh * (kh - 1) + 1 || w + 2 * pw < dw * (kw - 1) + 1 || oh < 1 || ow < 1)
         return -1;
     *d = (dt_conv_desc){.n = n, .h = h, .w = w, .c = c, .oc = oc, .oh = oh, .ow = ow, .kh = kh, .kw = kw,
-                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups, .bias = 0, .dx_accumulate = 0};
+                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups, .bias = 0,
+                        .dx_accumulate = 0, .ys = 0};
     return 0;
 }
 
@@ -45,7 +49,7 @@ static int64_t col_k(const dt_conv_desc *d)
 /* rows per chunk: the column buffer of a chunk is about CHUNK_BYTES, at least one row */
 static int64_t chunk_rows(const dt_conv_desc *d)
 {
-    int64_t total = (int64_t)d->n * d->oh * d->ow;
+    int64_t total = dt_cpu_conv_rows(d);
     int64_t r = (int64_t)(CHUNK_BYTES / ((size_t)col_k(d) * sizeof(float)));
     if (r < 1)
         r = 1;
@@ -116,8 +120,8 @@ static void col2im(const dt_conv_desc *d, const float *dcol, int g, int64_t m0, 
 
 static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
 {
-    const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
-    const int og = d->oc / d->groups, cg = d->c / d->groups;
+    const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
     const int pointwise = dt_cpu_conv_pointwise(d);
     for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
@@ -130,20 +134,20 @@ static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const f
                 lda = (int)k;
             }
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, og, (int)k, 1.0f, a, lda,
-                        w + (int64_t)g * og * k, (int)k, 0.0f, y + m0 * d->oc + g * og, d->oc);
+                        w + (int64_t)g * og * k, (int)k, 0.0f, y + m0 * ys + g * og, ys);
         }
     }
     if (bias)
-        dt_cpu_add_bias(total, d->oc, bias, y);
+        dt_cpu_add_bias(total, d->oc, ys, bias, y);
 }
 
 static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
-    const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
-    const int og = d->oc / d->groups, cg = d->c / d->groups;
+    const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
     if (dt_cpu_conv_pointwise(d)) { /* dx[m, g-slice] = dy[m, g-slice] . W_g */
         for (int g = 0; g < d->groups; g++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)total, cg, og, 1.0f, dy + g * og, d->oc,
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)total, cg, og, 1.0f, dy + g * og, ys,
                         w + (int64_t)g * og * k, (int)k, accumulate ? 1.0f : 0.0f, dx + g * cg, d->c);
         return;
     }
@@ -153,7 +157,7 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
         for (int g = 0; g < d->groups; g++) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, (int)k, og, 1.0f,
-                        dy + m0 * d->oc + g * og, d->oc, w + (int64_t)g * og * k, (int)k, 0.0f, ws, (int)k);
+                        dy + m0 * ys + g * og, ys, w + (int64_t)g * og * k, (int)k, 0.0f, ws, (int)k);
             col2im(d, ws, g, m0, rows, dx);
         }
     }
@@ -162,8 +166,8 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
 static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
                          void *ws)
 {
-    const int64_t total = (int64_t)d->n * d->oh * d->ow, k = col_k(d), rows_max = chunk_rows(d);
-    const int og = d->oc / d->groups, cg = d->c / d->groups;
+    const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
     const int pointwise = dt_cpu_conv_pointwise(d);
     for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
@@ -176,12 +180,12 @@ static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy,
                 b = ws;
                 ldb = (int)k;
             }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, og, (int)k, (int)rows, 1.0f, dy + m0 * d->oc + g * og,
-                        d->oc, b, ldb, beta, dw + (int64_t)g * og * k, (int)k);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, og, (int)k, (int)rows, 1.0f, dy + m0 * ys + g * og,
+                        ys, b, ldb, beta, dw + (int64_t)g * og * k, (int)k);
         }
     }
     if (dbias)
-        dt_cpu_column_sums(total, d->oc, dy, dbias, accumulate);
+        dt_cpu_column_sums(total, d->oc, ys, dy, dbias, accumulate);
 }
 
 const dt_cpu_conv32 dt_cpu_conv32_ref = {workspace32, fwd32, bwd_data32, bwd_filter32};

@@ -17,7 +17,15 @@
  * exact and summed in fp32 as the fp32 kernels do, in their own order; the forward rounds its
  * output to bf16 (nearest even), the backward passes write fp32 into the workspace, which is then
  * rounded into place (or added, then rounded). Otherwise a bf16 or fp16 convolution widens its
- * operands into fp32 (typed.c): the emulation's values bit for bit. */
+ * operands into fp32 (typed.c): the emulation's values bit for bit.
+ *
+ * A channel slice (d->ys > oc: y and dy rows of ys elements, the slice's oc of them ours). oneDNN
+ * gets dst and diff_dst as NHWC with that row stride, a shape of its own in the cache (keyed by the
+ * whole descriptor, ys included). It runs natively when oneDNN makes the three passes with the very
+ * kernels of the packed shape (so the slice gets the packed op's bits), none of them a reference
+ * one; otherwise the op stages the slice densely: the packed op runs into room after its own
+ * workspace, and the slice is copied out of it (forward) or into it (backward). The fp16 and
+ * widened bf16 convolutions never see the stride: typed.c widens into a packed fp32 y. */
 #include "config.h"
 
 #include <dnnl.h>
@@ -32,7 +40,7 @@
 #define CACHE_MAX 512
 
 typedef struct conv_prims {
-    dt_conv_desc d; /* d.t: the inputs' type (fp32, or bf16 on oneDNN's bf16 kernels) */
+    dt_conv_desc d; /* d.t: the inputs' type (fp32, or bf16 on oneDNN's bf16 kernels); d.ys 0 if packed */
     int ok; /* 0: oneDNN refused this shape (or, for bf16, has only its reference kernel) */
     dnnl_primitive_t fwd, bwd_data, bwd_weights;
     dnnl_primitive_t r_fwd, r_bwd, r_back; /* weight reorders: ours->fwd, ours->bwd data, diff->ours */
@@ -94,8 +102,17 @@ static int reorder(dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dn
     return ok;
 }
 
-/* primitives for d; caller holds cache_lock */
-static void build(conv_prims *e)
+/* 1 when a channel slice's primitives are not those of the packed shape (packed), or a reference */
+static int slice_differs(const conv_prims *e, const conv_prims *packed)
+{
+    for (int k = 0; k < 3; k++)
+        if (strcmp(e->impl[k], packed->impl[k]) || strstr(e->impl[k], "ref"))
+            return 1;
+    return 0;
+}
+
+/* primitives for d; for a channel slice, packed: the packed shape's entry (ok). Caller holds cache_lock */
+static void build(conv_prims *e, const conv_prims *packed)
 {
     const dt_conv_desc *d = &e->d;
     dnnl_primitive_attr_t attr = NULL;
@@ -103,7 +120,10 @@ static void build(conv_prims *e)
     dnnl_memory_desc_t src, dst, wei, wany, bias, dsrc, dwei, dbias, scr;
     const dnnl_data_type_t it = d->t == DT_BFLOAT16 ? dnnl_bf16 : dnnl_f32;
     dnnl_convolution_desc_t cf, cd, cw;
+    int to_stage = 0; /* a channel slice oneDNN runs otherwise than packed */
     dnnl_dims_t sd = {d->n, d->c, d->h, d->w}, dd = {d->n, d->oc, d->oh, d->ow}, bd = {d->oc};
+    const dnnl_dim_t ys = dt_cpu_conv_ys(d);
+    dnnl_dims_t ystrides = {(dnnl_dim_t)d->oh * d->ow * ys, 1, (dnnl_dim_t)d->ow * ys, ys}; /* NHWC, rows of ys */
     dnnl_dims_t strides = {d->sh, d->sw}, dil = {d->dh - 1, d->dw - 1}, pl = {d->ph, d->pw};
     /* padding on the high side as oneDNN wants it: what makes the output size come out right */
     dnnl_dims_t pr = {(d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph,
@@ -114,7 +134,10 @@ static void build(conv_prims *e)
         TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
     }
     TRY(dnnl_memory_desc_init_by_tag(&src, 4, sd, it, dnnl_nhwc));
-    TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, it, dnnl_nhwc));
+    if (packed) /* a channel slice: rows of ys elements */
+        TRY(dnnl_memory_desc_init_by_strides(&dst, 4, dd, it, ystrides));
+    else
+        TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, it, dnnl_nhwc));
     TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, it, dnnl_x));
     TRY(dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_nhwc));
     TRY(dnnl_memory_desc_init_by_tag(&dbias, 1, bd, dnnl_f32, dnnl_x));
@@ -154,6 +177,14 @@ static void build(conv_prims *e)
     impl_name(pf, e->impl[0], sizeof e->impl[0]);
     impl_name(pd, e->impl[1], sizeof e->impl[1]);
     impl_name(pw, e->impl[2], sizeof e->impl[2]);
+    if (packed && slice_differs(e, packed)) {
+        to_stage = 1;
+        dt_debug("oneDNN conv n%d %dx%dx%d->%d k%dx%d s%d g%d into a channel slice (row stride %d): %s / %s / %s, "
+                 "packed %s / %s / %s: the slice is staged densely",
+                 d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, d->ys, e->impl[0], e->impl[1],
+                 e->impl[2], packed->impl[0], packed->impl[1], packed->impl[2]);
+        goto fail;
+    }
     /* bf16 on AMX kernels only: oneDNN's reference kernels are slower than widening into fp32, and
      * oneDNN 2.6's jit_bf16 backward kernels (AVX512-BF16 without AMX, or bf16 emulated on AVX-512)
      * gave results off by orders of magnitude in test_amp_storage (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
@@ -192,9 +223,9 @@ static void build(conv_prims *e)
     TRY(dnnl_memory_create(&e->dbias, &dbias, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->scratch, &scr, engine, DNNL_MEMORY_NONE));
     e->ok = 1;
-    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes",
+    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d%s: %s / %s / %s, scratchpad %zu bytes",
              it == dnnl_f32 ? "" : " bf16", d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->ph, d->dh, d->groups,
-             e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes);
+             packed ? " into a channel slice in place" : "", e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes);
 fail:
     if (pf)
         dnnl_primitive_desc_destroy(pf);
@@ -204,24 +235,48 @@ fail:
         dnnl_primitive_desc_destroy(pw);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
-    if (!e->ok)
+    if (!e->ok && !to_stage)
         dt_debug("oneDNN refused conv n%d %dx%dx%d->%d k%d s%d: the im2col path runs it", d->n, d->h, d->w, d->c,
                  d->oc, d->kh, d->sh);
 }
 
-/* the cache entry for d, made when missing (normally at planning); NULL when the cache is full */
+static int strided(const dt_conv_desc *d)
+{
+    return dt_cpu_conv_ys(d) != d->oc;
+}
+
+/* d with y and dy packed */
+static dt_conv_desc packed(const dt_conv_desc *d)
+{
+    dt_conv_desc p = *d;
+    p.ys = 0;
+    return p;
+}
+
+/* the cache entry for d, made when missing (normally at planning); NULL when the cache is full or
+ * oneDNN refuses the shape. A channel slice's entry is NULL also when the packed shape's is, and
+ * when the slice would run on other kernels than the packed shape (build). */
 static conv_prims *lookup(const dt_conv_desc *d)
 {
+    dt_conv_desc key = *d;
+    const conv_prims *pe = NULL;
+    if (!strided(d))
+        key.ys = 0; /* ys == oc is packed: one entry */
+    else {
+        dt_conv_desc p = packed(d);
+        if (!(pe = lookup(&p)))
+            return NULL;
+    }
     pthread_mutex_lock(&cache_lock);
     conv_prims *e = NULL;
     for (int i = 0; i < n_cache && !e; i++)
-        if (same(&cache[i].d, d))
+        if (same(&cache[i].d, &key))
             e = &cache[i];
     if (!e && n_cache < CACHE_MAX) {
         e = &cache[n_cache++];
         memset(e, 0, sizeof *e);
-        e->d = *d;
-        build(e);
+        e->d = key;
+        build(e, pe);
     }
     pthread_mutex_unlock(&cache_lock);
     return e && e->ok ? e : NULL;
@@ -251,6 +306,16 @@ static int acc_chunk(const dt_conv_desc *d)
     return k < 1 ? 1 : (k > d->n ? d->n : k);
 }
 
+/* the slice descriptors a backward-data adding into dx runs (the full slices and the rest); their count */
+static int acc_slices(const dt_conv_desc *d, dt_conv_desc sd[2])
+{
+    int k = acc_chunk(d), rest = d->n % k, m = 0;
+    sd[m++] = slice(d, k);
+    if (rest)
+        sd[m++] = slice(d, rest);
+    return m;
+}
+
 static size_t own_bytes(const conv_prims *e)
 {
     return e->scratch_bytes + e->wbytes;
@@ -271,15 +336,11 @@ static size_t workspace32(const dt_conv_desc *d)
      * slice of images (a slice's own primitives, made here too) */
     size_t need = own_bytes(e) + (size_t)(w_elems(d) + d->oc) * sizeof(float);
     if (d->dx_accumulate) {
-        int k = acc_chunk(d), rest = d->n % k;
-        int sizes[2] = {k, rest};
-        for (int i = 0; i < 2; i++) {
-            if (!sizes[i])
-                continue;
-            dt_conv_desc sd = slice(d, sizes[i]);
-            conv_prims *se = lookup(&sd);
-            size_t b = (se ? own_bytes(se) : dt_cpu_conv32_ref.workspace(&sd)) +
-                       (size_t)k * d->h * d->w * d->c * sizeof(float);
+        dt_conv_desc sd[2];
+        for (int i = 0, m = acc_slices(d, sd); i < m; i++) {
+            conv_prims *se = lookup(&sd[i]);
+            size_t b = (se ? own_bytes(se) : dt_cpu_conv32_ref.workspace(&sd[i])) +
+                       (size_t)acc_chunk(d) * d->h * d->w * d->c * sizeof(float);
             need = b > need ? b : need;
         }
     }
@@ -358,7 +419,7 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
     }
     /* slice by slice of images: oneDNN writes the slice to the temporary, which is added into dx */
     const int k = acc_chunk(d);
-    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->oc;
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * dt_cpu_conv_ys(d);
     for (int i0 = 0; i0 < d->n; i0 += k) {
         int cnt = d->n - i0 < k ? d->n - i0 : k;
         dt_conv_desc sd = slice(d, cnt);
@@ -426,7 +487,8 @@ static conv_prims *native(const dt_conv_desc *d)
 
 int dt_cpu_half_kernels_for(const dt_conv_desc *d)
 {
-    return bf16_entry(d) != NULL;
+    dt_conv_desc p = packed(d); /* a channel slice runs on them too, in place or staged */
+    return bf16_entry(&p) != NULL;
 }
 
 static size_t native_workspace(const dt_conv_desc *d)
@@ -438,15 +500,75 @@ static size_t native_workspace(const dt_conv_desc *d)
     return own_bytes(e) + (size_t)(nx > nw ? nx : nw) * sizeof(float);
 }
 
-/* the ops: bf16 on oneDNN's kernels where they run, other reduced operands through typed.c */
+/* --- a channel slice staged densely ----------------------------------------------------------------
+ * The workspace: the packed op's, then room for a packed y (or dy) of d's type. */
+
+/* the strided d runs on the kernels the packed shape runs on: both have entries, or neither does (the
+ * reference then runs both, strided in place) */
+static int agrees(const dt_conv_desc *d)
+{
+    dt_conv_desc p = packed(d);
+    return (lookup(d) != NULL) == (lookup(&p) != NULL);
+}
+
+/* 1 when the op on d runs packed on its staged copy of the slice: a slice oneDNN would run on other
+ * kernels than the packed shape's (the fp32 passes, with a backward-data's image slices; bf16 on
+ * oneDNN's own kernels, whatever dt_cpu_set_half_kernels says). fp16, and bf16 without those
+ * kernels, are widened into a packed fp32 y by typed.c. */
+static int staged(const dt_conv_desc *d)
+{
+    if (!strided(d) || d->t == DT_FLOAT16)
+        return 0;
+    if (d->t == DT_BFLOAT16) {
+        dt_conv_desc p = packed(d);
+        return bf16_entry(&p) && !bf16_entry(d);
+    }
+    if (!agrees(d))
+        return 1;
+    dt_conv_desc sd[2];
+    for (int i = 0, m = d->dx_accumulate ? acc_slices(d, sd) : 0; i < m; i++)
+        if (!agrees(&sd[i]))
+            return 1;
+    return 0;
+}
+
+/* the packed y (or dy) of a staged d in ws, after the packed op's workspace */
+static void *stage(const dt_conv_desc *d, void *ws)
+{
+    dt_conv_desc p = packed(d);
+    return (char *)ws + dt_cpu_align64(dt_cpu_dnnl_conv_workspace(&p));
+}
+
+/* the staged copy of dy's slice (backward) */
+static void *stage_in(const dt_conv_desc *d, const void *dy, void *ws)
+{
+    void *dyp = stage(d, ws);
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, d->t, dyp, d->oc, 0, d->t, 0);
+    return dyp;
+}
+
+/* the ops: a staged slice on the packed op, bf16 on oneDNN's kernels where they run, other reduced
+ * operands through typed.c */
 size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
 {
+    if (staged(d)) {
+        dt_conv_desc p = packed(d);
+        return dt_cpu_align64(dt_cpu_dnnl_conv_workspace(&p)) +
+               (size_t)dt_cpu_conv_rows(d) * d->oc * dt_cpu_type_bytes(d->t);
+    }
     size_t widen = dt_cpu_typed_conv_workspace(&dnnl32, d), own = native_workspace(d);
     return own > widen ? own : widen; /* either may run: dt_cpu_set_half_kernels may change */
 }
 
 void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
+    if (staged(d)) {
+        dt_conv_desc p = packed(d);
+        void *yp = stage(d, ws);
+        dt_cpu_dnnl_conv_fwd(&p, x, w, bias, yp, ws);
+        dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, yp, d->oc, 0, d->t, y, dt_cpu_conv_ys(d), 0, d->t, 0);
+        return;
+    }
     conv_prims *e = native(d);
     if (e && (bias != NULL) == (d->bias != 0))
         fwd_exec(e, x, w, bias, y, ws); /* y rounded by oneDNN (nearest even) */
@@ -456,6 +578,11 @@ void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, c
 
 void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws)
 {
+    if (staged(d)) {
+        dt_conv_desc p = packed(d);
+        dt_cpu_dnnl_conv_bwd_data(&p, stage_in(d, dy, ws), w, dx, accumulate, ws);
+        return;
+    }
     conv_prims *e = native(d);
     if (!e) {
         dt_cpu_typed_conv_bwd_data(&dnnl32, d, dy, w, dx, accumulate, ws);
@@ -469,6 +596,11 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void
 void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
                                  int accumulate, void *ws)
 {
+    if (staged(d)) {
+        dt_conv_desc p = packed(d);
+        dt_cpu_dnnl_conv_bwd_filter(&p, x, stage_in(d, dy, ws), dw, dbias, accumulate, ws);
+        return;
+    }
     conv_prims *e = native(d);
     if (!e || (dbias != NULL) != (d->bias != 0)) {
         dt_cpu_typed_conv_bwd_filter(&dnnl32, d, x, dy, dw, dbias, accumulate, ws);

@@ -106,13 +106,23 @@ void *dt_cpu_scratch(void);
 void dt_cpu_zero(int64_t n, float *x);
 /* dst[i] += src[i] */
 void dt_cpu_add_into(int64_t n, const float *src, float *dst);
-/* y[r, :] += bias for rows r < rows of c columns */
-void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y);
-/* out[j] (+)= sum over r of y[r, j] */
-void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate);
+/* y[r*ld + j] += bias[j] for rows r < rows and columns j < c (ld >= c: a row's stride) */
+void dt_cpu_add_bias(int64_t rows, int c, int ld, const float *bias, float *y);
+/* out[j] (+)= sum over r of y[r*ld + j], j < c */
+void dt_cpu_column_sums(int64_t rows, int c, int ld, const float *y, float *out, int accumulate);
 
 /* 1x1, stride 1, no padding: the input itself is the GEMM's [rows, C] matrix */
 int dt_cpu_conv_pointwise(const dt_conv_desc *d);
+/* elements from one output row's channels to the next's in y and dy (d->ys; 0 means oc) */
+static inline int dt_cpu_conv_ys(const dt_conv_desc *d)
+{
+    return d->ys > 0 ? d->ys : d->oc;
+}
+/* output rows of d: n*oh*ow */
+static inline int64_t dt_cpu_conv_rows(const dt_conv_desc *d)
+{
+    return (int64_t)d->n * d->oh * d->ow;
+}
 
 /* the ops, dt_cpu_<name> for each op of nn/backend.h's list: conv.c (the im2col reference
  * convolutions), bn.c, pool.c, linear.c (linear layers, xent), attn.c (ViT's tokens and attention),

@@ -363,18 +363,18 @@ void dt_cpu_normalize_u8(int64_t n, int c, const uint8_t *u, const float *mean, 
 }
 
 DT_CLONES
-void dt_cpu_add_bias(int64_t rows, int c, const float *bias, float *y)
+void dt_cpu_add_bias(int64_t rows, int c, int ld, const float *bias, float *y)
 {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
 #pragma omp simd
         for (int j = 0; j < c; j++)
-            y[r * c + j] += bias[j];
+            y[r * ld + j] += bias[j];
     }
 }
 
 DT_CLONES
-void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int accumulate)
+void dt_cpu_column_sums(int64_t rows, int c, int ld, const float *y, float *out, int accumulate)
 {
     enum { CB = 256 };
     for (int c0 = 0; c0 < c; c0 += CB) { /* rows in memory order, a block of channels at a time */
@@ -382,7 +382,7 @@ void dt_cpu_column_sums(int64_t rows, int c, const float *y, float *out, int acc
         double s[CB] = {0};
         for (int64_t r = 0; r < rows; r++)
             for (int j = 0; j < cb; j++)
-                s[j] += y[r * c + c0 + j];
+                s[j] += y[r * ld + c0 + j];
         for (int j = 0; j < cb; j++)
             out[c0 + j] = accumulate ? out[c0 + j] + (float)s[j] : (float)s[j];
     }

@@ -46,7 +46,7 @@ static void linear_fwd32(int n, int in, int out, const float *x, const float *w,
 {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, out, in, 1.0f, x, in, w, in, 0.0f, y, out);
     if (b)
-        dt_cpu_add_bias(n, out, b, y);
+        dt_cpu_add_bias(n, out, out, b, y);
 }
 
 static void linear_bwd32(int n, int in, int out, const float *x, const float *w, const float *dy, float *dx, float *dw,
@@ -59,7 +59,7 @@ static void linear_bwd32(int n, int in, int out, const float *x, const float *w,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, n, 1.0f, dy, out, x, in,
                 accumulate_params ? 1.0f : 0.0f, dw, in);
     if (db)
-        dt_cpu_column_sums(n, out, dy, db, accumulate_params);
+        dt_cpu_column_sums(n, out, out, dy, db, accumulate_params);
 }
 
 void dt_cpu_linear_fwd(int n, int in, int out, dt_dtype t, const void *x, const void *w, const void *b, void *y)

@@ -1,4 +1,7 @@
-/* pool.c: CPU max pool (with argmax for backward) and adaptive average pool on NHWC tensors. */
+/* pool.c: CPU max pool (with argmax for backward) and adaptive average pool on NHWC tensors.
+ * y and dy may be a channel slice of a wider tensor (d->ys elements from one output position to the
+ * next): only their offsets change (the argmax stays packed, a byte per output), so the results are the
+ * packed op's bits, and the channels outside the slice are neither read nor written. */
 #include "config.h"
 
 #include <math.h>
@@ -27,17 +30,23 @@ int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int o
 
 #define CB 256 /* channels per block: the widened values of one output pixel */
 
+/* elements from one output position of y (and dy) to the next */
+static inline int64_t pool_ys(const dt_pool_desc *d)
+{
+    return d->ys > 0 ? d->ys : d->c;
+}
+
 DT_CLONES
 void dt_cpu_maxpool_fwd(const dt_pool_desc *d, const void *x, void *y, uint8_t *argmax)
 {
-    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, ys = pool_ys(d);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < (int64_t)d->n * d->oh; row++) {
         int64_t img = row / d->oh;
         int oy = (int)(row % d->oh);
         for (int ox = 0; ox < d->ow; ox++) {
-            const int64_t o = img * out_img + ((int64_t)oy * d->ow + ox) * d->c;
-            uint8_t *ao = argmax + o;
+            const int64_t at = row * d->ow + ox, o = at * ys; /* the output position; y's offset */
+            uint8_t *ao = argmax + at * d->c;
             /* PyTorch's rule: start at -inf with the window's first valid element, take an element
              * when it is greater or NaN (so the first maximum wins and NaN propagates) */
             int iy0 = oy * d->sh - d->ph, ix0 = ox * d->sw - d->pw;
@@ -102,7 +111,7 @@ static void covering(int i, int k, int s, int p, int o, int *lo, int *hi)
 DT_CLONES
 void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const void *dy, const uint8_t *argmax, void *dx, int accumulate)
 {
-    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, ys = pool_ys(d);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < (int64_t)d->n * d->h; row++) {
         int64_t img = row / d->h;
@@ -119,10 +128,10 @@ void dt_cpu_maxpool_bwd(const dt_pool_desc *d, const void *dy, const uint8_t *ar
                 for (int oy = oy0; oy < oy1; oy++)
                     for (int ox = ox0; ox < ox1; ox++) {
                         const uint8_t pos = (uint8_t)((iy - (oy * d->sh - d->ph)) * d->kw + (ix - (ox * d->sw - d->pw)));
-                        const int64_t o = img * out_img + ((int64_t)oy * d->ow + ox) * d->c + c0;
+                        const int64_t op = (img * d->oh + oy) * d->ow + ox; /* the output position */
                         float dyt[CB];
-                        const float *g = dt_cpu_view(d->yt, dy, o, cb, dyt);
-                        const uint8_t *am = argmax + o;
+                        const float *g = dt_cpu_view(d->yt, dy, op * ys + c0, cb, dyt);
+                        const uint8_t *am = argmax + op * d->c + c0;
 #pragma omp simd
                         for (int ch = 0; ch < cb; ch++) /* a select, not a branch: it vectorises */
                             acc[ch] = am[ch] == pos ? acc[ch] + g[ch] : acc[ch];
@@ -147,7 +156,7 @@ static int win_end(int o, int in, int out)
 DT_CLONES
 void dt_cpu_avgpool_fwd(const dt_pool_desc *d, const void *x, void *y)
 {
-    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, ys = pool_ys(d);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < (int64_t)d->n * d->oh; row++) {
         int64_t img = row / d->oh;
@@ -155,7 +164,7 @@ void dt_cpu_avgpool_fwd(const dt_pool_desc *d, const void *x, void *y)
         int y0 = win_start(oy, d->h, d->oh), y1 = win_end(oy, d->h, d->oh);
         for (int ox = 0; ox < d->ow; ox++) {
             int x0 = win_start(ox, d->w, d->ow), x1 = win_end(ox, d->w, d->ow);
-            const int64_t o = img * out_img + ((int64_t)oy * d->ow + ox) * d->c;
+            const int64_t o = (row * d->ow + ox) * ys;
             float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
             for (int ch = 0; ch < d->c; ch++) {
                 float s = 0;
@@ -172,7 +181,7 @@ void dt_cpu_avgpool_fwd(const dt_pool_desc *d, const void *x, void *y)
 DT_CLONES
 void dt_cpu_avgpool_bwd(const dt_pool_desc *d, const void *dy, void *dx, int accumulate)
 {
-    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->c;
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, ys = pool_ys(d);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < (int64_t)d->n * d->h; row++) {
         int64_t img = row / d->h;
@@ -193,7 +202,7 @@ void dt_cpu_avgpool_bwd(const dt_pool_desc *d, const void *dy, void *dx, int acc
                         y0 = win_start(oy, d->h, d->oh);
                         y1 = win_end(oy, d->h, d->oh);
                         float inv = 1.0f / (float)((y1 - y0) * (x1 - x0));
-                        const int64_t o = img * out_img + ((int64_t)oy * d->ow + ox) * d->c + c0;
+                        const int64_t o = ((img * d->oh + oy) * d->ow + ox) * ys + c0;
                         for (int ch = 0; ch < cb; ch++)
                             acc[ch] += dt_cpu_get(d->yt, dy, o + ch) * inv;
                     }

@@ -80,7 +80,9 @@ void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v)
 
 /* --- convolutions on reduced operands ---------------------------------------------------------
  * The workspace of a reduced convolution: the fp32 convolution's own, then fp32 room for x (or
- * dx), y (or dy), w (or dw) and the bias (or dbias), each 64-byte aligned. */
+ * dx), y (or dy), w (or dw) and the bias (or dbias), each 64-byte aligned. y (or dy) there is packed
+ * (oc channels a row) whatever d->ys says: the fp32 convolution runs packed, and only the copies
+ * between that room and the caller's y (or dy) follow the channel slice. */
 
 enum { SLOT_X, SLOT_Y, SLOT_W, SLOT_B, SLOTS };
 
@@ -88,6 +90,7 @@ static dt_conv_desc as_f32(const dt_conv_desc *d)
 {
     dt_conv_desc f = *d;
     f.t = DT_FLOAT32;
+    f.ys = 0; /* the widened y (or dy) is packed */
     return f;
 }
 
@@ -113,10 +116,10 @@ static void slots(const dt_cpu_conv32 *impl, const dt_conv_desc *f, void *ws, fl
 
 size_t dt_cpu_typed_conv_workspace(const dt_cpu_conv32 *impl, const dt_conv_desc *d)
 {
+    if (d->t == DT_FLOAT32)
+        return impl->workspace(d);
     dt_conv_desc f = as_f32(d);
     size_t ws = impl->workspace(&f);
-    if (d->t == DT_FLOAT32)
-        return ws;
     int64_t n[SLOTS];
     slot_sizes(d, n);
     ws = dt_cpu_align64(ws);
@@ -146,6 +149,16 @@ static float *in(widened *w, int k, dt_dtype t, const void *x)
     return w->s[k];
 }
 
+/* slot Y holds dy's values widened: packed, from the channel slice d->ys says */
+static float *in_y(widened *w, const dt_conv_desc *d, const void *dy)
+{
+    const int ys = dt_cpu_conv_ys(d);
+    if (ys == d->oc)
+        return in(w, SLOT_Y, d->t, dy);
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, ys, 0, d->t, w->s[SLOT_Y], d->oc, 0, DT_FLOAT32, 0);
+    return w->s[SLOT_Y];
+}
+
 void dt_cpu_typed_conv_fwd(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *x, const void *w,
                            const void *bias, void *y, void *ws)
 {
@@ -157,7 +170,11 @@ void dt_cpu_typed_conv_fwd(const dt_cpu_conv32 *impl, const dt_conv_desc *d, con
     widen_setup(impl, d, ws, &c);
     impl->fwd(&c.f, in(&c, SLOT_X, d->t, x), in(&c, SLOT_W, d->t, w), bias ? in(&c, SLOT_B, d->t, bias) : NULL,
               c.s[SLOT_Y], ws);
-    dt_cpu_narrow(d->t, c.s[SLOT_Y], c.n[SLOT_Y], y);
+    const int ys = dt_cpu_conv_ys(d);
+    if (ys == d->oc)
+        dt_cpu_narrow(d->t, c.s[SLOT_Y], c.n[SLOT_Y], y);
+    else /* into the channel slice, the channels around it untouched */
+        dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, c.s[SLOT_Y], d->oc, 0, DT_FLOAT32, y, ys, 0, d->t, 0);
 }
 
 void dt_cpu_typed_conv_bwd_data(const dt_cpu_conv32 *impl, const dt_conv_desc *d, const void *dy, const void *w,
@@ -170,7 +187,7 @@ void dt_cpu_typed_conv_bwd_data(const dt_cpu_conv32 *impl, const dt_conv_desc *d
     widened c;
     widen_setup(impl, d, ws, &c);
     float *dx32 = accumulate ? in(&c, SLOT_X, d->t, dx) : c.s[SLOT_X];
-    impl->bwd_data(&c.f, in(&c, SLOT_Y, d->t, dy), in(&c, SLOT_W, d->t, w), dx32, accumulate, ws);
+    impl->bwd_data(&c.f, in_y(&c, d, dy), in(&c, SLOT_W, d->t, w), dx32, accumulate, ws);
     dt_cpu_narrow(d->t, dx32, c.n[SLOT_X], dx);
 }
 
@@ -185,7 +202,7 @@ void dt_cpu_typed_conv_bwd_filter(const dt_cpu_conv32 *impl, const dt_conv_desc 
     widen_setup(impl, d, ws, &c);
     float *dw32 = accumulate ? in(&c, SLOT_W, d->t, dw) : c.s[SLOT_W];
     float *db32 = dbias && accumulate ? in(&c, SLOT_B, d->t, dbias) : dbias ? c.s[SLOT_B] : NULL;
-    impl->bwd_filter(&c.f, in(&c, SLOT_X, d->t, x), in(&c, SLOT_Y, d->t, dy), dw32, db32, accumulate, ws);
+    impl->bwd_filter(&c.f, in(&c, SLOT_X, d->t, x), in_y(&c, d, dy), dw32, db32, accumulate, ws);
     dt_cpu_narrow(d->t, dw32, c.n[SLOT_W], dw);
     if (dbias)
         dt_cpu_narrow(d->t, db32, c.n[SLOT_B], dbias);

@@ -4,7 +4,12 @@
  * all arithmetic are fp32 or double as in the fp32 code, reduced values widened when loaded and
  * rounded once when stored. Each kernel is a template on the types it touches only: the per-channel
  * kernels on TP (they turn the parameters into fp32 scale/shift and dx coefficients, so the big
- * passes never see TP), the reductions on TX and TY, the element-wise passes on TX, TY and TR. */
+ * passes never see TP), the reductions on TX and TY, the element-wise passes on TX, TY and TR.
+ * x and dx may be the first c channels of a wider tensor (d->xs elements from one row to the next, as
+ * bn.c): the kernels take that row stride (xs) for x and dx alone, y, dy and the tail's operands stay
+ * packed, so every sum is the packed op's; the 8-wide paths need xs % 8 == 0 as well. The tail ops share
+ * the kernels and so honour xs too, but their contract takes xs = 0 only (untested with a stride). The
+ * scratch depends on rows and c alone: xs changes no size. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -27,6 +32,12 @@ static __device__ __forceinline__ float bn_affine(float x, float scale, float sh
     return __fadd_rn(__fmul_rn(x, scale), shift);
 }
 
+/* elements from one row of x (and dx) to the next */
+static inline int64_t bn_xs(const dt_bn_desc *d)
+{
+    return d->xs > 0 ? d->xs : d->c;
+}
+
 static int bn_chunks(int64_t rows, int c)
 {
     int64_t nrb = (rows + RB - 1) / RB, ctiles = (c + RED_TX - 1) / RED_TX;
@@ -39,10 +50,10 @@ static int bn_chunks(int64_t rows, int c)
 
 /* BWD 0: sums of t = x - k and t*t with k = x[row 0] (the forward's shifted sums; dy and ym unused, TY
  * any). BWD 1: sums of g and g*(x - mean) with g = dy masked by the fused ReLU (the backward's sums).
- * x of type TX, dy and ym TY; part0/part1: [c][nchunk] doubles. */
+ * x of type TX (rows xs elements apart), dy and ym TY (packed); part0/part1: [c][nchunk] doubles. */
 template <int BWD, typename TX, typename TY>
-static __global__ void bn_partials(int64_t rows, int c, const TX *x, const TY *dy, const float *saved, int relu,
-                                   const TY *ym, int nchunk, double *part0, double *part1)
+static __global__ void bn_partials(int64_t rows, int c, int64_t xs, const TX *x, const TY *dy, const float *saved,
+                                   int relu, const TY *ym, int nchunk, double *part0, double *part1)
 {
     __shared__ double sh0[RED_TY][RED_TX], sh1[RED_TY][RED_TX];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -62,7 +73,7 @@ static __global__ void bn_partials(int64_t rows, int c, const TX *x, const TY *d
             const int64_t r0 = b * RB, r1 = r0 + RB < rows ? r0 + RB : rows;
             float f0 = 0.0f, f1 = 0.0f;
             for (int64_t r = r0; r < r1; r++) {
-                const float xv = ld(x, r * c + ch);
+                const float xv = ld(x, r * xs + ch);
                 if (!BWD) {
                     const float t = __fsub_rn(xv, k);
                     f0 = __fadd_rn(f0, t);
@@ -249,7 +260,8 @@ static __global__ void bn_infer_coef(int c, const TP *gamma, const TP *beta, con
 }
 
 /* y = x*scale + shift per channel (then max(0, .)); with a residual res, y = max(0, x*scale + shift +
- * res) (bn.c's order: the BN output as fp32 holds it, then the add), rounded to TY once; n = rows*c.
+ * res) (bn.c's order: the BN output as fp32 holds it, then the add), rounded to TY once; n = rows*c,
+ * i counting y's (packed) elements, x's row i / c at xs elements a row.
  * x of type TX, y TY, res TR (TR any when res is NULL); scale and shift are fp32 per channel. vec:
  * c % 8 == 0 and every pointer 16-byte aligned (the host checks), so each thread takes 8 channels of a
  * row with load8/store8 (the same expression per element: the same values as the scalar loop). */
@@ -278,6 +290,12 @@ static __device__ __forceinline__ float bn_grad_in(float dy, int has_ym, float y
     return dy;
 }
 
+/* where packed element i (channel ch) of a [rows, c] tensor is in x or dx, rows xs elements apart */
+static __device__ __forceinline__ int64_t x_at(int64_t i, int c, int64_t xs, int ch)
+{
+    return xs == c ? i : i / c * xs + ch;
+}
+
 /* dx = a*g - k*(x - mean) - b, bn.c's order */
 static __device__ __forceinline__ float bn_dx_value(float g, float x, float mean, float a, float k, float b)
 {
@@ -285,8 +303,8 @@ static __device__ __forceinline__ float bn_dx_value(float g, float x, float mean
 }
 
 template <typename TX, typename TY, typename TR>
-static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const float *scale, const float *shift, TY *y,
-                                        int relu, const TR *res, int vec)
+static __global__ void bn_affine_kernel(int64_t n, int c, int64_t xs, const TX *x, const float *scale,
+                                        const float *shift, TY *y, int relu, const TR *res, int vec)
 {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -299,7 +317,7 @@ static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const flo
             const int64_t e = i * 8;
             const int ch = cg * 8;
             float xv[8], sc[8], sh[8], rv[8] = {0}, v[8];
-            load8(x + e, xv);
+            load8(x + x_at(e, c, xs, ch), xv);
             load8(scale + ch, sc);
             load8(shift + ch, sh);
             if (res)
@@ -317,7 +335,7 @@ static __global__ void bn_affine_kernel(int64_t n, int c, const TX *x, const flo
     int ch = (int)(i % c);
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
-        st(y, i, bn_out(ld(x, i), scale[ch], shift[ch], res != NULL, res ? ld(res, i) : 0.0f, relu));
+        st(y, i, bn_out(ld(x, x_at(i, c, xs, ch)), scale[ch], shift[ch], res != NULL, res ? ld(res, i) : 0.0f, relu));
         ch += dch;
         if (ch >= c)
             ch -= c;
@@ -350,10 +368,11 @@ static __global__ void bn_bwd_finalize(int c, const double *A, const double *B, 
  * from it and g also goes to the residual's gradient dr (type TR, any when dr is NULL; dr may be dy:
  * each element is read before it is written, by the same thread). The fused ReLU's mask (relu, no ym)
  * is bn.c's: the fp32 affine value from x and saved > 0, as forward computed it before rounding y.
- * vec as bn_affine_kernel's. */
+ * vec and xs (x's and dx's row stride) as bn_affine_kernel's. */
 template <typename TX, typename TY, typename TR>
-static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, const float *saved, const float *coef,
-                                 int relu, TX *dx, int accumulate, const TY *ym, TR *dr, int accumulate_dr, int vec)
+static __global__ void bn_bwd_dx(int64_t n, int c, int64_t xs, const TX *x, const TY *dy, const float *saved,
+                                 const float *coef, int relu, TX *dx, int accumulate, const TY *ym, TR *dr,
+                                 int accumulate_dr, int vec)
 {
     const float *mean = saved, *scale = saved + 2 * (int64_t)c, *shift = saved + 3 * (int64_t)c;
     const float *ca = coef, *ck = coef + c, *cb = coef + 2 * (int64_t)c;
@@ -367,8 +386,9 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, co
         for (; i < n8; i += stride) {
             const int64_t e = i * 8;
             const int ch = cg * 8;
+            const int64_t xe = x_at(e, c, xs, ch);
             float xv[8], v[8], g[8], r[8], o[8], m[8], a[8], k[8], b[8], yv[8] = {0}, sc[8] = {0}, sh[8] = {0};
-            load8(x + e, xv);
+            load8(x + xe, xv);
             load8(dy + e, v);
             if (ym) {
                 load8(ym + e, yv);
@@ -396,13 +416,13 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, co
             for (int j = 0; j < 8; j++)
                 r[j] = bn_dx_value(g[j], xv[j], m[j], a[j], k[j], b[j]);
             if (accumulate) {
-                load8(dx + e, o);
+                load8(dx + xe, o);
 #pragma unroll
                 for (int j = 0; j < 8; j++)
                     o[j] = __fadd_rn(o[j], r[j]);
-                store8(dx + e, o);
+                store8(dx + xe, o);
             } else {
-                store8(dx + e, r);
+                store8(dx + xe, r);
             }
             cg += dcg;
             if (cg >= c8)
@@ -413,11 +433,12 @@ static __global__ void bn_bwd_dx(int64_t n, int c, const TX *x, const TY *dy, co
     int ch = (int)(i % c);
     const int dch = (int)(stride % c);
     for (; i < n; i += stride) {
-        const float xv = ld(x, i);
+        const int64_t xi = x_at(i, c, xs, ch);
+        const float xv = ld(x, xi);
         const float g = bn_grad_in(ld(dy, i), ym != NULL, ym ? ld(ym, i) : 0.0f, relu, xv, scale[ch], shift[ch]);
         if (dr)
             st_acc(dr, i, g, accumulate_dr);
-        st_acc(dx, i, bn_dx_value(g, xv, mean[ch], ca[ch], ck[ch], cb[ch]), accumulate);
+        st_acc(dx, xi, bn_dx_value(g, xv, mean[ch], ca[ch], ck[ch], cb[ch]), accumulate);
         ch += dch;
         if (ch >= c)
             ch -= c;
@@ -499,14 +520,14 @@ static bn_scratch bn_scratch_get(const dt_bn_desc *d)
 static void bn_apply(const char *op, const dt_bn_desc *d, const void *x, const float *scale, const float *shift,
                      void *y, int relu, const void *res, dt_dtype rt, const char *name)
 {
-    const int64_t n = d->rows * d->c;
+    const int64_t n = d->rows * d->c, xs = bn_xs(d);
     const int c = d->c;
-    const int vec = c % 8 == 0 && vec8_ok(x, y, res, scale) && vec8_ok(shift);
+    const int vec = c % 8 == 0 && xs % 8 == 0 && vec8_ok(x, y, res, scale) && vec8_ok(shift);
     const unsigned blocks = blocks_for(vec ? n / 8 : n);
     cudaStream_t st = stream();
     DT_CUDA_TYPED(op, d->xt, TX, DT_CUDA_TYPED(op, d->yt, TY, DT_CUDA_TYPED(op, rt, TR,
-        bn_affine_kernel<TX, TY, TR><<<blocks, THREADS, 0, st>>>(n, c, (const TX *)x, scale, shift, (TY *)y, relu,
-                                                                  (const TR *)res, vec))));
+        bn_affine_kernel<TX, TY, TR><<<blocks, THREADS, 0, st>>>(n, c, xs, (const TX *)x, scale, shift, (TY *)y,
+                                                                  relu, (const TR *)res, vec))));
     DT_LAUNCHED(name);
 }
 
@@ -525,8 +546,8 @@ static void bn_train(const char *op, const dt_bn_desc *d, const void *x, const v
     const unsigned rg = (unsigned)(c < 65535 ? c : 65535);
     /* the forward's sums read x only: TY is a placeholder (float) */
     DT_CUDA_TYPED(op, d->xt, TX, {
-        bn_partials<0, TX, float><<<pg, pb, 0, st>>>(rows, c, (const TX *)x, NULL, NULL, 0, NULL, s.nchunk, s.part0,
-                                                     s.part1);
+        bn_partials<0, TX, float><<<pg, pb, 0, st>>>(rows, c, bn_xs(d), (const TX *)x, NULL, NULL, 0, NULL, s.nchunk,
+                                                     s.part0, s.part1);
         DT_LAUNCHED("bn_partials (forward)");
         bn_reduce<0, TX><<<rg, THREADS, 0, st>>>(rows, c, (const TX *)x, s.nchunk, s.part0, s.part1, s.A, s.B, s.GA,
                                                  s.GB, s.N);
@@ -603,7 +624,7 @@ static void bn_backward(const char *op, const dt_bn_desc *d, const void *x, cons
     bn_scratch s = bn_scratch_get(d);
     dim3 pb(RED_TX, RED_TY), pg((unsigned)((c + RED_TX - 1) / RED_TX), (unsigned)s.nchunk);
     DT_CUDA_TYPED(op, d->xt, TX, DT_CUDA_TYPED(op, d->yt, TY,
-        bn_partials<1, TX, TY><<<pg, pb, 0, st>>>(rows, c, (const TX *)x, (const TY *)dy, saved, relu,
+        bn_partials<1, TX, TY><<<pg, pb, 0, st>>>(rows, c, bn_xs(d), (const TX *)x, (const TY *)dy, saved, relu,
                                                   (const TY *)ym, s.nchunk, s.part0, s.part1)));
     DT_LAUNCHED("bn_partials (backward)");
     /* the backward's reduce reads no x: one instantiation */
@@ -617,12 +638,12 @@ static void bn_backward(const char *op, const dt_bn_desc *d, const void *x, cons
                                                                          (const TP *)gamma, saved, (TP *)dgamma,
                                                                          (TP *)dbeta, accumulate_params, s.coef));
     DT_LAUNCHED("bn_bwd_finalize");
-    const int64_t n = rows * c;
-    const int vec = c % 8 == 0 && vec8_ok(x, dy, dx, ym) && vec8_ok(dr, saved, s.coef);
+    const int64_t n = rows * c, xs = bn_xs(d);
+    const int vec = c % 8 == 0 && xs % 8 == 0 && vec8_ok(x, dy, dx, ym) && vec8_ok(dr, saved, s.coef);
     const unsigned blocks = blocks_for(vec ? n / 8 : n);
     DT_CUDA_TYPED(op, d->xt, TX, DT_CUDA_TYPED(op, d->yt, TY, DT_CUDA_TYPED(op, rt, TR,
-        bn_bwd_dx<TX, TY, TR><<<blocks, THREADS, 0, st>>>(n, c, (const TX *)x, (const TY *)dy, saved, s.coef, relu,
-                                                          (TX *)dx, accumulate_dx, (const TY *)ym, (TR *)dr,
+        bn_bwd_dx<TX, TY, TR><<<blocks, THREADS, 0, st>>>(n, c, xs, (const TX *)x, (const TY *)dy, saved, s.coef,
+                                                          relu, (TX *)dx, accumulate_dx, (const TY *)ym, (TR *)dr,
                                                           accumulate_dr, vec))));
     DT_LAUNCHED("bn_bwd_dx");
 }

@@ -23,6 +23,12 @@
  * gradient the same way. The zeros add nothing to any sum, so the result is the unpadded
  * convolution's. DT_CUDA_PAD_CHANNELS=0 in the environment turns it off (for measuring).
  *
+ * Channel slices (d->ys > oc: y and dy rows of ys elements, the slice's oc of them ours) are staged
+ * densely: cuDNN runs the packed convolution with a packed y (or dy) in the workspace, after the
+ * padded copies, and chan_copy (layout.cu) moves the slice out of it (forward, after the bias) or into
+ * it (backward). cuDNN never sees the stride, so a slice shares the packed shape's entry and its
+ * algorithms: the slice holds the packed op's bits.
+ *
  * Planning: dt_cuda_conv_workspace, called when a model is planned for each convolution at every
  * batch size the run will meet, makes the shape's descriptors and chooses the three algorithms by
  * measurement (cudnnFind*Algorithm, which runs each candidate on the GPU with memory it allocates
@@ -40,11 +46,12 @@
  *   0.12); algorithms 1/1/0; workspace 12.0 MiB
  * and reserve_scratch, at the end of a model's planning, logs the totals since the last one
  * (dt_cuda_conv_search_report: "cuDNN algorithm search: ...").
- * Entries are kept in a cache keyed by the descriptor (bias and dx_accumulate cleared: cuDNN's state
- * does not depend on them), never freed. The ops only look their entry up. One missing means the
- * shape was not planned: a smaller batch of a planned shape is searched there and then, within the
- * planned workspace, with a warning (a search mid-run stalls the device and NCCL, and counts as an
- * unplanned allocation); any other is fatal.
+ * Entries are kept in a cache keyed by the descriptor (bias, dx_accumulate and ys cleared: cuDNN's
+ * state does not depend on them, and a slice's staged room comes from the descriptor at each call),
+ * never freed. The ops only look their entry up. One missing means the shape was not planned: a
+ * smaller batch of a planned shape is searched there and then, within the planned workspace, with a
+ * warning (a search mid-run stalls the device and NCCL, and counts as an unplanned allocation); any
+ * other is fatal.
  *
  * The legacy API is deprecated in cuDNN 9 (the calls remain): this file alone silences the
  * deprecation warnings. Moving to the cuDNN graph API (and fusing bias and activations there) is
@@ -70,7 +77,7 @@
 #define MAX_ALGOS 32
 
 typedef struct conv_entry {
-    dt_conv_desc d; /* the key: bias and dx_accumulate cleared */
+    dt_conv_desc d; /* the key: bias, dx_accumulate and ys cleared */
     int cpad;       /* the channels cuDNN sees: d.c, or d.c padded to a multiple of 8 */
     cudnnTensorDescriptor_t x, y, b;
     cudnnFilterDescriptor_t w;
@@ -121,6 +128,7 @@ static dt_conv_desc key_of(const dt_conv_desc *d)
     dt_conv_desc k = *d;
     k.bias = 0;
     k.dx_accumulate = 0;
+    k.ys = 0; /* a channel slice runs packed (staged): the packed shape's algorithms */
     return k;
 }
 
@@ -328,6 +336,25 @@ static size_t entry_ws(const conv_entry *e)
     return e->ws + e->pad_x + e->pad_w;
 }
 
+/* elements from one output row's channels to the next's in y and dy */
+static int ys_of(const dt_conv_desc *d)
+{
+    return d->ys > 0 ? d->ys : d->oc;
+}
+
+static int64_t rows_y(const dt_conv_desc *d)
+{
+    return (int64_t)d->n * d->oh * d->ow;
+}
+
+/* bytes of the staged packed y (or dy) of a channel slice, after entry_ws; 0 when y is packed */
+static size_t stage_bytes(const dt_conv_desc *d)
+{
+    if (ys_of(d) == d->oc)
+        return 0;
+    return ((size_t)rows_y(d) * d->oc * dt_cuda_elem_bytes(d->t) + 255) & ~(size_t)255;
+}
+
 /* a new entry for key, cached; caller holds cache_lock */
 static conv_entry *add_locked(const dt_conv_desc *key, size_t cap, int hard_cap)
 {
@@ -356,7 +383,7 @@ size_t dt_cuda_conv_workspace(const dt_conv_desc *d)
     conv_entry *e = find_locked(&key);
     if (!e)
         e = add_locked(&key, WS_CAP, 0);
-    size_t ws = entry_ws(e);
+    size_t ws = entry_ws(e) + stage_bytes(d);
     pthread_mutex_unlock(&cache_lock);
     return ws;
 }
@@ -407,6 +434,21 @@ static void *ws_w(const conv_entry *e, void *ws)
     return (char *)ws + e->ws + e->pad_x;
 }
 
+/* the staged packed y (or dy) of a channel slice */
+static void *ws_y(const conv_entry *e, void *ws)
+{
+    return (char *)ws + entry_ws(e);
+}
+
+/* dy's slice copied into the staged packed dy; dy itself when packed */
+static const void *dy_packed(const dt_conv_desc *d, const conv_entry *e, const void *dy, void *ws)
+{
+    if (ys_of(d) == d->oc)
+        return dy;
+    dt_cuda_chan_copy(rows_y(d), d->oc, dy, ys_of(d), 0, d->t, ws_y(e, ws), d->oc, 0, d->t, 0);
+    return ws_y(e, ws);
+}
+
 static int64_t rows_x(const dt_conv_desc *d)
 {
     return (int64_t)d->n * d->h * d->w;
@@ -423,6 +465,7 @@ void dt_cuda_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, zero = 0.0f;
+    void *yp = ys_of(d) == d->oc ? y : ws_y(e, ws); /* a channel slice: staged packed */
     if (e->cpad != d->c) {
         dt_cuda_pad_channels(rows_x(d), d->c, e->cpad, d->t, x, ws_x(e, ws));
         dt_cuda_pad_channels(rows_w(d), d->c, e->cpad, d->t, w, ws_w(e, ws));
@@ -430,9 +473,11 @@ void dt_cuda_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const
         w = ws_w(e, ws);
     }
     FATAL_CUDNN(cudnnConvolutionForward(h, &one, e->x, x, e->w, w, e->conv[PASS_FWD], e->fwd, ws, e->ws_fwd, &zero,
-                                        e->y, y));
+                                        e->y, yp));
     if (bias) /* y += bias, broadcast over n, h, w */
-        FATAL_CUDNN(cudnnAddTensor(h, &one, e->b, bias, &one, e->y, y));
+        FATAL_CUDNN(cudnnAddTensor(h, &one, e->b, bias, &one, e->y, yp));
+    if (yp != y) /* into the slice, the channels around it untouched */
+        dt_cuda_chan_copy(rows_y(d), d->oc, yp, d->oc, 0, d->t, y, ys_of(d), 0, d->t, 0);
 }
 
 void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate,
@@ -442,6 +487,7 @@ void dt_cuda_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w,
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    dy = dy_packed(d, e, dy, ws);
     if (e->cpad == d->c) {
         FATAL_CUDNN(cudnnConvolutionBackwardData(h, &one, e->w, w, e->y, dy, e->conv[PASS_DATA], e->bwd_data, ws,
                                                  e->ws_data, &beta, e->x, dx));
@@ -460,6 +506,7 @@ void dt_cuda_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *d
     const conv_entry *e = lookup(d);
     cudnnHandle_t h = dt_cuda_cudnn();
     const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    dy = dy_packed(d, e, dy, ws);
     if (e->cpad == d->c) {
         FATAL_CUDNN(cudnnConvolutionBackwardFilter(h, &one, e->x, x, e->y, dy, e->conv[PASS_FILTER], e->bwd_filter, ws,
                                                    e->ws_filter, &beta, e->w, dw));

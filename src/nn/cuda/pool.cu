@@ -1,7 +1,10 @@
 /* pool.cu: max and adaptive average pooling on the GPU, the port of nn/cpu/pool.c (shared helpers and
  * rules: kernels.h). x and dx are of type d->xt, y and dy of d->yt (fp32, fp16 or bf16; each kernel is a
  * template on both): values are widened as they are read, summed in fp32 as the CPU sums them, and
- * rounded once when stored. */
+ * rounded once when stored. y and dy may be a channel slice of a wider tensor: the kernels get d with
+ * d.ys set (pool_launch_desc: c when the caller's is 0), the elements from one output position of y and dy
+ * to the next; an output element o (packed index, as the argmax, which stays packed) is at
+ * o / c * ys + ch there. */
 #include "config.h"
 
 #include "nn/cuda/kernels.h"
@@ -18,6 +21,15 @@ static __device__ int64_t nhwc_pos(int64_t i, int c, int w, int h, int *ch, int 
     t /= w;
     *y = (int)(t % h);
     return t / h;
+}
+
+/* the descriptor the kernels get: ys as the elements between output positions (0 means c) */
+static dt_pool_desc pool_launch_desc(const dt_pool_desc *d)
+{
+    dt_pool_desc k = *d;
+    if (k.ys <= 0)
+        k.ys = k.c;
+    return k;
 }
 
 /* pool.c's rule: start at -inf with argmax at the window's first valid element; take an element when
@@ -49,7 +61,7 @@ static __global__ void maxpool_fwd_kernel(dt_pool_desc d, const TX *x, TY *y, ui
                 }
             }
         }
-        st(y, o, cur);
+        st(y, o / d.c * d.ys + ch, cur);
         argmax[o] = a;
     }
 }
@@ -78,9 +90,9 @@ static __global__ void maxpool_bwd_kernel(dt_pool_desc d, const TY *dy, const ui
             const int ky = iy - (oy * d.sh - d.ph);
             for (int ox = ox0; ox <= ox1; ox++) {
                 const int kx = ix - (ox * d.sw - d.pw);
-                const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.c + ch;
-                if ((int)argmax[o] == ky * d.kw + kx)
-                    acc = __fadd_rn(acc, ld(dy, o));
+                const int64_t p = (img * d.oh + oy) * d.ow + ox; /* the output position */
+                if ((int)argmax[p * d.c + ch] == ky * d.kw + kx)
+                    acc = __fadd_rn(acc, ld(dy, p * d.ys + ch));
             }
         }
         st(dx, i, acc);
@@ -117,7 +129,7 @@ template <typename TX, typename TY> static __global__ void avgpool_fwd_kernel(dt
         for (int iy = y0; iy < y1; iy++)
             for (int ix = x0; ix < x1; ix++)
                 s = __fadd_rn(s, ld(xi, ((int64_t)iy * d.w + ix) * d.c));
-        st(y, o, __fmul_rn(s, win_inv(y0, y1, x0, x1)));
+        st(y, o / d.c * d.ys + ch, __fmul_rn(s, win_inv(y0, y1, x0, x1)));
     }
 }
 
@@ -150,7 +162,7 @@ static __global__ void avgpool_bwd_kernel(dt_pool_desc d, const TY *dy, TX *dx, 
                 const int x0 = win_start(ox, d.w, d.ow), x1 = win_end(ox, d.w, d.ow);
                 if (ix < x0 || ix >= x1)
                     continue;
-                const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.c + ch;
+                const int64_t o = ((img * d.oh + oy) * d.ow + ox) * d.ys + ch;
                 acc = __fadd_rn(acc, __fmul_rn(ld(dy, o), win_inv(y0, y1, x0, x1)));
             }
         }
@@ -166,8 +178,9 @@ extern "C" void dt_cuda_maxpool_fwd(const dt_pool_desc *d, const void *x, void *
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0)
         return;
+    const dt_pool_desc kd = pool_launch_desc(d);
     POOL_TYPED("maxpool_fwd", d,
-               maxpool_fwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TX *)x, (TY *)y,
+               maxpool_fwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(kd, (const TX *)x, (TY *)y,
                                                                                        argmax));
     DT_LAUNCHED("maxpool_fwd_kernel");
 }
@@ -178,8 +191,9 @@ extern "C" void dt_cuda_maxpool_bwd(const dt_pool_desc *d, const void *dy, const
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0)
         return;
+    const dt_pool_desc kd = pool_launch_desc(d);
     POOL_TYPED("maxpool_bwd", d,
-               maxpool_bwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TY *)dy, argmax,
+               maxpool_bwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(kd, (const TY *)dy, argmax,
                                                                                        (TX *)dx, accumulate));
     DT_LAUNCHED("maxpool_bwd_kernel");
 }
@@ -189,8 +203,9 @@ extern "C" void dt_cuda_avgpool_fwd(const dt_pool_desc *d, const void *x, void *
     const int64_t total = (int64_t)d->n * d->oh * d->ow * d->c;
     if (total <= 0)
         return;
+    const dt_pool_desc kd = pool_launch_desc(d);
     POOL_TYPED("avgpool_fwd", d,
-               avgpool_fwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TX *)x, (TY *)y));
+               avgpool_fwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(kd, (const TX *)x, (TY *)y));
     DT_LAUNCHED("avgpool_fwd_kernel");
 }
 
@@ -199,8 +214,9 @@ extern "C" void dt_cuda_avgpool_bwd(const dt_pool_desc *d, const void *dy, void 
     const int64_t total = (int64_t)d->n * d->h * d->w * d->c;
     if (total <= 0)
         return;
+    const dt_pool_desc kd = pool_launch_desc(d);
     POOL_TYPED("avgpool_bwd", d,
-               avgpool_bwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(*d, (const TY *)dy, (TX *)dx,
+               avgpool_bwd_kernel<TX, TY><<<blocks_for(total), THREADS, 0, stream()>>>(kd, (const TY *)dy, (TX *)dx,
                                                                                        accumulate));
     DT_LAUNCHED("avgpool_bwd_kernel");
 }
