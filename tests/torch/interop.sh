@@ -8,7 +8,7 @@
 # the activations all show in the accuracy. ConvNeXt, DenseNet and ViT need 32x32 inputs: for
 # convnext_tiny (its layer scales started at 0.1), densenet121 and vit_test (a small ViT: ViT-B/16
 # takes 224x224 only) the same is done on tests/torch/fm32.py's 32x32 RGB copy of Fashion-MNIST,
-# packed with dtpack cifar10.
+# packed with dtpack cifar10. DT_INTEROP_ARCHS in the environment: those models only (one family).
 . "$top_srcdir/tests/common.sh"
 py=$DT_PYTHON_TORCH
 [ -n "$py" ] || skip "no python3 with torch, torchvision and h5py (Debian: python3-torch python3-torchvision python3-h5py)"
@@ -18,7 +18,7 @@ expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
 "$py" "$top_srcdir/tests/torch/fm32.py" "$src" "$DT_TMP/fm32-bin" || fail "fm32.py failed"
 expect_status 0 "$top_builddir/dtpack" cifar10 "$DT_TMP/fm32-bin" -o "$DT_TMP/fm32"
 rm -rf "$DT_TMP/fm32-bin"
-for arch in mobilenet_v3_small efficientnet_b0 regnet_y_400mf convnext_tiny densenet121 vit_test; do
+for arch in ${DT_INTEROP_ARCHS:-mobilenet_v3_small efficientnet_b0 regnet_y_400mf convnext_tiny densenet121 vit_test}; do
   data=fm
   case $arch in convnext_tiny | densenet121 | vit_test) data=fm32 ;; esac
   "$py" "$top_srcdir/tests/torch/train_eval.py" "$DT_TMP" "$arch" "$data" || fail "the PyTorch side failed for $arch"
