@@ -8,6 +8,8 @@
 # inside the first epoch and resumed, bit for bit (weights, optimizer state, metrics), and for
 # efficientnet_b0 and vit_test the step as graphs equals it too: the stochastic depth masks are the
 # step's, not the host's, and the attention's saved probabilities are where the graph reads them.
+# densenet121 under O2 on the same records (32x32) does both too, its concatenations laid out in
+# place (the dense blocks' convs writing channel slices, their batch norms reading them).
 . "$top_srcdir/tests/common.sh"
 . "$top_srcdir/tests/data/common.sh"
 need_h5py
@@ -20,10 +22,11 @@ records > "$DT_TMP/c/test_batch.bin"
 printf 'airplane\nautomobile\nbird\ncat\ndeer\ndog\nfrog\nhorse\nship\ntruck\n' > "$DT_TMP/c/batches.meta.txt"
 expect_status 0 "$top_builddir/dtpack" cifar10 "$DT_TMP/c" -o "$DT_TMP/cifar"
 args="-b 20 -j 1 -p 0 --deterministic --lr 0.05"  # 5 steps an epoch
-for model in "efficientnet_b0" "mobilenet_v3_small --opt-level O2" "regnet_y_400mf" "vit_test --opt-level O2"; do
+for model in "efficientnet_b0" "mobilenet_v3_small --opt-level O2" "regnet_y_400mf" "vit_test --opt-level O2" \
+  "densenet121 --opt-level O2"; do
   name=${model%% *}
   data=$DT_TMP/fm
-  [ "$name" = vit_test ] && data=$DT_TMP/cifar
+  case $name in vit_test | densenet121) data=$DT_TMP/cifar ;; esac
   expect_status 0 "$DTRAIN" $args -a $model --epochs 2 --results "$DT_TMP/$name-a" "$data"
   expect_status 0 "$DTRAIN" $args -a $model --epochs 2 --max-steps 3 --results "$DT_TMP/$name-b" "$data"
   expect_status 0 "$DTRAIN" $args -a $model --epochs 2 --resume auto --results "$DT_TMP/$name-b" "$data"
@@ -47,3 +50,8 @@ expect_status 0 "$DTRAIN" $args -a vit_test --opt-level O2 --epochs 2 --graph --
 grep -q "captured" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "vit_test --graph: no capture line"; }
 "$py" "$top_srcdir/tests/train/same_run.py" "$DT_TMP" vit_test-a vit_test-g || fail "-a vit_test --graph differs from the run without"
 pass "-a vit_test --opt-level O2 as graphs = issued, bit for bit"
+expect_status 0 "$DTRAIN" $args -a densenet121 --opt-level O2 --epochs 2 --graph --results "$DT_TMP/densenet121-g" "$DT_TMP/cifar"
+grep -q "captured" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "densenet121 --graph: no capture line"; }
+"$py" "$top_srcdir/tests/train/same_run.py" "$DT_TMP" densenet121-a densenet121-g ||
+  fail "-a densenet121 --graph differs from the run without"
+pass "-a densenet121 --opt-level O2 (its concatenations in place) as graphs = issued, bit for bit"
