@@ -45,6 +45,21 @@ static dt_bn_desc bn_desc(const dt_model *m, const dt_node *nd, int n, int sync)
                         .pt = ptype(m, nd->param[DT_NODE_WEIGHT]), .xs = slice_stride(m, nd->in0)};
 }
 
+/* the pool descriptor node nd (max or adaptive average) runs with for a batch of n */
+static dt_pool_desc pool_desc(const dt_model *m, const dt_node *nd, int n)
+{
+    const dt_value *x = &m->values[nd->in0], *y = &m->values[nd->out];
+    dt_pool_desc d;
+    if (nd->op == DT_OP_MAXPOOL)
+        dt_pool_desc_set_max(&d, n, x->height, x->width, x->channels, nd->attr.kernel, nd->attr.stride, nd->attr.pad);
+    else
+        dt_pool_desc_set_adaptive(&d, n, x->height, x->width, x->channels, y->height, y->width);
+    d.xt = x->dtype;
+    d.yt = y->dtype;
+    d.ys = slice_stride(m, nd->out);
+    return d;
+}
+
 /* shapes of every value for an input of h x w; names the layer that cannot run */
 static int plan_shapes(dt_model *m, int n, int h, int w)
 {
@@ -885,21 +900,12 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             be->add_fwd(count, xin, xt, act_of(m, nd->in1), vtype(m, nd->in1), y, yt);
             break;
         case DT_OP_MAXPOOL: {
-            dt_pool_desc d;
-            dt_pool_desc_set_max(&d, n, xv->height, xv->width, xv->channels, nd->attr.kernel, nd->attr.stride,
-                                 nd->attr.pad);
-            d.xt = xt;
-            d.yt = yt;
-            d.ys = slice_stride(m, nd->out);
+            dt_pool_desc d = pool_desc(m, nd, n);
             be->maxpool_fwd(&d, xin, y, saved_of(m, nd));
             break;
         }
         case DT_OP_AVGPOOL: {
-            dt_pool_desc d;
-            dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, yv->height, yv->width);
-            d.xt = xt;
-            d.yt = yt;
-            d.ys = slice_stride(m, nd->out);
+            dt_pool_desc d = pool_desc(m, nd, n);
             be->avgpool_fwd(&d, xin, y);
             break;
         }
@@ -1178,21 +1184,12 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
             break;
         }
         case DT_OP_MAXPOOL: {
-            dt_pool_desc d;
-            dt_pool_desc_set_max(&d, n, xv->height, xv->width, xv->channels, nd->attr.kernel, nd->attr.stride,
-                                 nd->attr.pad);
-            d.xt = xt;
-            d.yt = yt;
-            d.ys = slice_stride(m, nd->out);
+            dt_pool_desc d = pool_desc(m, nd, n);
             be->maxpool_bwd(&d, dy, saved_of(m, nd), dx, grad_accumulate(m, nd->in0));
             break;
         }
         case DT_OP_AVGPOOL: {
-            dt_pool_desc d;
-            dt_pool_desc_set_adaptive(&d, n, xv->height, xv->width, xv->channels, yv->height, yv->width);
-            d.xt = xt;
-            d.yt = yt;
-            d.ys = slice_stride(m, nd->out);
+            dt_pool_desc d = pool_desc(m, nd, n);
             be->avgpool_bwd(&d, dy, dx, grad_accumulate(m, nd->in0));
             break;
         }

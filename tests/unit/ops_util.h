@@ -54,11 +54,17 @@ static inline float *uniform(int64_t n, double lo, double hi)
     return p;
 }
 
+/* the bytes at p in a fresh buffer */
+static inline void *bytes_of(const void *p, size_t bytes)
+{
+    void *c = zalloc(bytes, 1);
+    memcpy(c, p, bytes);
+    return c;
+}
+
 static inline float *copy_of(const float *f, int64_t n)
 {
-    float *c = zalloc((size_t)n, sizeof(float));
-    memcpy(c, f, (size_t)n * sizeof(float));
-    return c;
+    return bytes_of(f, (size_t)n * sizeof(float));
 }
 
 /* the references' inputs: the same values as the op's, in double */
@@ -110,6 +116,14 @@ static inline void store_as(dt_dtype t, const float *v, int64_t n, void *s)
         memcpy(s, v, (size_t)n * sizeof(float));
 }
 
+/* a fresh buffer of n values of type t stored from fp32 values v (as store_as) */
+static inline void *stored(dt_dtype t, const float *v, int64_t n)
+{
+    void *s = zalloc((size_t)n, tbytes(t));
+    store_as(t, v, n, s);
+    return s;
+}
+
 /* values of type t both ways: v as fp32 (what the fp32 op gets), s stored in t (what the typed op gets) */
 typedef struct typed {
     dt_dtype t;
@@ -121,20 +135,18 @@ typedef struct typed {
 /* values of t: draws in [lo, hi) (or from's values, drawing nothing) rounded to t */
 static inline typed typed_new(dt_dtype t, int64_t n, double lo, double hi, const float *from)
 {
-    typed a = {t, n, from ? copy_of(from, n) : uniform(n, lo, hi), zalloc((size_t)n, tbytes(t))};
+    typed a = {t, n, from ? copy_of(from, n) : uniform(n, lo, hi), NULL};
     if (t != DT_FLOAT32)
         dt_round_half(a.v, n, t == DT_BFLOAT16);
-    store_as(t, a.v, n, a.s);
+    a.s = stored(t, a.v, n);
     return a;
 }
 
 /* the typed op's output (a->s) is the fp32 op's (a->v) rounded to a->t, bit for bit */
 static inline int typed_same(const typed *a)
 {
-    const size_t bytes = (size_t)a->n * tbytes(a->t);
-    void *want = zalloc(bytes, 1);
-    store_as(a->t, a->v, a->n, want);
-    const int ok = memcmp(want, a->s, bytes) == 0;
+    void *want = stored(a->t, a->v, a->n);
+    const int ok = memcmp(want, a->s, (size_t)a->n * tbytes(a->t)) == 0;
     free(want);
     return ok;
 }

@@ -45,23 +45,15 @@ static void *wide_of(dt_dtype t, const float *v, int64_t rows, int c, int w, int
     for (int64_t r = 0; r < rows; r++)
         for (int j = 0; j < w; j++)
             f[r * w + j] = j >= off && j < off + c ? v[r * c + j - off] : junk(r * w + j);
-    void *s = zalloc((size_t)(rows * w), tbytes(t));
-    store_as(t, f, rows * w, s);
+    void *s = stored(t, f, rows * w);
     free(f);
     return s;
-}
-
-static void *bytes_copy(const void *p, size_t n)
-{
-    void *c = zalloc(n, 1);
-    memcpy(c, p, n);
-    return c;
 }
 
 /* the storage of s (type t, n elements) in a fresh buffer */
 static void *dup_of(dt_dtype t, const void *s, int64_t n)
 {
-    return bytes_copy(s, (size_t)n * tbytes(t));
+    return bytes_of(s, (size_t)n * tbytes(t));
 }
 
 /* a against b, n bytes; the first difference named */

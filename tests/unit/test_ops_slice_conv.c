@@ -54,17 +54,9 @@ static void nan_fill(dt_dtype t, void *p, int64_t n)
 static void *rnd(dt_dtype t, int64_t n)
 {
     float *f = uniform(n, -1, 1);
-    void *s = zalloc((size_t)n, tbytes(t));
-    store_as(t, f, n, s);
+    void *s = stored(t, f, n);
     free(f);
     return s;
-}
-
-static void *bytes_of(const void *p, size_t bytes)
-{
-    void *c = zalloc(bytes, 1);
-    memcpy(c, p, bytes);
-    return c;
 }
 
 /* bytes a and b equal; the first difference is reported */
