@@ -28,20 +28,47 @@ use_mpirun() {
   if [ "$(id -u)" -eq 0 ]; then MPIRUN="$MPIRUN --allow-run-as-root"; fi
 }
 
-# fmnist_packed DIR: Debian's Fashion-MNIST packed by dtpack into DIR, or skip
-fmnist_packed() {
-  fm_src=/usr/share/datasets/fashion-mnist
-  [ -f "$fm_src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm_src (Debian: dataset-fashion-mnist)"
-  expect_status 0 "$top_builddir/dtpack" fashion-mnist "$fm_src" -o "$1"
+# long: true under make check-long (DT_LONG=1), where the tests that have a fast form in make check
+# run at their full length (doc/design.md, "Tests": which test guards what, fast and long)
+long() { [ "${DT_LONG:-0}" = 1 ]; }
+
+FMNIST=/usr/share/datasets/fashion-mnist
+
+# idx_head FILE.gz N HEADER_BYTES BYTES_PER_ITEM: the IDX file cut to its first N items, uncompressed,
+# on stdout (the count in the header, bytes 4..7, set to N)
+idx_head() {
+  gzip -dc "$1" | head -c "$3" > "$DT_TMP/idx.hdr"
+  { head -c 4 "$DT_TMP/idx.hdr"
+    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($2 >> 24 & 255)) $(($2 >> 16 & 255)) $(($2 >> 8 & 255)) $(($2 & 255)))"
+    tail -c +9 "$DT_TMP/idx.hdr"
+    gzip -dc "$1" | tail -c +$(($3 + 1)) | head -c $(($2 * $4)); }
 }
 
-# fmnist_idx: Debian's Fashion-MNIST (dataset-fashion-mnist) decompressed into $DT_TMP, or skip
+# fmnist_idx DIR [N_TRAIN N_TEST]: Debian's Fashion-MNIST (dataset-fashion-mnist) as uncompressed IDX
+# files in DIR, all of it or its first N_TRAIN training and N_TEST test images, or skip
 fmnist_idx() {
-  fm_src=/usr/share/datasets/fashion-mnist
-  [ -f "$fm_src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm_src (Debian: dataset-fashion-mnist)"
-  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
-    gzip -dc "$fm_src/$f.gz" > "$DT_TMP/$f"
+  [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $FMNIST (Debian: dataset-fashion-mnist)"
+  mkdir -p "$1"
+  for part in train:"${2:-60000}" t10k:"${3:-10000}"; do
+    set -- "$1" "${part%%:*}" "${part#*:}"
+    idx_head "$FMNIST/$2-images-idx3-ubyte.gz" "$3" 16 784 > "$1/$2-images-idx3-ubyte"
+    idx_head "$FMNIST/$2-labels-idx1-ubyte.gz" "$3" 8 1 > "$1/$2-labels-idx1-ubyte"
+    [ "$(wc -c < "$1/$2-images-idx3-ubyte")" -eq $((16 + $3 * 784)) ] && [ "$(wc -c < "$1/$2-labels-idx1-ubyte")" -eq $((8 + $3)) ] ||
+      fail "fmnist_idx: $2 cut to $3 images came out short"
   done
+}
+
+# fmnist_packed DIR [N_TRAIN N_TEST]: Debian's Fashion-MNIST, all of it or its first images (as
+# fmnist_idx), packed by dtpack into DIR (splits train and val), or skip
+fmnist_packed() {
+  if [ $# -eq 1 ]; then
+    [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $FMNIST (Debian: dataset-fashion-mnist)"
+    expect_status 0 "$top_builddir/dtpack" fashion-mnist "$FMNIST" -o "$1"
+  else
+    rm -rf "$DT_TMP/fm-idx"
+    fmnist_idx "$DT_TMP/fm-idx" "$2" "$3"
+    expect_status 0 "$top_builddir/dtpack" fashion-mnist "$DT_TMP/fm-idx" -o "$1"
+  fi
 }
 
 # torch_oracle NAME CHECK: PyTorch's side, tests/torch/NAME_torch.py, writes $DT_TMP/NAME.h5 (exit 77:

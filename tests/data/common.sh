@@ -2,25 +2,9 @@
 # of Debian's Fashion-MNIST, tiny CIFAR-10 batches) and the check that bad input got one line.
 DTPACK="$top_builddir/dtpack"
 
-# idx_slice SRC DST N: the first N (1..65535) images and labels of SRC-{images-idx3,labels-idx1}-ubyte.gz
-# as uncompressed IDX files DST-{...}-ubyte with their headers' counts set to N
-idx_slice() {
-  c=$(printf '\\%03o\\%03o' $(($3 / 256)) $(($3 % 256)))
-  { printf "\\000\\000\\010\\003\\000\\000$c\\000\\000\\000\\034\\000\\000\\000\\034"
-    gzip -dc "$1-images-idx3-ubyte.gz" | tail -c +17 | head -c $(($3 * 784)); } > "$2-images-idx3-ubyte"
-  { printf "\\000\\000\\010\\001\\000\\000$c"
-    gzip -dc "$1-labels-idx1-ubyte.gz" | tail -c +9 | head -c "$3"; } > "$2-labels-idx1-ubyte"
-  [ "$(wc -c < "$2-images-idx3-ubyte")" -eq $((16 + $3 * 784)) ] && [ "$(wc -c < "$2-labels-idx1-ubyte")" -eq $((8 + $3)) ] ||
-    fail "idx_slice $*: the slice came out short"
-}
-
 # small_fmnist DIR: 100 training and 50 test images of Fashion-MNIST as IDX files in DIR, or skip
 small_fmnist() {
-  fm=/usr/share/datasets/fashion-mnist
-  [ -f "$fm/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm (Debian: dataset-fashion-mnist)"
-  mkdir -p "$1"
-  idx_slice "$fm/train" "$1/train" 100
-  idx_slice "$fm/t10k" "$1/t10k" 50
+  fmnist_idx "$1" 100 50
 }
 
 # cifar_batches DIR [NAME3]: CIFAR-10's six binary batches (2 records each, 3 in test_batch.bin)
@@ -60,8 +44,7 @@ need_h5py() {
 
 # small_fmnist_packed DIR: small_fmnist's 100 + 50 images packed into DIR, or skip
 small_fmnist_packed() {
-  small_fmnist "$DT_TMP/idx"
-  expect_status 0 "$DTPACK" fashion-mnist "$DT_TMP/idx" -o "$1"
+  fmnist_packed "$1" 100 50
 }
 
 # private_tmpfs DIR: $ns, a command that runs its arguments in a private mount namespace where a

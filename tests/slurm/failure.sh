@@ -7,7 +7,7 @@
 . "$top_srcdir/tests/slurm/cluster.sh"
 . "$top_srcdir/tests/slurm/jobs.sh"
 jobs_start
-fmnist_subset 2048 256 "$DT_TMP/fm"
+fmnist_packed "$DT_TMP/fm" 2048 256
 export DT_DATA="$DT_TMP/fm" DT_ARCH=resnet8 DT_BATCH=32 DT_EPOCHS=1000 DT_THREADS=1 DT_ARGS="-p 4"
 id=$(sbatch --parsable --cpus-per-task=1 --time=10 --output="$DT_TMP/job-%j.out" "$top_srcdir/slurm/cpu_2x2.sbatch")
 out="$DT_TMP/job-$id.out"

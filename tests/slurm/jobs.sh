@@ -10,29 +10,6 @@ jobs_start() {
   export OMP_NUM_THREADS=1 DT_WORKERS=1 DT_RESULTS="$DT_TMP/results"
 }
 
-# fmnist_subset N_TRAIN N_VAL OUT: the first images of Debian's Fashion-MNIST, packed by dtpack into OUT
-# (idx files cut to N images: the count in the header and the bytes after it)
-fmnist_subset() {
-  fm_src=/usr/share/datasets/fashion-mnist
-  [ -f "$fm_src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm_src (Debian: dataset-fashion-mnist)"
-  mkdir -p "$DT_TMP/idx"
-  for f in train:"$1" t10k:"$2"; do
-    set -- "${f%%:*}" "${f#*:}" "$3"
-    cut_idx "$fm_src/$1-images-idx3-ubyte.gz" "$2" 16 784 > "$DT_TMP/idx/$1-images-idx3-ubyte"
-    cut_idx "$fm_src/$1-labels-idx1-ubyte.gz" "$2" 8 1 > "$DT_TMP/idx/$1-labels-idx1-ubyte"
-  done
-  expect_status 0 "$top_builddir/dtpack" fashion-mnist "$DT_TMP/idx" -o "$3"
-}
-
-# cut_idx FILE.gz N HEADER_BYTES BYTES_PER_ITEM: the idx file with its first N items
-cut_idx() {
-  gzip -dc "$1" | head -c "$3" > "$DT_TMP/idx/hdr"
-  { head -c 4 "$DT_TMP/idx/hdr"
-    printf "$(printf '\\%03o\\%03o\\%03o\\%03o' $(($2 >> 24 & 255)) $(($2 >> 16 & 255)) $(($2 >> 8 & 255)) $(($2 & 255)))"
-    tail -c +9 "$DT_TMP/idx/hdr"
-    gzip -dc "$1" | tail -c +$(($3 + 1)) | head -c $(($2 * $4)); }
-}
-
 # job_wait ID SECONDS: until the job has left the queue (fails after SECONDS)
 job_wait() {
   k=0

@@ -18,7 +18,7 @@
 command -v h5diff >/dev/null || skip "no h5diff (Debian: hdf5-tools)"
 . "$top_srcdir/tests/slurm/jobs.sh"
 jobs_start
-fmnist_subset 30000 1000 "$DT_TMP/fm"
+fmnist_packed "$DT_TMP/fm" 30000 1000
 # 6 epochs of about 12 s here (2 cores, both jobs at once), 469 steps each: the signal comes in epoch 1 (the second)
 export DT_DATA="$DT_TMP/fm" DT_ARCH=resnet8 DT_BATCH=32 DT_EPOCHS=6 DT_THREADS=1 DT_ARGS="--deterministic -p 100"
 sub="--parsable --ntasks-per-node=1 --cpus-per-task=1 --time=30 --output=$DT_TMP/job-%j.out"

@@ -5,12 +5,7 @@
 # left: one line, exit 2.
 . "$top_srcdir/tests/common.sh"
 . "$top_srcdir/tests/data/common.sh"
-fm=/usr/share/datasets/fashion-mnist
-[ -f "$fm/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $fm (Debian: dataset-fashion-mnist)"
-mkdir -p "$DT_TMP/idx"
-idx_slice "$fm/train" "$DT_TMP/idx/train" 600
-idx_slice "$fm/t10k" "$DT_TMP/idx/t10k" 50
-expect_status 0 "$DTPACK" fashion-mnist "$DT_TMP/idx" -o "$DT_TMP/fm"
+fmnist_packed "$DT_TMP/fm" 600 50
 args="-a resnet8 -b 64 -j 1 -p 1 --epochs 1"
 steps() { grep -c '"kind":"step"' "$(ls "$DT_TMP"/$1/*/metrics.jsonl)"; }
 expect_status 0 "$DTRAIN" $args --ra-sampler --results "$DT_TMP/ra" "$DT_TMP/fm"

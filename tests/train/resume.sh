@@ -1,7 +1,8 @@
 #!/bin/sh
 # resume.sh: checkpoints resume exactly. On 2 MPI ranks with --deterministic, resnet8 on Fashion-MNIST
-# for 2 epochs straight, against the same run stopped after 300 steps (inside the first epoch) and
-# continued with --resume auto: the final checkpoints hold the same weights, BN statistics, momentum
+# for 2 epochs straight, against the same run stopped inside the first epoch (make check: 12800
+# training and 1000 validation images, 100 steps an epoch, stopped after 60; make check-long: all of
+# it, 469 steps an epoch, stopped after 300) and continued with --resume auto: the final checkpoints hold the same weights, BN statistics, momentum
 # and scaler state, and metrics.jsonl the same epoch lines (losses, accuracies, lr), bit for bit. The
 # same under O2, stopped at a step chosen from the straight run's loss-scale history, so that the
 # scaler is mid-window there and halves and doubles after it on any machine. Also: a checkpoint of another
@@ -11,7 +12,8 @@
 use_mpirun --bind-to none
 py=${DT_PYTHON_TORCH:-}
 [ -n "$py" ] && "$py" -c 'import h5py, numpy' 2>/dev/null || skip "no Python with h5py (Debian: python3-h5py)"
-fmnist_packed "$DT_TMP/fm"
+if long; then fmnist_packed "$DT_TMP/fm"; stop=300 window=20
+else fmnist_packed "$DT_TMP/fm" 12800 1000; stop=60 window=10; fi
 # scaler_of NAME: the loss scale (stored as the double's bits) and the clean-step count in NAME's checkpoint
 scaler_of() {
   "$py" -c 'import glob, struct, sys, h5py
@@ -26,26 +28,27 @@ same() {
     fail "the resumed run ($2) differs from the straight one ($1)"
 }
 run --epochs 2 --results "$DT_TMP/a"
-run --epochs 2 --results "$DT_TMP/b" --max-steps 300
-grep -q "stopped after --max-steps 300 at epoch 0, step 300" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no stop line"; }
+run --epochs 2 --results "$DT_TMP/b" --max-steps $stop
+grep -q "stopped after --max-steps $stop at epoch 0, step $stop" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no stop line"; }
 touch "$(ls -d "$DT_TMP"/b/*)/checkpoint.h5.tmp.999999999"   # what a writer killed mid-way leaves
 run --epochs 2 --results "$DT_TMP/b" --resume auto
-grep -q "resuming from .*checkpoint.h5 at epoch 0, step 300" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume at step 300"; }
+grep -q "resuming from .*checkpoint.h5 at epoch 0, step $stop" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume at step $stop"; }
 same a b
-pass "2 epochs straight = 300 steps + stop + resume: weights, momentum and metrics bit for bit, under 2 MPI ranks"
+pass "2 epochs straight = $stop steps + stop + resume: weights, momentum and metrics bit for bit, under 2 MPI ranks"
 
 # O2 (fp16 weights, fp32 master weights, dynamic loss scale): the resumed run must carry on the scaler
 # (scale and clean-step count) exactly. Which steps overflow depends on float rounding, so on the
 # kernels oneDNN and OpenBLAS pick for the machine's instruction set: no fixed stop step is right
-# everywhere. With --loss-scale-window 20 the scale moves at least once in any 20 steps (an
-# overflow halves it, 20 clean steps double it) below its 2^24 cap. The straight run logs the scale
+# everywhere. With --loss-scale-window W (20; 10 in make check's shorter epoch) the scale moves at
+# least once in any W steps (an overflow halves it, W clean steps double it) below its 2^24 cap. The straight run logs the scale
 # after every step (-p 1), and the stop is chosen from that history: a step that neither overflowed
 # nor grew the scale (so the checkpoint holds a clean-step count above 0), at a scale other than the
 # start's, followed by at least one overflow and one growth before the end of the epoch.
-o2="--epochs 1 --opt-level O2 --loss-scale-window 20 -p 1"
+o2="--epochs 1 --opt-level O2 --loss-scale-window $window -p 1"
 run $o2 --results "$DT_TMP/c"
-stop=$("$py" - "$DT_TMP" <<'PY'
+stop=$("$py" - "$DT_TMP" "$window" <<'PY'
 import glob, json, sys
+w = int(sys.argv[2])
 run = glob.glob(sys.argv[1] + "/c/*/")[0]
 s0 = json.load(open(run + "run.json"))["amp"]["loss_scale_start"]
 steps = [l for l in map(json.loads, open(run + "metrics.jsonl")) if l["kind"] == "step"]
@@ -57,7 +60,7 @@ def suits(s):
     after = [h[k] for k in range(s, n + 1)]
     return (h[s] == h[s - 1] and h[s] != s0 and h[s] < 2 ** 24
             and any(b < a for a, b in zip(after, after[1:])) and any(b > a for a, b in zip(after, after[1:])))
-fit = [s for s in range(20, n - 20) if suits(s)]
+fit = [s for s in range(w, n - w) if suits(s)]
 if not fit:
     sys.exit("no step suits a stop; the scale after each step: %s" % [h[k] for k in range(n + 1)])
 s = min(fit, key=lambda k: (abs(k - n // 3), k))   # about a third into the epoch

@@ -3,13 +3,12 @@
 # tutorial's 11 scalar tags plus LossScale, one point per epoch at step epoch + 1, read back by a real
 # parser (tests/tools/tfevents_dump.py: TensorBoard's own loader where installed, else Debian's
 # python3-protobuf), with the values metrics.jsonl logged for that epoch (as float32); each rank
-# writes logs/rank-<r>.log there.
+# writes logs/rank-<r>.log there. resnet8, one epoch at batch 256 of Fashion-MNIST's first 5120
+# training and 1000 validation images (make check-long: all of it).
 . "$top_srcdir/tests/common.sh"
-src=/usr/share/datasets/fashion-mnist
-[ -f "$src/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $src (Debian: dataset-fashion-mnist)"
 [ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
-expect_status 0 "$top_builddir/dtpack" fashion-mnist "$src" -o "$DT_TMP/fm"
-expect_status 0 "$top_builddir/dtrain" -a resnet8 -b 256 -j 2 --epochs 1 -p 40 \
+if long; then fmnist_packed "$DT_TMP/fm"; else fmnist_packed "$DT_TMP/fm" 5120 1000; fi
+expect_status 0 "$top_builddir/dtrain" -a resnet8 -b 256 -j 2 --epochs 1 -p 5 \
   --results "$DT_TMP/res" "$DT_TMP/fm"
 run=$(ls -d "$DT_TMP"/res/*)
 set -- "$run"/events.out.tfevents.*
