@@ -9,7 +9,7 @@
 . "$top_srcdir/tests/slurm/cluster.sh"
 . "$top_srcdir/tests/slurm/jobs.sh"
 CL_CPUS=8 jobs_start
-fmnist_packed "$DT_TMP/fm" 4096 512
+fmnist_packed "$DT_TMP/fm" 1024 256   # 4 steps an epoch at 8 ranks of 32, 32 at 1
 export DT_DATA="$DT_TMP/fm" DT_ARCH=resnet8 DT_BATCH=32 DT_EPOCHS=1 DT_DEVICE=cpu DT_ARGS="-p 2"
 
 # submit SCRIPT SBATCH_OPTIONS...: the job id, after it left the queue COMPLETED with exit 0
