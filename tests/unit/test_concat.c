@@ -36,7 +36,7 @@ typedef struct run {
     dt_model m;
     dt_optim opt;
     dt_amp amp;
-    float x[N * HW * HW * 3];
+    _Alignas(64) float x[N * HW * HW * 3]; /* the model reads it in place: as aligned in both runs */
     int ok;
 } run;
 
@@ -84,7 +84,12 @@ static int placed(const dt_model *m)
 
 static void check(const dt_backend *be, int level, int bf16, int fused, int want_placed)
 {
-    run *a = malloc(sizeof *a), *b = malloc(sizeof *b); /* a in place, b copying */
+    void *mem_a = NULL, *mem_b = NULL; /* 64-byte aligned (x), as the model's arenas are */
+    if (posix_memalign(&mem_a, 64, sizeof(run)))
+        mem_a = NULL;
+    if (posix_memalign(&mem_b, 64, sizeof(run)))
+        mem_b = NULL;
+    run *a = mem_a, *b = mem_b; /* a in place, b copying */
     int ok = a && b && start(a, be, level, bf16, fused, 1) && start(b, be, level, bf16, fused, 0);
     int same = ok, first_diff = -1;
     for (int s = 0; ok && s < STEPS; s++) {

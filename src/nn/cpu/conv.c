@@ -6,9 +6,11 @@
  *   backward data: dcol_g[m, K]         = dy[m, g-slice] . W_g, then scatter-added into dx (col2im)
  *   backward filt: dW_g[Og, K]         += dy[m, g-slice]^T . col_g[m, K]
  * A 1x1, stride-1, unpadded convolution needs no columns: x itself is the [m, C] matrix. y and dy
- * may be a channel slice of a wider tensor (d->ys): they are GEMM operands of leading dimension ys,
- * so the slice is written and read in place, with the packed op's arithmetic (BLAS packs its
- * operands: the leading dimension only says where an element is). These are the fp32 convolutions
+ * may be a channel slice of a wider tensor (d->ys > oc): the slice is staged densely in the workspace,
+ * after the packed op's own part (the forward runs into a packed y there and copies it out into the
+ * slice; the backward passes copy dy's slice in first), so that every BLAS call is the packed op's,
+ * with the same arguments, and the slice gets the packed op's bits. (Given a leading dimension ys
+ * instead of oc, a GEMM may block, and so sum, otherwise.) These are the fp32 convolutions
  * (dt_cpu_conv32_ref); typed.c runs them on fp16/bf16 operands. */
 #include "config.h"
 
@@ -56,11 +58,42 @@ static int64_t chunk_rows(const dt_conv_desc *d)
     return r < total ? r : total;
 }
 
-static size_t workspace32(const dt_conv_desc *d)
+/* the workspace of the packed op: a chunk's columns */
+static size_t packed_workspace(const dt_conv_desc *d)
 {
     if (dt_cpu_conv_pointwise(d))
         return 0;
     return (size_t)chunk_rows(d) * (size_t)col_k(d) * sizeof(float);
+}
+
+/* a channel slice (ys > oc) is staged: its packed copy (rows of oc) after the packed op's workspace */
+static int strided(const dt_conv_desc *d)
+{
+    return dt_cpu_conv_ys(d) != d->oc;
+}
+
+static size_t workspace32(const dt_conv_desc *d)
+{
+    size_t b = packed_workspace(d);
+    if (strided(d))
+        b = dt_cpu_align64(b) + (size_t)dt_cpu_conv_rows(d) * d->oc * sizeof(float);
+    return b;
+}
+
+/* d with y and dy packed, and the room of its staged y (or dy) in ws */
+static float *stage(const dt_conv_desc *d, void *ws, dt_conv_desc *p)
+{
+    *p = *d;
+    p->ys = 0;
+    return (float *)(void *)((char *)ws + dt_cpu_align64(packed_workspace(d)));
+}
+
+/* dy's slice copied into the stage; the packed descriptor in p */
+static const float *stage_in(const dt_conv_desc *d, const float *dy, void *ws, dt_conv_desc *p)
+{
+    float *dyp = stage(d, ws, p);
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, DT_FLOAT32, dyp, d->oc, 0, DT_FLOAT32, 0);
+    return dyp;
 }
 
 /* col[r, (ky, kx, cc)] = x[img, iy, ix, g*Cg + cc] for output rows m0..m0+rows, zero outside */
@@ -120,6 +153,13 @@ static void col2im(const dt_conv_desc *d, const float *dcol, int g, int64_t m0, 
 
 static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
 {
+    if (strided(d)) { /* the packed op into the stage, copied out into the slice */
+        dt_conv_desc p;
+        float *yp = stage(d, ws, &p);
+        fwd32(&p, x, w, bias, yp, ws);
+        dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, yp, d->oc, 0, DT_FLOAT32, y, dt_cpu_conv_ys(d), 0, DT_FLOAT32, 0);
+        return;
+    }
     const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
     const int pointwise = dt_cpu_conv_pointwise(d);
@@ -143,6 +183,12 @@ static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const f
 
 static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
+    if (strided(d)) {
+        dt_conv_desc p;
+        const float *dyp = stage_in(d, dy, ws, &p);
+        bwd_data32(&p, dyp, w, dx, accumulate, ws);
+        return;
+    }
     const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
     if (dt_cpu_conv_pointwise(d)) { /* dx[m, g-slice] = dy[m, g-slice] . W_g */
@@ -166,6 +212,12 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
 static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
                          void *ws)
 {
+    if (strided(d)) {
+        dt_conv_desc p;
+        const float *dyp = stage_in(d, dy, ws, &p);
+        bwd_filter32(&p, x, dyp, dw, dbias, accumulate, ws);
+        return;
+    }
     const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
     const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
     const int pointwise = dt_cpu_conv_pointwise(d);

@@ -19,13 +19,16 @@
  * rounded into place (or added, then rounded). Otherwise a bf16 or fp16 convolution widens its
  * operands into fp32 (typed.c): the emulation's values bit for bit.
  *
- * A channel slice (d->ys > oc: y and dy rows of ys elements, the slice's oc of them ours). oneDNN
- * gets dst and diff_dst as NHWC with that row stride, a shape of its own in the cache (keyed by the
- * whole descriptor, ys included). It runs natively when oneDNN makes the three passes with the very
- * kernels of the packed shape (so the slice gets the packed op's bits), none of them a reference
- * one; otherwise the op stages the slice densely: the packed op runs into room after its own
- * workspace, and the slice is copied out of it (forward) or into it (backward). The fp16 and
- * widened bf16 convolutions never see the stride: typed.c widens into a packed fp32 y. */
+ * A channel slice (d->ys > oc: y and dy rows of ys elements, the slice's oc of them ours) is staged
+ * densely: the packed op runs into room after its own workspace, and the slice is copied out of it
+ * (forward) or into it (backward). So the slice gets the packed op's bits: the same oneDNN calls on
+ * the same shapes. (Given the row stride, oneDNN may pick the same kernels and still sum in another
+ * order, or split the work otherwise between threads.) The fp32 convolutions and bf16 on oneDNN's
+ * kernels stage; the fp16 and widened bf16 ones never see the stride: typed.c widens into a packed
+ * fp32 y.
+ *
+ * The weight gradient of a 1x1 unpadded convolution with a stride > 1 is computed as the stride-1
+ * one's on a copy of the input pixels the stride picks (see subsampled). */
 #include "config.h"
 
 #include <dnnl.h>
@@ -102,17 +105,8 @@ static int reorder(dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dn
     return ok;
 }
 
-/* 1 when a channel slice's primitives are not those of the packed shape (packed), or a reference */
-static int slice_differs(const conv_prims *e, const conv_prims *packed)
-{
-    for (int k = 0; k < 3; k++)
-        if (strcmp(e->impl[k], packed->impl[k]) || strstr(e->impl[k], "ref"))
-            return 1;
-    return 0;
-}
-
-/* primitives for d; for a channel slice, packed: the packed shape's entry (ok). Caller holds cache_lock */
-static void build(conv_prims *e, const conv_prims *packed)
+/* primitives for e->d (y and dy packed). Caller holds cache_lock */
+static void build(conv_prims *e)
 {
     const dt_conv_desc *d = &e->d;
     dnnl_primitive_attr_t attr = NULL;
@@ -120,10 +114,7 @@ static void build(conv_prims *e, const conv_prims *packed)
     dnnl_memory_desc_t src, dst, wei, wany, bias, dsrc, dwei, dbias, scr;
     const dnnl_data_type_t it = d->t == DT_BFLOAT16 ? dnnl_bf16 : dnnl_f32;
     dnnl_convolution_desc_t cf, cd, cw;
-    int to_stage = 0; /* a channel slice oneDNN runs otherwise than packed */
     dnnl_dims_t sd = {d->n, d->c, d->h, d->w}, dd = {d->n, d->oc, d->oh, d->ow}, bd = {d->oc};
-    const dnnl_dim_t ys = dt_cpu_conv_ys(d);
-    dnnl_dims_t ystrides = {(dnnl_dim_t)d->oh * d->ow * ys, 1, (dnnl_dim_t)d->ow * ys, ys}; /* NHWC, rows of ys */
     dnnl_dims_t strides = {d->sh, d->sw}, dil = {d->dh - 1, d->dw - 1}, pl = {d->ph, d->pw};
     /* padding on the high side as oneDNN wants it: what makes the output size come out right */
     dnnl_dims_t pr = {(d->oh - 1) * d->sh + (d->kh - 1) * d->dh + 1 - d->h - d->ph,
@@ -134,10 +125,7 @@ static void build(conv_prims *e, const conv_prims *packed)
         TRY(dnnl_stream_create(&stream, engine, dnnl_stream_default_flags));
     }
     TRY(dnnl_memory_desc_init_by_tag(&src, 4, sd, it, dnnl_nhwc));
-    if (packed) /* a channel slice: rows of ys elements */
-        TRY(dnnl_memory_desc_init_by_strides(&dst, 4, dd, it, ystrides));
-    else
-        TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, it, dnnl_nhwc));
+    TRY(dnnl_memory_desc_init_by_tag(&dst, 4, dd, it, dnnl_nhwc));
     TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, it, dnnl_x));
     TRY(dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_nhwc));
     TRY(dnnl_memory_desc_init_by_tag(&dbias, 1, bd, dnnl_f32, dnnl_x));
@@ -177,14 +165,6 @@ static void build(conv_prims *e, const conv_prims *packed)
     impl_name(pf, e->impl[0], sizeof e->impl[0]);
     impl_name(pd, e->impl[1], sizeof e->impl[1]);
     impl_name(pw, e->impl[2], sizeof e->impl[2]);
-    if (packed && slice_differs(e, packed)) {
-        to_stage = 1;
-        dt_debug("oneDNN conv n%d %dx%dx%d->%d k%dx%d s%d g%d into a channel slice (row stride %d): %s / %s / %s, "
-                 "packed %s / %s / %s: the slice is staged densely",
-                 d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups, d->ys, e->impl[0], e->impl[1],
-                 e->impl[2], packed->impl[0], packed->impl[1], packed->impl[2]);
-        goto fail;
-    }
     /* bf16 on AMX kernels only: oneDNN's reference kernels are slower than widening into fp32, and
      * oneDNN 2.6's jit_bf16 backward kernels (AVX512-BF16 without AMX, or bf16 emulated on AVX-512)
      * gave results off by orders of magnitude in test_amp_storage (ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16
@@ -223,9 +203,9 @@ static void build(conv_prims *e, const conv_prims *packed)
     TRY(dnnl_memory_create(&e->dbias, &dbias, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->scratch, &scr, engine, DNNL_MEMORY_NONE));
     e->ok = 1;
-    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d%s: %s / %s / %s, scratchpad %zu bytes",
+    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes",
              it == dnnl_f32 ? "" : " bf16", d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->ph, d->dh, d->groups,
-             packed ? " into a channel slice in place" : "", e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes);
+             e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes);
 fail:
     if (pf)
         dnnl_primitive_desc_destroy(pf);
@@ -235,7 +215,7 @@ fail:
         dnnl_primitive_desc_destroy(pw);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
-    if (!e->ok && !to_stage)
+    if (!e->ok)
         dt_debug("oneDNN refused conv n%d %dx%dx%d->%d k%d s%d: the im2col path runs it", d->n, d->h, d->w, d->c,
                  d->oc, d->kh, d->sh);
 }
@@ -254,19 +234,12 @@ static dt_conv_desc packed(const dt_conv_desc *d)
 }
 
 /* the cache entry for d, made when missing (normally at planning); NULL when the cache is full or
- * oneDNN refuses the shape. A channel slice's entry is NULL also when the packed shape's is, and
- * when the slice would run on other kernels than the packed shape (build). */
+ * oneDNN refuses the shape, and for a channel slice, which has none: it is staged, or widened */
 static conv_prims *lookup(const dt_conv_desc *d)
 {
-    dt_conv_desc key = *d;
-    const conv_prims *pe = NULL;
-    if (!strided(d))
-        key.ys = 0; /* ys == oc is packed: one entry */
-    else {
-        dt_conv_desc p = packed(d);
-        if (!(pe = lookup(&p)))
-            return NULL;
-    }
+    if (strided(d))
+        return NULL;
+    dt_conv_desc key = packed(d); /* ys == oc is packed: one entry */
     pthread_mutex_lock(&cache_lock);
     conv_prims *e = NULL;
     for (int i = 0; i < n_cache && !e; i++)
@@ -276,7 +249,7 @@ static conv_prims *lookup(const dt_conv_desc *d)
         e = &cache[n_cache++];
         memset(e, 0, sizeof *e);
         e->d = key;
-        build(e, pe);
+        build(e);
     }
     pthread_mutex_unlock(&cache_lock);
     return e && e->ok ? e : NULL;
@@ -487,7 +460,7 @@ static conv_prims *native(const dt_conv_desc *d)
 
 int dt_cpu_half_kernels_for(const dt_conv_desc *d)
 {
-    dt_conv_desc p = packed(d); /* a channel slice runs on them too, in place or staged */
+    dt_conv_desc p = packed(d); /* a channel slice runs on them too, staged */
     return bf16_entry(&p) != NULL;
 }
 
@@ -503,40 +476,89 @@ static size_t native_workspace(const dt_conv_desc *d)
 /* --- a channel slice staged densely ----------------------------------------------------------------
  * The workspace: the packed op's, then room for a packed y (or dy) of d's type. */
 
-/* the strided d runs on the kernels the packed shape runs on: both have entries, or neither does (the
- * reference then runs both, strided in place) */
-static int agrees(const dt_conv_desc *d)
-{
-    dt_conv_desc p = packed(d);
-    return (lookup(d) != NULL) == (lookup(&p) != NULL);
-}
-
-/* 1 when the op on d runs packed on its staged copy of the slice: a slice oneDNN would run on other
- * kernels than the packed shape's (the fp32 passes, with a backward-data's image slices; bf16 on
- * oneDNN's own kernels, whatever dt_cpu_set_half_kernels says). fp16, and bf16 without those
- * kernels, are widened into a packed fp32 y by typed.c. */
+/* 1 when the op on d runs packed on its staged copy of the slice: every fp32 slice, and a bf16 slice
+ * whose packed shape oneDNN runs on its own bf16 kernels (whatever dt_cpu_set_half_kernels says: the
+ * packed op then decides). fp16, and bf16 without those kernels, are widened into a packed fp32 y by
+ * typed.c. */
 static int staged(const dt_conv_desc *d)
 {
     if (!strided(d) || d->t == DT_FLOAT16)
         return 0;
     if (d->t == DT_BFLOAT16) {
         dt_conv_desc p = packed(d);
-        return bf16_entry(&p) && !bf16_entry(d);
+        return bf16_entry(&p) != NULL;
     }
-    if (!agrees(d))
-        return 1;
-    dt_conv_desc sd[2];
-    for (int i = 0, m = d->dx_accumulate ? acc_slices(d, sd) : 0; i < m; i++)
-        if (!agrees(&sd[i]))
-            return 1;
-    return 0;
+    return 1;
+}
+
+/* --- the weight gradient of a strided 1x1 convolution on its subsampled input ---------------------
+ * oneDNN 2.6's jit_1x1:avx2 backward-weights kernel, given a 1x1 unpadded convolution with a stride
+ * > 1, copies the pixels the stride picks into its scratchpad itself ("reduce to unit stride"), and
+ * with 2 threads gave a wrong dw that changed from call to call: errors as large as the values, in
+ * a quarter of the calls or so, for inputs of fewer than 8 channels (6x6x4->8 and 8x8x3->16 at stride
+ * 2; AVX2-only CPUs, or ONEDNN_MAX_CPU_ISA=AVX2; right with one thread and at stride 1). oneDNN's
+ * issue 6035 reports that copy, for NHWC inputs of fewer channels than the kernel's channel block,
+ * laid out by the block and overrunning each thread's room, on its AVX-512 kernel too. So the op
+ * makes that copy itself, at the workspace's start (64-byte aligned), and runs the stride-1
+ * convolution on it, whose workspace follows: the same products, and no copy inside oneDNN. */
+
+static int subsampled(const dt_conv_desc *d)
+{
+    return d->kh == 1 && d->kw == 1 && d->ph == 0 && d->pw == 0 && (d->sh > 1 || d->sw > 1);
+}
+
+/* d on the subsampled input: the output's height and width, stride 1 (ys, bias and type kept) */
+static dt_conv_desc unit_stride(const dt_conv_desc *d)
+{
+    dt_conv_desc u = *d;
+    u.h = d->oh;
+    u.w = d->ow;
+    u.sh = u.sw = 1;
+    return u;
+}
+
+/* bytes of the subsampled input, rounded up to 64 */
+static size_t sub_bytes(const dt_conv_desc *d)
+{
+    return dt_cpu_align64((size_t)dt_cpu_conv_rows(d) * d->c * dt_cpu_type_bytes(d->t));
+}
+
+/* xs[img, oy, ox, :] = x[img, oy*sh, ox*sw, :] */
+static void subsample(const dt_conv_desc *d, const void *x, void *xs)
+{
+    const size_t px = (size_t)d->c * dt_cpu_type_bytes(d->t);
+    const int64_t rows = dt_cpu_conv_rows(d), hw = (int64_t)d->oh * d->ow;
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t img = r / hw, oy = r % hw / d->ow, ox = r % d->ow;
+        memcpy((char *)xs + r * px, (const char *)x + ((img * d->h + oy * d->sh) * d->w + ox * d->sw) * px, px);
+    }
+}
+
+/* the workspace of the ops on d */
+static size_t need(const dt_conv_desc *d)
+{
+    size_t b;
+    if (staged(d)) {
+        dt_conv_desc p = packed(d);
+        b = dt_cpu_align64(need(&p)) + (size_t)dt_cpu_conv_rows(d) * d->oc * dt_cpu_type_bytes(d->t);
+    } else {
+        size_t widen = dt_cpu_typed_conv_workspace(&dnnl32, d), own = native_workspace(d);
+        b = own > widen ? own : widen; /* either may run: dt_cpu_set_half_kernels may change */
+    }
+    if (subsampled(d)) { /* makes the stride-1 shape's primitives too */
+        dt_conv_desc u = unit_stride(d);
+        size_t s = sub_bytes(d) + need(&u);
+        b = s > b ? s : b;
+    }
+    return b;
 }
 
 /* the packed y (or dy) of a staged d in ws, after the packed op's workspace */
 static void *stage(const dt_conv_desc *d, void *ws)
 {
     dt_conv_desc p = packed(d);
-    return (char *)ws + dt_cpu_align64(dt_cpu_dnnl_conv_workspace(&p));
+    return (char *)ws + dt_cpu_align64(need(&p));
 }
 
 /* the staged copy of dy's slice (backward) */
@@ -551,13 +573,12 @@ static void *stage_in(const dt_conv_desc *d, const void *dy, void *ws)
  * operands through typed.c */
 size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
 {
-    if (staged(d)) {
-        dt_conv_desc p = packed(d);
-        return dt_cpu_align64(dt_cpu_dnnl_conv_workspace(&p)) +
-               (size_t)dt_cpu_conv_rows(d) * d->oc * dt_cpu_type_bytes(d->t);
-    }
-    size_t widen = dt_cpu_typed_conv_workspace(&dnnl32, d), own = native_workspace(d);
-    return own > widen ? own : widen; /* either may run: dt_cpu_set_half_kernels may change */
+    if (staged(d))
+        dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d g%d into a channel slice (row stride %d): the slice "
+                 "is staged densely",
+                 d->t == DT_FLOAT32 ? "" : " bf16", d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->groups,
+                 d->ys);
+    return need(d);
 }
 
 void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
@@ -596,6 +617,12 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void
 void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const void *dy, void *dw, void *dbias,
                                  int accumulate, void *ws)
 {
+    if (subsampled(d)) {
+        dt_conv_desc u = unit_stride(d);
+        subsample(d, x, ws);
+        dt_cpu_dnnl_conv_bwd_filter(&u, ws, dy, dw, dbias, accumulate, (char *)ws + sub_bytes(d));
+        return;
+    }
     if (staged(d)) {
         dt_conv_desc p = packed(d);
         dt_cpu_dnnl_conv_bwd_filter(&p, x, stage_in(d, dy, ws), dw, dbias, accumulate, ws);
