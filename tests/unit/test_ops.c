@@ -1233,6 +1233,46 @@ static void check_clip(void)
 /* The planning ops (nn/backend.h, "Planning"): the CPU ops keep their temporaries on the stack, so
  * every *_scratch is 0 whatever the shape, reserve_scratch has nothing to do, and a tensor may hold
  * any number of elements. */
+/* BN's sums over rows on 4 threads: each thread sums its share, and the shares must be added in
+ * thread order, not in the order the threads finish (an OpenMP reduction clause's merge). The rows
+ * are chosen so that the order shows: thread 1's share of +1e19 per row, thread 2's of 1.5, thread
+ * 3's of -1e19, so that adding thread 2's share before or after the others gives another mean.
+ * The same call repeated 40 times must give the same y, saved state, dx, dgamma and dbeta. */
+static void check_bn_thread_order(void)
+{
+    enum { T = 4, ROWS = T * 64, C = 3 }; /* 64 rows per thread: 4 row blocks each */
+    float *x = malloc(sizeof(float) * ROWS * C), *dy = malloc(sizeof(float) * ROWS * C);
+    float g[C] = {1, 0.5f, 2}, b[C] = {0, 1, -1};
+    for (int r = 0; r < ROWS; r++)
+        for (int j = 0; j < C; j++) {
+            const int part = r / (ROWS / T);
+            x[r * C + j] = part == 1 ? 1e19f : part == 2 ? 1.5f + (float)j : part == 3 ? -1e19f : 0.0f;
+            dy[r * C + j] = part == 1 ? 3e18f : part == 2 ? 0.25f : part == 3 ? -3e18f : 0.0f;
+        }
+    dt_bn_desc d = {.rows = ROWS, .c = C, .eps = 1e-5f, .momentum = 0.1f};
+    float y0[ROWS * C], y1[ROWS * C], dx0[ROWS * C], dx1[ROWS * C], s0[DT_BN_SAVED(C)], s1[DT_BN_SAVED(C)];
+    float p0[2 * C], p1[2 * C], rm[C], rv[C];
+    dt_cpu_set_threads(T);
+    int same = 1, runs = 0;
+    for (int k = 0; k < 40; k++, runs++) {
+        for (int j = 0; j < C; j++)
+            rm[j] = 0, rv[j] = 1;
+        float *y = k ? y1 : y0, *dx = k ? dx1 : dx0, *sv = k ? s1 : s0, *pp = k ? p1 : p0;
+        be->bn_fwd_train(&d, x, g, b, y, sv, rm, rv, 0);
+        be->bn_bwd(&d, x, dy, 0, g, sv, dx, pp, pp + C, 0, 0);
+        if (k && (memcmp(y0, y1, sizeof y0) || memcmp(s0, s1, sizeof s0) || memcmp(dx0, dx1, sizeof dx0) ||
+                  memcmp(p0, p1, sizeof p0))) {
+            same = 0;
+            break;
+        }
+    }
+    dt_cpu_set_threads(2);
+    TAP_OK(same, "bn on %d threads, rows whose sums depend on the order of the threads' shares: y, saved state, dx, "
+           "dgamma and dbeta the same bits in %d calls%s", T, runs + !same, same ? "" : " (the last differs)");
+    free(x);
+    free(dy);
+}
+
 static void check_planning_ops(void)
 {
     dt_bn_desc bd = {.rows = 1000003, .c = 300, .eps = 1e-5f, .momentum = 0.1f};
@@ -1276,6 +1316,7 @@ int main(void)
         check_bn(4, 300, 1);
         check_bn_add_relu(18, 5);
         check_bn_add_relu(40, 300);
+        check_bn_thread_order();
         check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
         check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */
         check_pool(1, 1, 7, 5, 2, 3, 2, 0); /* alexnet's, odd */

@@ -1,6 +1,10 @@
 /* bn.c: CPU batch norm over NHWC rows (per-channel statistics over n*h*w rows).
- * Sums run in float over RB rows (so they vectorise), then in double across row blocks and threads
- * (OpenMP array reductions over blocks of CB channels). Forward reads x twice (statistics, then the
+ * Sums run in float over RB rows (so they vectorise), then in double across row blocks, each
+ * thread over its static share of them, and across the threads in thread order (an ordered loop,
+ * not a reduction clause, which merges in the order threads finish: exact with 2 threads, since
+ * a + b = b + a, but with 3 or more two runs of the same call could differ in the last bit). So the
+ * bits depend on the thread count only, as "CPU runs are bit-reproducible for the same --threads"
+ * says. Forward reads x twice (statistics, then the
  * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
  * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
  * need not be kept. A residual block's tail (bn_add_relu_*) adds the residual before the ReLU in
@@ -17,6 +21,7 @@
 #include "config.h"
 
 #include <math.h>
+#include <omp.h>
 
 #include "nn/cpu/cpu.h"
 
@@ -97,22 +102,35 @@ static void bn_train(const dt_bn_desc *d, const void *x, const void *gamma, cons
         double sum[CB] = {0}, sq[CB] = {0};
         float k[CB];
         dt_cpu_load(d->xt, x, c0, cb, k);
-#pragma omp parallel for schedule(static) reduction(+ : sum[:CB], sq[:CB])
-        for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
-            float fs[CB] = {0}, fq[CB] = {0};
-            for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                float xt[CB];
-                const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+#pragma omp parallel
+        {
+            double ps[CB] = {0}, pq[CB] = {0}; /* this thread's share */
+#pragma omp for schedule(static) nowait
+            for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
+                float fs[CB] = {0}, fq[CB] = {0};
+                for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
+                    float xt[CB];
+                    const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
 #pragma omp simd
+                    for (int j = 0; j < cb; j++) {
+                        float t = xr[j] - k[j];
+                        fs[j] += t;
+                        fq[j] += t * t;
+                    }
+                }
                 for (int j = 0; j < cb; j++) {
-                    float t = xr[j] - k[j];
-                    fs[j] += t;
-                    fq[j] += t * t;
+                    ps[j] += fs[j];
+                    pq[j] += fq[j];
                 }
             }
-            for (int j = 0; j < cb; j++) {
-                sum[j] += fs[j];
-                sq[j] += fq[j];
+            const int nt = omp_get_num_threads();
+#pragma omp for ordered schedule(static, 1)
+            for (int t = 0; t < nt; t++) { /* iteration t is thread t's: added in thread order */
+#pragma omp ordered
+                for (int j = 0; j < cb; j++) {
+                    sum[j] += ps[j];
+                    sq[j] += pq[j];
+                }
             }
         }
         double mean[CB], n_all = (double)rows;
@@ -264,26 +282,39 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
         float mean[CB];
         for (int j = 0; j < cb; j++)
             mean[j] = save_mean[c0 + j];
-#pragma omp parallel for schedule(static) reduction(+ : sdy[:CB], sdyx[:CB])
-        for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
-            float fs[CB] = {0}, fx[CB] = {0};
-            for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                float xt[CB], g[CB];
-                const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
-                grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
-                if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
-                    float ot[CB];
-                    dt_cpu_put(rt, res, r * c + c0, cb, g, accumulate_res, ot);
-                }
+#pragma omp parallel
+        {
+            double ps[CB] = {0}, px[CB] = {0}; /* this thread's share */
+#pragma omp for schedule(static) nowait
+            for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
+                float fs[CB] = {0}, fx[CB] = {0};
+                for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
+                    float xt[CB], g[CB];
+                    const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+                    grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
+                    if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
+                        float ot[CB];
+                        dt_cpu_put(rt, res, r * c + c0, cb, g, accumulate_res, ot);
+                    }
 #pragma omp simd
+                    for (int j = 0; j < cb; j++) {
+                        fs[j] += g[j];
+                        fx[j] += g[j] * (xr[j] - mean[j]);
+                    }
+                }
                 for (int j = 0; j < cb; j++) {
-                    fs[j] += g[j];
-                    fx[j] += g[j] * (xr[j] - mean[j]);
+                    ps[j] += fs[j];
+                    px[j] += fx[j];
                 }
             }
-            for (int j = 0; j < cb; j++) {
-                sdy[j] += fs[j];
-                sdyx[j] += fx[j];
+            const int nt = omp_get_num_threads();
+#pragma omp for ordered schedule(static, 1)
+            for (int t = 0; t < nt; t++) { /* iteration t is thread t's: added in thread order */
+#pragma omp ordered
+                for (int j = 0; j < cb; j++) {
+                    sdy[j] += ps[j];
+                    sdyx[j] += px[j];
+                }
             }
         }
         /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd; with SyncBN
