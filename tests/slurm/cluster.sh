@@ -95,6 +95,13 @@ EOP
   done
   echo "PartitionName=debug Nodes=n[1-$CL_NODES] Default=YES MaxTime=INFINITE State=UP" >> "$CL/etc/slurm.conf"
   export SLURM_CONF=$CL/etc/slurm.conf
+  # PMIx's data store in shared memory (gds ds21/ds12, its locks in files under the step's spool),
+  # used by slurmstepd's PMIx server and the ranks it starts, is the component PMIx's own bug
+  # reports show crashing at address 0 in PMIx_Init. Ranks under srun --mpi=pmix here segfaulted at
+  # address 0 in MPI_Init now and then (requeue.sh and sbatch_cpu.sh in CI on 2026-12-02,
+  # launch_slurm.sh on 2026-12-07, one run in several). Both "nodes" are one host: the hash store
+  # (in each process's memory) serves. A mitigation, not a proven cure (no core was caught).
+  export PMIX_MCA_gds=hash
   trap 'cluster_stop; [ -n "${CL_KEEP:-}" ] && cp -r "$CL/log" "$CL_KEEP"; rm -rf "$DT_TMP"' EXIT
   slurmctld
   i=1
