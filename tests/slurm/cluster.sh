@@ -31,8 +31,13 @@ cluster_start() {
   /usr/sbin/munged --socket="$CL/munge/munge.sock" --key-file="$CL/munge/munge.key" \
     --pid-file="$CL/run/munged.pid" --log-file="$CL/munge/munged.log" --seed-file="$CL/munge/munged.seed"
   g=0; while [ $g -lt "$CL_GPUS" ]; do mknod "$CL/dev/nvidia$g" c 195 $g; g=$((g + 1)); done
-  # ports of its own (slurmctld's, then one per node), so that test runs in parallel do not collide
-  port=$(( 20000 + ($$ % 4000) * 8 ))
+  # ports of its own (slurmctld's, then one per node), so that test runs in parallel do not collide,
+  # below the kernel's ephemeral range, where the system takes the local ports of outgoing
+  # connections: a slurmd given 48354 once found it "already in use" (failure.sh in CI's run of
+  # 2026-12-07), when ports ran up to 52000
+  eph=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [ "$eph" -gt 12000 ] 2>/dev/null || eph=32768
+  port=$(( 10000 + ($$ % ((eph - 10000) / 8 - 1)) * 8 ))
   # and job ids of their own: two clusters' job 1.0 on the same host names would share Open MPI's
   # session directory and shared memory (named after the PMIx namespace, slurm.pmix.<job>.<step>),
   # and MPI_Init hangs
