@@ -34,6 +34,21 @@ static inline int64_t bn_xs(const dt_bn_desc *d)
     return d->xs > 0 ? d->xs : d->c;
 }
 
+/* Called by every thread of a parallel region: each adds its shares a0 and a1 into the totals s0
+ * and s1, in thread order (an ordered loop of one iteration per thread, iteration t thread t's) */
+static void add_in_thread_order(int cb, const double *a0, const double *a1, double *s0, double *s1)
+{
+    const int nt = omp_get_num_threads();
+#pragma omp for ordered schedule(static, 1)
+    for (int t = 0; t < nt; t++) {
+#pragma omp ordered
+        for (int j = 0; j < cb; j++) {
+            s0[j] += a0[j];
+            s1[j] += a1[j];
+        }
+    }
+}
+
 size_t dt_cpu_bn_scratch(const dt_bn_desc *d)
 {
     (void)d;
@@ -123,15 +138,7 @@ static void bn_train(const dt_bn_desc *d, const void *x, const void *gamma, cons
                     pq[j] += fq[j];
                 }
             }
-            const int nt = omp_get_num_threads();
-#pragma omp for ordered schedule(static, 1)
-            for (int t = 0; t < nt; t++) { /* iteration t is thread t's: added in thread order */
-#pragma omp ordered
-                for (int j = 0; j < cb; j++) {
-                    sum[j] += ps[j];
-                    sq[j] += pq[j];
-                }
-            }
+            add_in_thread_order(cb, ps, pq, sum, sq);
         }
         double mean[CB], n_all = (double)rows;
         for (int j = 0; j < cb; j++) {
@@ -307,15 +314,7 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
                     px[j] += fx[j];
                 }
             }
-            const int nt = omp_get_num_threads();
-#pragma omp for ordered schedule(static, 1)
-            for (int t = 0; t < nt; t++) { /* iteration t is thread t's: added in thread order */
-#pragma omp ordered
-                for (int j = 0; j < cb; j++) {
-                    sdy[j] += ps[j];
-                    sdyx[j] += px[j];
-                }
-            }
+            add_in_thread_order(cb, ps, px, sdy, sdyx);
         }
         /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd; with SyncBN
          * the two means run over every replica's rows, dgamma and dbeta stay this replica's */
