@@ -66,34 +66,20 @@ static size_t packed_workspace(const dt_conv_desc *d)
     return (size_t)chunk_rows(d) * (size_t)col_k(d) * sizeof(float);
 }
 
-/* a channel slice (ys > oc) is staged: its packed copy (rows of oc) after the packed op's workspace */
-static int strided(const dt_conv_desc *d)
-{
-    return dt_cpu_conv_ys(d) != d->oc;
-}
-
+/* a channel slice (ys > oc) is staged (cpu.h): its packed copy (rows of oc) after the packed op's
+ * workspace */
 static size_t workspace32(const dt_conv_desc *d)
 {
     size_t b = packed_workspace(d);
-    if (strided(d))
+    if (dt_cpu_conv_strided(d))
         b = dt_cpu_align64(b) + (size_t)dt_cpu_conv_rows(d) * d->oc * sizeof(float);
     return b;
 }
 
-/* d with y and dy packed, and the room of its staged y (or dy) in ws */
-static float *stage(const dt_conv_desc *d, void *ws, dt_conv_desc *p)
+/* the room of a staged y (or dy) in ws */
+static float *stage(const dt_conv_desc *d, void *ws)
 {
-    *p = *d;
-    p->ys = 0;
     return (float *)(void *)((char *)ws + dt_cpu_align64(packed_workspace(d)));
-}
-
-/* dy's slice copied into the stage; the packed descriptor in p */
-static const float *stage_in(const dt_conv_desc *d, const float *dy, void *ws, dt_conv_desc *p)
-{
-    float *dyp = stage(d, ws, p);
-    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, DT_FLOAT32, dyp, d->oc, 0, DT_FLOAT32, 0);
-    return dyp;
 }
 
 /* col[r, (ky, kx, cc)] = x[img, iy, ix, g*Cg + cc] for output rows m0..m0+rows, zero outside */
@@ -153,15 +139,15 @@ static void col2im(const dt_conv_desc *d, const float *dcol, int g, int64_t m0, 
 
 static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
 {
-    if (strided(d)) { /* the packed op into the stage, copied out into the slice */
-        dt_conv_desc p;
-        float *yp = stage(d, ws, &p);
+    if (dt_cpu_conv_strided(d)) { /* the packed op into the stage, copied out into the slice */
+        const dt_conv_desc p = dt_cpu_conv_packed(d);
+        float *yp = stage(d, ws);
         fwd32(&p, x, w, bias, yp, ws);
-        dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, yp, d->oc, 0, DT_FLOAT32, y, dt_cpu_conv_ys(d), 0, DT_FLOAT32, 0);
+        dt_cpu_conv_stage_out(d, DT_FLOAT32, yp, y);
         return;
     }
     const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
-    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = d->oc; /* packed: a slice was staged above */
     const int pointwise = dt_cpu_conv_pointwise(d);
     for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;
@@ -183,14 +169,15 @@ static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const f
 
 static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
-    if (strided(d)) {
-        dt_conv_desc p;
-        const float *dyp = stage_in(d, dy, ws, &p);
+    if (dt_cpu_conv_strided(d)) {
+        const dt_conv_desc p = dt_cpu_conv_packed(d);
+        float *dyp = stage(d, ws);
+        dt_cpu_conv_stage_in(d, DT_FLOAT32, dy, dyp);
         bwd_data32(&p, dyp, w, dx, accumulate, ws);
         return;
     }
     const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
-    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = d->oc; /* packed: a slice was staged above */
     if (dt_cpu_conv_pointwise(d)) { /* dx[m, g-slice] = dy[m, g-slice] . W_g */
         for (int g = 0; g < d->groups; g++)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)total, cg, og, 1.0f, dy + g * og, ys,
@@ -212,14 +199,15 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
 static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
                          void *ws)
 {
-    if (strided(d)) {
-        dt_conv_desc p;
-        const float *dyp = stage_in(d, dy, ws, &p);
+    if (dt_cpu_conv_strided(d)) {
+        const dt_conv_desc p = dt_cpu_conv_packed(d);
+        float *dyp = stage(d, ws);
+        dt_cpu_conv_stage_in(d, DT_FLOAT32, dy, dyp);
         bwd_filter32(&p, x, dyp, dw, dbias, accumulate, ws);
         return;
     }
     const int64_t total = dt_cpu_conv_rows(d), k = col_k(d), rows_max = chunk_rows(d);
-    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = dt_cpu_conv_ys(d);
+    const int og = d->oc / d->groups, cg = d->c / d->groups, ys = d->oc; /* packed: a slice was staged above */
     const int pointwise = dt_cpu_conv_pointwise(d);
     for (int64_t m0 = 0; m0 < total; m0 += rows_max) {
         int64_t rows = total - m0 < rows_max ? total - m0 : rows_max;

@@ -220,26 +220,13 @@ fail:
                  d->oc, d->kh, d->sh);
 }
 
-static int strided(const dt_conv_desc *d)
-{
-    return dt_cpu_conv_ys(d) != d->oc;
-}
-
-/* d with y and dy packed */
-static dt_conv_desc packed(const dt_conv_desc *d)
-{
-    dt_conv_desc p = *d;
-    p.ys = 0;
-    return p;
-}
-
 /* the cache entry for d, made when missing (normally at planning); NULL when the cache is full or
  * oneDNN refuses the shape, and for a channel slice, which has none: it is staged, or widened */
 static conv_prims *lookup(const dt_conv_desc *d)
 {
-    if (strided(d))
+    if (dt_cpu_conv_strided(d))
         return NULL;
-    dt_conv_desc key = packed(d); /* ys == oc is packed: one entry */
+    dt_conv_desc key = dt_cpu_conv_packed(d); /* ys == oc is packed: one entry */
     pthread_mutex_lock(&cache_lock);
     conv_prims *e = NULL;
     for (int i = 0; i < n_cache && !e; i++)
@@ -392,7 +379,7 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
     }
     /* slice by slice of images: oneDNN writes the slice to the temporary, which is added into dx */
     const int k = acc_chunk(d);
-    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * dt_cpu_conv_ys(d);
+    const int64_t in_img = (int64_t)d->h * d->w * d->c, out_img = (int64_t)d->oh * d->ow * d->oc; /* packed: lookup has no entry for a slice */
     for (int i0 = 0; i0 < d->n; i0 += k) {
         int cnt = d->n - i0 < k ? d->n - i0 : k;
         dt_conv_desc sd = slice(d, cnt);
@@ -460,7 +447,7 @@ static conv_prims *native(const dt_conv_desc *d)
 
 int dt_cpu_half_kernels_for(const dt_conv_desc *d)
 {
-    dt_conv_desc p = packed(d); /* a channel slice runs on them too, staged */
+    dt_conv_desc p = dt_cpu_conv_packed(d); /* a channel slice runs on them too, staged */
     return bf16_entry(&p) != NULL;
 }
 
@@ -482,10 +469,10 @@ static size_t native_workspace(const dt_conv_desc *d)
  * typed.c. */
 static int staged(const dt_conv_desc *d)
 {
-    if (!strided(d) || d->t == DT_FLOAT16)
+    if (!dt_cpu_conv_strided(d) || d->t == DT_FLOAT16)
         return 0;
     if (d->t == DT_BFLOAT16) {
-        dt_conv_desc p = packed(d);
+        dt_conv_desc p = dt_cpu_conv_packed(d);
         return bf16_entry(&p) != NULL;
     }
     return 1;
@@ -540,7 +527,7 @@ static size_t need(const dt_conv_desc *d)
 {
     size_t b;
     if (staged(d)) {
-        dt_conv_desc p = packed(d);
+        dt_conv_desc p = dt_cpu_conv_packed(d);
         b = dt_cpu_align64(need(&p)) + (size_t)dt_cpu_conv_rows(d) * d->oc * dt_cpu_type_bytes(d->t);
     } else {
         size_t widen = dt_cpu_typed_conv_workspace(&dnnl32, d), own = native_workspace(d);
@@ -557,7 +544,7 @@ static size_t need(const dt_conv_desc *d)
 /* the packed y (or dy) of a staged d in ws, after the packed op's workspace */
 static void *stage(const dt_conv_desc *d, void *ws)
 {
-    dt_conv_desc p = packed(d);
+    dt_conv_desc p = dt_cpu_conv_packed(d);
     return (char *)ws + dt_cpu_align64(need(&p));
 }
 
@@ -565,7 +552,7 @@ static void *stage(const dt_conv_desc *d, void *ws)
 static void *stage_in(const dt_conv_desc *d, const void *dy, void *ws)
 {
     void *dyp = stage(d, ws);
-    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, d->t, dyp, d->oc, 0, d->t, 0);
+    dt_cpu_conv_stage_in(d, d->t, dy, dyp);
     return dyp;
 }
 
@@ -584,10 +571,10 @@ size_t dt_cpu_dnnl_conv_workspace(const dt_conv_desc *d)
 void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
     if (staged(d)) {
-        dt_conv_desc p = packed(d);
+        dt_conv_desc p = dt_cpu_conv_packed(d);
         void *yp = stage(d, ws);
         dt_cpu_dnnl_conv_fwd(&p, x, w, bias, yp, ws);
-        dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, yp, d->oc, 0, d->t, y, dt_cpu_conv_ys(d), 0, d->t, 0);
+        dt_cpu_conv_stage_out(d, d->t, yp, y);
         return;
     }
     conv_prims *e = native(d);
@@ -600,7 +587,7 @@ void dt_cpu_dnnl_conv_fwd(const dt_conv_desc *d, const void *x, const void *w, c
 void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void *w, void *dx, int accumulate, void *ws)
 {
     if (staged(d)) {
-        dt_conv_desc p = packed(d);
+        dt_conv_desc p = dt_cpu_conv_packed(d);
         dt_cpu_dnnl_conv_bwd_data(&p, stage_in(d, dy, ws), w, dx, accumulate, ws);
         return;
     }
@@ -624,7 +611,7 @@ void dt_cpu_dnnl_conv_bwd_filter(const dt_conv_desc *d, const void *x, const voi
         return;
     }
     if (staged(d)) {
-        dt_conv_desc p = packed(d);
+        dt_conv_desc p = dt_cpu_conv_packed(d);
         dt_cpu_dnnl_conv_bwd_filter(&p, x, stage_in(d, dy, ws), dw, dbias, accumulate, ws);
         return;
     }

@@ -131,6 +131,29 @@ static inline int64_t dt_cpu_conv_rows(const dt_conv_desc *d)
 DT_OPS(DT_CPU_DECLARE)
 #undef DT_CPU_DECLARE
 
+/* A convolution whose y and dy are a channel slice of wider rows (ys > oc) is staged densely by both
+ * CPU backends (conv.c, conv_dnnl.c): the packed op (d_packed) runs on a packed copy, rows of oc,
+ * which conv_stage_in fills from dy's slice (backward) and conv_stage_out copies into y's slice
+ * (forward); elements of type t. So every library call is the packed op's. */
+static inline int dt_cpu_conv_strided(const dt_conv_desc *d)
+{
+    return dt_cpu_conv_ys(d) != d->oc;
+}
+static inline dt_conv_desc dt_cpu_conv_packed(const dt_conv_desc *d)
+{
+    dt_conv_desc p = *d;
+    p.ys = 0;
+    return p;
+}
+static inline void dt_cpu_conv_stage_in(const dt_conv_desc *d, dt_dtype t, const void *dy, void *packed)
+{
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, t, packed, d->oc, 0, t, 0);
+}
+static inline void dt_cpu_conv_stage_out(const dt_conv_desc *d, dt_dtype t, const void *packed, void *y)
+{
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, packed, d->oc, 0, t, y, dt_cpu_conv_ys(d), 0, t, 0);
+}
+
 /* the convolutions through oneDNN, dt_cpu_dnnl_<name> (builds with HAVE_DNNL); shapes oneDNN refuses
  * fall back to the reference's */
 #define DT_CPU_DNNL_DECLARE(name, ret, params, args) ret dt_cpu_dnnl_##name params;
