@@ -21,7 +21,7 @@
  * the very library calls of the packed op, with the same shapes, leading dimensions and threads. (A
  * GEMM or a oneDNN kernel given rows of ys instead of oc may block, split and so sum otherwise.) The
  * libraries may also pick their code by an operand's address modulo 64, so every buffer an op gets
- * here is 64-byte aligned, as the model's arenas and the workspaces are.
+ * here is 64-byte aligned (ops_util.h's zalloc, ws_new), as the model's arenas and the workspaces are.
  * And, on dt_backend_cpu with 2 threads, conv_bwd_filter of 1x1 stride 2 and 3 shapes (fp32, n 1..3,
  * some with fewer input channels than 8) gives the same bits when repeated and agrees with
  * dt_backend_cpu_ref's within rounding: oneDNN 2.6's jit_1x1:avx2 backward-weights kernel gave a
@@ -60,32 +60,13 @@ static void nan_fill(dt_dtype t, void *p, int64_t n)
         }
 }
 
-/* bytes, 64-byte aligned (as the model's arenas are), or the test exits 99 */
-static void *aligned(size_t bytes)
-{
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 1)) {
-        perror("posix_memalign");
-        exit(99);
-    }
-    return p;
-}
-
-/* the bytes at p in a fresh 64-byte aligned buffer */
-static void *aligned_of(const void *p, size_t bytes)
-{
-    void *c = aligned(bytes);
-    memcpy(c, p, bytes);
-    return c;
-}
-
-/* n random values of type t in [-1, 1), 64-byte aligned */
+/* n random values of type t in [-1, 1) (64-byte aligned, as every buffer of ops_util.h's) */
 static void *rnd(dt_dtype t, int64_t n)
 {
     float *f = uniform(n, -1, 1);
-    void *s = stored(t, f, n), *a = aligned_of(s, (size_t)n * tbytes(t));
-    free(f), free(s);
-    return a;
+    void *s = stored(t, f, n);
+    free(f);
+    return s;
 }
 
 /* bytes a and b equal; the first difference is reported */
@@ -145,7 +126,7 @@ static void *at(const wide *w)
 static wide wide_new(int64_t rows, int oc, int ys, int off, const void *packed)
 {
     const size_t es = tbytes(T);
-    wide w = {rows, oc, ys, off, aligned((size_t)(rows * ys) * es)};
+    wide w = {rows, oc, ys, off, zalloc((size_t)(rows * ys), es)};
     nan_fill(T, w.buf, rows * ys);
     for (int64_t r = 0; packed && r < rows; r++)
         memcpy((char *)w.buf + ((size_t)r * ys + off) * es, (const char *)packed + (size_t)r * oc * es,
@@ -210,7 +191,7 @@ static void conv_case(const shape *sh, int n, int bias, int off, int extra, resu
     void *x = rnd(T, nx), *w = rnd(T, nw), *b = rnd(T, sh->oc), *dy = rnd(T, ny);
 
     /* forward */
-    void *yp = aligned((size_t)ny * es), *ye = aligned((size_t)ny * es);
+    void *yp = zalloc((size_t)ny, es), *ye = zalloc((size_t)ny, es);
     nan_fill(T, yp, ny);
     nan_fill(T, ye, ny);
     wide y = wide_new(rows, sh->oc, ds.ys, off, NULL);
@@ -225,8 +206,8 @@ static void conv_case(const shape *sh, int n, int bias, int off, int extra, resu
     wide g = wide_new(rows, sh->oc, ds.ys, off, dy);
     void *g0 = bytes_of(g.buf, (size_t)rows * ds.ys * es);
     for (int acc = 0; acc <= bias; acc++) {
-        void *dx0 = rnd(T, nx), *dxp = aligned_of(dx0, (size_t)nx * es), *dxs = aligned_of(dx0, (size_t)nx * es),
-             *dxe = aligned_of(dx0, (size_t)nx * es);
+        void *dx0 = rnd(T, nx), *dxp = bytes_of(dx0, (size_t)nx * es), *dxs = bytes_of(dx0, (size_t)nx * es),
+             *dxe = bytes_of(dx0, (size_t)nx * es);
         be->conv_bwd_data(&dp, dy, w, dxp, acc, wsp);
         be->conv_bwd_data(&ds, at(&g), w, dxs, acc, wss);
         be->conv_bwd_data(&de, dy, w, dxe, acc, wse);
@@ -240,10 +221,10 @@ static void conv_case(const shape *sh, int n, int bias, int off, int extra, resu
     /* backward filter */
     for (int acc = 0; acc <= 1; acc++) {
         void *dw0 = rnd(T, nw), *db0 = rnd(T, sh->oc);
-        void *dwp = aligned_of(dw0, (size_t)nw * es), *dws = aligned_of(dw0, (size_t)nw * es),
-             *dwe = aligned_of(dw0, (size_t)nw * es);
-        void *dbp = aligned_of(db0, (size_t)sh->oc * es), *dbs = aligned_of(db0, (size_t)sh->oc * es),
-             *dbe = aligned_of(db0, (size_t)sh->oc * es);
+        void *dwp = bytes_of(dw0, (size_t)nw * es), *dws = bytes_of(dw0, (size_t)nw * es),
+             *dwe = bytes_of(dw0, (size_t)nw * es);
+        void *dbp = bytes_of(db0, (size_t)sh->oc * es), *dbs = bytes_of(db0, (size_t)sh->oc * es),
+             *dbe = bytes_of(db0, (size_t)sh->oc * es);
         be->conv_bwd_filter(&dp, x, dy, dwp, bias ? dbp : NULL, acc, wsp);
         be->conv_bwd_filter(&ds, x, at(&g), dws, bias ? dbs : NULL, acc, wss);
         be->conv_bwd_filter(&de, x, dy, dwe, bias ? dbe : NULL, acc, wse);
@@ -303,8 +284,8 @@ static void check_strided_1x1_filter(int hw, int c, int oc, int s)
         const size_t bc = dt_backend_cpu.conv_workspace(&d), br = dt_backend_cpu_ref.conv_workspace(&d);
         void *wsc = ws_new(bc), *wsr = ws_new(br);
         float *x = rnd(T, nx), *dy = rnd(T, ny); /* dw then dbias, in one buffer: */
-        float *first = aligned((size_t)nr * sizeof(float)), *again = aligned((size_t)nr * sizeof(float)),
-              *want = aligned((size_t)nr * sizeof(float));
+        float *first = zalloc((size_t)nr, sizeof(float)), *again = zalloc((size_t)nr, sizeof(float)),
+              *want = zalloc((size_t)nr, sizeof(float));
         dt_backend_cpu_ref.conv_bwd_filter(&d, x, dy, want, want + nr - oc, 0, wsr);
         double *ref = zalloc((size_t)nr, sizeof(double));
         for (int64_t i = 0; i < nr; i++)
