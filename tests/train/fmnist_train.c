@@ -21,6 +21,7 @@
 #include "train/amp.h"
 #include "train/optim.h"
 #include "util/check.h"
+#include "util/cli.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -68,22 +69,21 @@ static void make_batch(const unsigned char *img, const uint32_t *idx, int n, flo
 int main(int argc, char **argv)
 {
     const char *arch = "resnet20";
-    int steps = 300, held_max = 10000;
+    long steps = 300, held_max = 10000;
     double min_top1 = 70;
+    dt_log_init();
     int bad = argc < 5;
-    for (int i = 6; i < argc && !bad; i++) {
-        char *end = NULL;
+    for (int i = 6; i < argc && !bad; i++) /* the sizes, checked as dtrain checks its flags */
         if (!strncmp(argv[i], "arch=", 5))
             arch = argv[i] + 5;
         else if (!strncmp(argv[i], "steps=", 6))
-            steps = (int)strtol(argv[i] + 6, &end, 10), bad = *end || steps < 40;
+            bad = dt_parse_long("steps", argv[i] + 6, 40, 100000, &steps) != DT_OK;
         else if (!strncmp(argv[i], "held=", 5))
-            held_max = (int)strtol(argv[i] + 5, &end, 10), bad = *end || held_max < 50;
+            bad = dt_parse_long("held", argv[i] + 5, 50, 10000000, &held_max) != DT_OK;
         else if (!strncmp(argv[i], "min_top1=", 9))
-            min_top1 = strtod(argv[i] + 9, &end), bad = *end || !(min_top1 >= 0 && min_top1 < 100);
+            bad = dt_parse_double("min_top1", argv[i] + 9, 0, 99.99, &min_top1) != DT_OK;
         else
             bad = 1;
-    }
     if (bad) {
         fprintf(stderr, "usage: fmnist_train IMAGES LABELS TEST_IMAGES TEST_LABELS [O0|O1|O2|O3[-bf16] "
                         "[arch=NAME] [steps=N>=40] [held=N>=50] [min_top1=X]]\n");
@@ -95,7 +95,6 @@ int main(int argc, char **argv)
     dt_amp_props ap;
     if (dt_amp_resolve(lvl, &ov, &ap) != DT_OK)
         return 2;
-    dt_log_init();
     dt_cpu_set_threads(0);
     uint32_t n = 0, nl = 0, nt = 0, ntl = 0;
     unsigned char *img = read_idx(argv[1], 0x803, &n, 784), *lab = read_idx(argv[2], 0x801, &nl, 1);
@@ -112,7 +111,7 @@ int main(int argc, char **argv)
         dt_model_init_weights(&m, 7, 0);
     TAP_OK(created && dt_amp_attach(&amp, &m, &ap) == DT_OK && dt_model_plan(&m, BATCH, 28, 28) == DT_OK &&
                dt_optim_init(&opt, &m, 0.1f, 0.9f, 0.0f, 5e-4f, 0, 0) == DT_OK,
-           "%s, batch %d, %d steps, SGD lr 0.1 momentum 0.9 wd 5e-4, mixed precision %s", arch, BATCH, steps, level);
+           "%s, batch %d, %ld steps, SGD lr 0.1 momentum 0.9 wd 5e-4, mixed precision %s", arch, BATCH, steps, level);
 
     /* a seeded shuffle of the training set: every step sees 64 images no other step saw */
     uint32_t *perm = malloc((size_t)n * sizeof(uint32_t));
