@@ -62,7 +62,7 @@ static void summary(const char *what, const dt_pack_stats *s, double secs)
            (long long)s->resized, (long long)s->skipped);
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"out", required_argument, NULL, 'o'},
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
     long v;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":o:hV", opts, NULL)) != -1) {
-        int common = dt_cli_common(c, OPT_LOG, "dtpack", argv, usage);
+        int common = dt_cli_common(c, OPT_LOG, "dtpack", argv, opts, usage);
         if (common == DT_CLI_GO_ON)
             continue;
         if (common != DT_CLI_MINE)
@@ -129,7 +129,7 @@ int main(int argc, char **argv)
     }
     int nargs = argc - optind;
     if (nargs < 1) {
-        usage(stderr);
+        dt_error("no FORMAT: give imagenet, fashion-mnist, mnist, cifar10 or verify (see dtpack --help)");
         return EXIT_USAGE;
     }
     static const char *const formats[] = {"imagenet", "fashion-mnist", "mnist", "cifar10", "verify", NULL};
@@ -141,6 +141,8 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *src = argv[optind + 1];
+    if (dt_parse_text(fmt == 4 ? "OUT" : "SRC", src) != DT_OK) /* it goes into messages */
+        return EXIT_USAGE;
     if (fmt == 4) {
         int vrc = dt_pack_verify(src);
         return vrc == DT_OK ? EXIT_SUCCESS : vrc == DT_ERR_INPUT ? EXIT_INPUT : EXIT_FAILURE;
@@ -186,4 +188,9 @@ int main(int argc, char **argv)
     }
     summary(argv[optind], &st, (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
     return EXIT_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+    return dt_cli_exit(run(argc, argv)); /* 1 when what went to standard output was lost (cli.h) */
 }

@@ -116,7 +116,7 @@ static int write_file(const char *path, int fmt, const dt_run_set *s, const dt_r
     return rc;
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"format", required_argument, NULL, 'f'},
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     int fmt = FMT_MD, c;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":f:o:hV", opts, NULL)) != -1) {
-        int common = dt_cli_common(c, OPT_LOG, "dtreport", argv, usage);
+        int common = dt_cli_common(c, OPT_LOG, "dtreport", argv, opts, usage);
         if (common == DT_CLI_GO_ON)
             continue;
         if (common != DT_CLI_MINE)
@@ -165,6 +165,9 @@ int main(int argc, char **argv)
         dt_error("no PATH: name the results folders or run directories to read (see dtreport --help)");
         return EXIT_USAGE;
     }
+    for (int i = optind; i < argc; i++) /* each goes into messages and the report */
+        if (dt_parse_text("PATH", argv[i]) != DT_OK)
+            return EXIT_USAGE;
     dt_report_opts o = {.date = time(NULL)};
     const char *sde = getenv("SOURCE_DATE_EPOCH");
     if (sde && *sde) {
@@ -208,4 +211,9 @@ int main(int argc, char **argv)
         rc = out ? write_file(out, fmt, &s, &o) : write_report(stdout, fmt, &s, &o);
     dt_runs_free(&s);
     return rc == DT_OK ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+int main(int argc, char **argv)
+{
+    return dt_cli_exit(run(argc, argv)); /* 1 when what went to standard output was lost (cli.h) */
 }

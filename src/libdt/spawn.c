@@ -60,11 +60,11 @@ int dt_spawn_local(int n, char *const *argv, int gpu, double grace)
         dt_error("--nproc-per-node starts one worker per GPU and this run has no GPU: for CPU training start "
                  "the ranks with mpirun -np %d %s ... (or srun --mpi=pmix)",
                  n, program_invocation_short_name);
-        return 1;
+        return 2; /* a refused command line, as every other (spawn.h) */
     }
     if (n < 1 || n > 1024) {
         dt_error("--nproc-per-node %d: must be 1..1024", n);
-        return 1;
+        return 2;
     }
     char id[300];
     if (gpu && make_id(id, sizeof id) != 0)

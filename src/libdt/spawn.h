@@ -15,8 +15,10 @@ extern "C" {
 
 /* Runs argv (argv[0] a path, NULL-terminated) as n workers and waits for them. Returns the exit
  * status for the parent: 0 when all succeeded, else the first failure's (128 + signal for a
- * signal), or 1 after one line when spawning is not possible. gpu: 1 when the workers will use
- * NCCL (a CUDA build with a device); a CPU build refuses unless DT_SPAWN_CPU=1 is set (tests). */
+ * signal); 2 after one line when the request is refused (no GPU, n outside 1..1024: a bad command
+ * line), 1 after one line when spawning failed (fork, memory, the NCCL id). gpu: 1 when the workers
+ * will use NCCL (a CUDA build with a device); a CPU build refuses unless DT_SPAWN_CPU=1 is set
+ * (tests). */
 int dt_spawn_local(int n, char *const *argv, int gpu, double grace);
 
 #ifdef __cplusplus

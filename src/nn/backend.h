@@ -343,7 +343,8 @@ typedef struct dt_bn_desc {
     /* Mean softmax cross-entropy over n rows of k logits of type t with label smoothing eps                           \
      * (PyTorch's definition: target (1-eps) on the label plus eps/k everywhere), labels int32 in                      \
      * [0, k) (checked by the caller). Into s: loss = the mean, loss_sum += it; hits1/hits5 += the                     \
-     * rows whose label is the top-1/in the top-5 (ties counted for the label; a row holding NaN or                    \
+     * rows whose label is the top-1/in the top-5 (ties ranked in class order, the lower class first, as               \
+     * torch.argmax and a stable sort: an all-equal row is a hit for class 0 only; a row holding NaN or                \
      * inf is a miss and counts in nonfinite_rows); rows += n; a loss that is not finite sets                          \
      * agree[DT_AGREE_OVERFLOW]. Writes dlogits (type t) = d(loss)/d(logits) times s->scale_f (the                     \
      * loss scaler's factor: the fp32 gradient is multiplied, then stored) unless dlogits is NULL. */                  \

@@ -494,6 +494,14 @@ static int64_t fit_batch(const dt_model *m, int64_t limit, char *label, size_t s
     return best;
 }
 
+int dt_model_check_input(dt_model *m, int h, int w)
+{
+    int rc = plan_shapes(m, 1, h, w);
+    if (m->plan_n > 0 && (m->plan_h != h || m->plan_w != w))
+        plan_shapes(m, m->plan_n, m->plan_h, m->plan_w); /* the planned shapes back */
+    return rc;
+}
+
 int64_t dt_model_max_batch(dt_model *m, int h, int w, int64_t limit, char *layer, size_t layer_size)
 {
     if (h < 1 || w < 1 || limit < 1) {

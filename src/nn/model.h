@@ -264,6 +264,10 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
  * (one line naming the layer and the largest batch that fits); or DT_ERR_NOMEM. A plan made before
  * stays usable when the new one is refused for its input. */
 int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also);
+/* Whether an input of h x w can pass every layer: DT_OK, or DT_ERR_INPUT after the line
+ * dt_model_plan_sizes gives (naming the layer). Shapes only: nothing allocated or planned, so a size
+ * the model cannot take is refused before its weights are made (VGG at 28x28 took 5-25 s to say so). */
+int dt_model_check_input(dt_model *m, int h, int w);
 /* dt_model_plan_sizes for a second input size as well (validation at another resolution, as
  * torchvision's --val-crop-size): both sizes are checked and planned on the backend, each arena holds
  * what the larger of the two needs, and the model runs at h x w until dt_model_set_input. h2, w2 equal

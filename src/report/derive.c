@@ -92,11 +92,22 @@ static int derive(dt_run *r)
     return DT_OK;
 }
 
+int dt_run_same_setup(const dt_run *a, const dt_run *b)
+{
+    if (a->setup_bad || b->setup_bad)
+        return a == b;
+    for (int f = 0; f < DT_SETUP_N; f++)
+        if ((a->setup[f] == NULL) != (b->setup[f] == NULL) || (a->setup[f] && strcmp(a->setup[f], b->setup[f])))
+            return 0;
+    return 1;
+}
+
+/* runs one scaling study holds: a recipe, optimizer or schedule of its own is another study */
 static int same_config(const dt_run *a, const dt_run *b)
 {
     return !strcmp(a->arch, b->arch) && !strcmp(a->dataset, b->dataset) && !strcmp(a->device, b->device) &&
            a->batch_per_rank == b->batch_per_rank && a->opt_level == b->opt_level &&
-           !strcmp(a->precision, b->precision);
+           !strcmp(a->precision, b->precision) && dt_run_same_setup(a, b);
 }
 
 static int cmp_run(const void *pa, const void *pb)

@@ -65,6 +65,8 @@ void dt_run_free(dt_run *r)
     free(r->dataset);
     free(r->device);
     free(r->precision);
+    for (int f = 0; f < DT_SETUP_N; f++)
+        free(r->setup[f]);
     free(r->epoch_lines);
     free(r->step_lines);
     for (size_t i = 0; i < r->n_notes; i++) {
@@ -172,6 +174,128 @@ static char *base_of(const char *path)
     return d;
 }
 
+const char *const dt_setup_names[DT_SETUP_N] = {"recipe", "optimizer", "schedule", "crop",
+                                                "augment", "mix", "ema", "ddp"};
+
+/* A number member for a setup's text: 1 and *out; 0 absent; -1 not a finite number */
+static int setup_num(json_t *o, const char *key, double *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_number(v) || !isfinite(json_number_value(v)))
+        return -1;
+    *out = json_number_value(v);
+    return 1;
+}
+
+/* 1 when v is a string of 1..max bytes (no NUL inside), the names run.json's setup fields hold */
+static int short_string(json_t *v, size_t max)
+{
+    return json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= max &&
+           strlen(json_string_value(v)) == json_string_length(v);
+}
+
+/* The setup field f's text from run.json j into buf: 1 present, 0 absent (an older dtrain), -1
+ * present but not of its type (runs.h lists where each comes from) */
+static int setup_text(json_t *j, int f, char *buf, size_t n)
+{
+    json_t *v = NULL, *o = NULL;
+    double a = 0, b = 0;
+    long long k = 0;
+    int ga, gb;
+    switch (f) {
+    case DT_SETUP_RECIPE:
+        if (!(v = json_object_get(j, "recipe")))
+            return 0;
+        if (!json_is_null(v) && !short_string(v, 64))
+            return -1;
+        snprintf(buf, n, "%s", json_is_null(v) ? "none" : json_string_value(v));
+        return 1;
+    case DT_SETUP_OPTIMIZER:
+        if (!(o = json_object_get(j, "optimizer")))
+            return 0;
+        if (!short_string(v = json_object_get(o, "name"), 32))
+            return -1;
+        snprintf(buf, n, "%s%s", json_string_value(v), json_is_true(json_object_get(o, "nesterov")) ? " nesterov" : "");
+        return 1;
+    case DT_SETUP_SCHEDULE:
+        if (!(v = json_object_get(j, "lr_schedule")))
+            return 0;
+        if (!short_string(v, 32))
+            return -1;
+        snprintf(buf, n, "%s", json_string_value(v));
+        return 1;
+    case DT_SETUP_CROP:
+        if (!(o = json_object_get(j, "augmentation")))
+            return 0;
+        if (get_int(o, "train_crop_size", 1, 1000000, &k) != 1)
+            return -1;
+        snprintf(buf, n, "%lld", k);
+        return 1;
+    case DT_SETUP_AUGMENT: /* the policy (null: none), then random erasing's probability when above 0 */
+        if (!(o = json_object_get(j, "augmentation")))
+            return 0;
+        v = json_object_get(o, "auto_augment");
+        if (!json_is_object(o) || (v && !json_is_null(v) && !short_string(v, 32)) ||
+            (ga = setup_num(o, "random_erase", &a)) < 0)
+            return -1;
+        if (short_string(v, 32))
+            snprintf(buf, n, a > 0 ? "%s, erase %g" : "%s", json_string_value(v), a);
+        else if (a > 0)
+            snprintf(buf, n, "erase %g", a);
+        else
+            snprintf(buf, n, "none");
+        return 1;
+    case DT_SETUP_MIX: /* the alphas above 0 */
+        if ((ga = setup_num(j, "mixup_alpha", &a)) < 0 || (gb = setup_num(j, "cutmix_alpha", &b)) < 0)
+            return -1;
+        if (!ga && !gb)
+            return 0;
+        if (a > 0 && b > 0)
+            snprintf(buf, n, "mixup %g, cutmix %g", a, b);
+        else if (a > 0 || b > 0)
+            snprintf(buf, n, "%s %g", a > 0 ? "mixup" : "cutmix", a > 0 ? a : b);
+        else
+            snprintf(buf, n, "none");
+        return 1;
+    case DT_SETUP_EMA:
+        if (!(v = json_object_get(j, "model_ema")))
+            return 0;
+        if (!json_is_null(v) && !json_is_object(v))
+            return -1;
+        snprintf(buf, n, "%s", json_is_null(v) ? "off" : "on");
+        return 1;
+    default: /* DT_SETUP_DDP */
+        if (!(o = json_object_get(j, "ddp")))
+            return 0;
+        if (get_int(o, "accum_steps", 1, 1000000, &k) != 1)
+            return -1;
+        snprintf(buf, n, "accum %lld%s%s", k, json_is_true(json_object_get(o, "sync_bn")) ? ", sync-bn" : "",
+                 json_is_false(json_object_get(o, "overlap")) ? ", no overlap" : "");
+        return 1;
+    }
+}
+
+/* r->setup from run.json j: a field absent stays NULL; one of the wrong type is "?", compared with no
+ * other run (r->setup_bad), with a note */
+static int read_setup(dt_run *r, json_t *j)
+{
+    char buf[160];
+    for (int f = 0; f < DT_SETUP_N; f++) {
+        int got = setup_text(j, f, buf, sizeof buf);
+        if (got < 0) {
+            DT_TRY(dt_run_note_add(r, DT_RUN_OK, NULL, "run.json: the %s (setup) is invalid: compared with no "
+                                   "other run", dt_setup_names[f]));
+            r->setup_bad = 1;
+            snprintf(buf, sizeof buf, "?");
+        }
+        if (got && !(r->setup[f] = clean_copy(buf)))
+            return DT_ERR_NOMEM;
+    }
+    return DT_OK;
+}
+
 #define NOTE(...) DT_TRY(dt_run_note_add(r, __VA_ARGS__))
 
 int dt_run_parse_config(dt_run *r, const char *text, size_t len)
@@ -255,6 +379,8 @@ int dt_run_parse_config(dt_run *r, const char *text, size_t len)
         r->desired_acc = acc;
     else if ((g < 0 || (g == 1 && acc <= 0)) &&
              (rc = dt_run_note_add(r, DT_RUN_OK, NULL, "run.json: \"desired_acc\" invalid: ignored")))
+        goto out;
+    if ((rc = read_setup(r, j)) != DT_OK)
         goto out;
     r->precision = strdup(prec);
     if (!r->dataset)

@@ -41,6 +41,25 @@ extern "C" {
 
 enum dt_run_state { DT_RUN_OK = 0, DT_RUN_PARTIAL, DT_RUN_SKIPPED };
 
+/* A run's setup: what its run.json says its steps do beyond the tables' own columns (arch, dataset,
+ * device, per-rank batch, opt level), as text. Runs are compared (speed-up, efficiency) only when
+ * every field is the same text, or absent from both: a run.json written before dtrain recorded a
+ * field is compared only with others without it (unknown is not taken for any value).
+ *   recipe     run.json's "recipe": the name, "none" when null (dtrain without --recipe)
+ *   optimizer  "optimizer"."name", " nesterov" added for SGD's Nesterov momentum
+ *   schedule   "lr_schedule"
+ *   crop       "augmentation"."train_crop_size"
+ *   augment    "augmentation"'s auto_augment and random_erase: "ta_wide, erase 0.1", "none"
+ *   mix        "mixup_alpha" and "cutmix_alpha": "mixup 0.2, cutmix 1", "none"
+ *   ema        "model_ema": "on", "off" when null
+ *   ddp        "ddp"'s accum_steps, sync_bn and overlap: "accum 1", "accum 2, sync-bn, no overlap" */
+enum dt_setup_field {
+    DT_SETUP_RECIPE, DT_SETUP_OPTIMIZER, DT_SETUP_SCHEDULE, DT_SETUP_CROP, DT_SETUP_AUGMENT, DT_SETUP_MIX,
+    DT_SETUP_EMA, DT_SETUP_DDP, DT_SETUP_N
+};
+/* the fields' names above, in enum order */
+extern const char *const dt_setup_names[DT_SETUP_N];
+
 /* one "kind":"epoch" line; NaN for a value that is null or absent where that is allowed */
 typedef struct dt_run_epoch {
     int epoch;
@@ -74,6 +93,8 @@ typedef struct dt_run {
     char *arch, *dataset, *device, *precision; /* precision: "fp32" at O0, else fp16/bf16 */
     int world_size, nodes, ranks_per_node, batch_per_rank, global_batch, epochs, opt_level; /* -1: absent */
     int dynamic_scale;  /* amp.loss_scale was "dynamic" */
+    char *setup[DT_SETUP_N]; /* the setup's fields (above); NULL where run.json does not say */
+    int setup_bad;           /* a field was invalid ("?"): the run is compared with no other */
     double desired_acc; /* NaN: not set */
     /* metrics.jsonl */
     dt_run_epoch *epoch_lines; /* sorted by epoch, one per epoch */
@@ -151,9 +172,12 @@ int dt_runs_append(dt_run_set *s, dt_run *r);
  *     unless that is the epoch's only one; without step lines, the median of the epochs' img_per_s;
  *   speedup = img_s / baseline's img_s, efficiency = 100 * speedup / (ranks / baseline's ranks),
  *     where the baseline is the run with the fewest ranks (then the first by name) among the rows
- *     of the same arch, dataset, device, per-rank batch, opt level and precision; none for the
- *     baseline itself. DT_OK or DT_ERR_NOMEM. */
+ *     of the same arch, dataset, device, per-rank batch, opt level, precision and setup; none for
+ *     the baseline itself. DT_OK or DT_ERR_NOMEM. */
 int dt_runs_compute(dt_run_set *s);
+
+/* 1 when two runs have the same setup (above): every field the same text, or absent from both */
+int dt_run_same_setup(const dt_run *a, const dt_run *b);
 
 /* 1 when the run has a row in the tables: not skipped, at least one epoch */
 int dt_run_in_table(const dt_run *r);

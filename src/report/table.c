@@ -54,10 +54,42 @@ static void group_stem(const dt_run_set *s, size_t i0, char *out, size_t n)
         snprintf(out + strlen(out), n - strlen(out), "-%d", same + 1);
 }
 
+/* one scaling study within a table (derive.c's rule for the baseline) */
 static int same_config(const dt_run *a, const dt_run *b)
 {
     return !strcmp(a->device, b->device) && a->batch_per_rank == b->batch_per_rank && a->opt_level == b->opt_level &&
-           !strcmp(a->precision, b->precision);
+           !strcmp(a->precision, b->precision) && dt_run_same_setup(a, b);
+}
+
+/* The setup fields (runs.h) whose text is not the same over the table's runs [i0, i1): differ[f]
+ * set for each; returns how many. 0: one setup, no column for it. */
+static int setups_differ(const dt_run_set *s, size_t i0, size_t i1, int differ[DT_SETUP_N])
+{
+    int n = 0;
+    for (int f = 0; f < DT_SETUP_N; f++) {
+        differ[f] = 0;
+        for (size_t i = i0 + 1; i < i1 && !differ[f]; i++) {
+            const char *a = s->runs[i0].setup[f], *b = s->runs[i].setup[f];
+            differ[f] = (a == NULL) != (b == NULL) || (a && strcmp(a, b)) || s->runs[i].setup_bad;
+        }
+        differ[f] |= i1 > i0 + 1 && s->runs[i0].setup_bad;
+        n += differ[f];
+    }
+    return n;
+}
+
+/* "optimizer adamw; schedule cosine": the fields set in which (all when NULL), "?" where run.json
+ * does not say; "" when none */
+static void fmt_setup(char *b, size_t n, const dt_run *r, const int *which)
+{
+    size_t len = 0;
+    b[0] = 0;
+    for (int f = 0; f < DT_SETUP_N && len < n; f++)
+        if (!which || which[f]) {
+            int w = snprintf(b + len, n - len, "%s%s %s", len ? "; " : "", dt_setup_names[f],
+                             r->setup[f] ? r->setup[f] : "?");
+            len += w > 0 ? (size_t)w : 0;
+        }
 }
 
 static int rated(const dt_run *r)
@@ -239,7 +271,7 @@ static void fmt_ranks(char *b, size_t n, const dt_run *r)
         snprintf(b, n, "%d %s (?)", r->world_size, unit);
 }
 
-static void md_row(FILE *f, const dt_run *r, int acc_column)
+static void md_row(FILE *f, const dt_run *r, int acc_column, const int *differ)
 {
     char c[8][64];
     fputs("| ", f);
@@ -256,7 +288,14 @@ static void md_row(FILE *f, const dt_run *r, int acc_column)
     else
         snprintf(c[0], sizeof c[0], DASH);
     fmt_opt(c[1], sizeof c[1], r);
-    fprintf(f, " | %d | %s | %s | %zu/%d", r->batch_per_rank, c[0], c[1], r->n_epoch_lines, r->epochs);
+    fprintf(f, " | %d | %s | %s", r->batch_per_rank, c[0], c[1]);
+    if (differ) { /* the table holds several setups: what this run's is */
+        char setup[1200];
+        fmt_setup(setup, sizeof setup, r, differ);
+        fputs(" | ", f);
+        md_text(f, setup);
+    }
+    fprintf(f, " | %zu/%d", r->n_epoch_lines, r->epochs);
     fmt_num(c[0], sizeof c[0], r->img_s, 1, "");
     fmt_num(c[1], sizeof c[1], r->speedup, 2, "x");
     fmt_num(c[2], sizeof c[2], r->efficiency, 1, "%");
@@ -340,29 +379,37 @@ int dt_report_md(FILE *f, const dt_run_set *s, const dt_report_opts *o)
     fprintf(f, "; report of %s (UTC).\n\n", date);
     fputs("Train img/s is the median over the print intervals, each epoch's first (warm-up) left out. Speed-up "
           "and efficiency compare a run with the run of fewest ranks of the same arch, dataset, device, per-rank "
-          "batch and opt level (" DASH " for that run itself, or when it is alone). Times are training seconds "
+          "batch, opt level and setup (" DASH " for that run itself, or when it is alone); the setup is the "
+          "recipe, optimizer, lr schedule, crop, augmentation, mixup/cutmix, EMA and DDP settings, shown in a "
+          "column where a table's runs differ in it. Times are training seconds "
           "(validation left out). Epochs count from 0, as dtrain logs them; best top-1 and top-5 are validation "
           "accuracies, with their epoch.\n",
           f);
     size_t i0 = 0;
     for (; i0 < s->n && dt_run_in_table(&s->runs[i0]);) {
         size_t i1 = group_end(s, i0);
-        int acc = 0;
+        int acc = 0, differ[DT_SETUP_N], setups = setups_differ(s, i0, i1, differ) > 0;
         for (size_t i = i0; i < i1; i++)
             acc |= isfinite(s->runs[i].desired_acc);
         fputs("\n## ", f);
         md_text(f, s->runs[i0].arch);
         fputs(" on ", f);
         md_text(f, s->runs[i0].dataset);
-        fputs("\n\n| run | ranks (nodes x per node) | device | batch/rank | global batch | opt level | epochs | "
-              "train img/s | "
+        fputs("\n\n| run | ranks (nodes x per node) | device | batch/rank | global batch | opt level | ", f);
+        fputs(setups ? "setup | epochs | " : "epochs | ", f);
+        fputs("train img/s | "
               "speed-up | efficiency | time/epoch | train time | best top-1 % (epoch) | best top-5 % (epoch) |",
               f);
         fputs(acc ? " time to desired top-1 |\n" : "\n", f);
-        fputs("|:---|---:|:---|---:|---:|:---|---:|---:|---:|---:|---:|---:|---:|---:|", f);
+        fputs(setups ? "|:---|---:|:---|---:|---:|:---|:---|" : "|:---|---:|:---|---:|---:|:---|", f);
+        fputs("---:|---:|---:|---:|---:|---:|---:|---:|", f);
         fputs(acc ? "---:|\n" : "\n", f);
         for (size_t i = i0; i < i1; i++)
-            md_row(f, &s->runs[i], acc);
+            md_row(f, &s->runs[i], acc, setups ? differ : NULL);
+        if (setups) /* never one study of runs that train differently */
+            fputs("\nThese runs differ in setup: each setup is a study of its own, with its own baseline; rows of "
+                  "different setups are not compared (\"?\": their run.json does not say).\n",
+                  f);
         if (o->plots_href)
             md_plots(f, s, i0, i1, o->plots_href);
         i0 = i1;
@@ -433,7 +480,8 @@ int dt_report_csv(FILE *f, const dt_run_set *s)
 {
     fputs("run,dir,arch,dataset,device,nodes,ranks_per_node,ranks,batch_per_rank,global_batch,opt_level,precision,"
           "epochs_done,epochs,state,in_progress,img_per_s,speedup,efficiency_pct,baseline,epoch_time_s,train_time_s,"
-          "best_top1,best_top1_epoch,best_top5,best_top5_epoch,desired_acc,time_to_acc_s,acc_epoch,notes\n",
+          "best_top1,best_top1_epoch,best_top5,best_top5_epoch,desired_acc,time_to_acc_s,acc_epoch,recipe,setup,"
+          "notes\n",
           f);
     for (size_t i = 0; i < s->n; i++) {
         const dt_run *r = &s->runs[i];
@@ -469,6 +517,12 @@ int dt_report_csv(FILE *f, const dt_run_set *s)
         csv_num(f, r->desired_acc);
         csv_num(f, r->time_to_acc);
         csv_int(f, r->acc_epoch);
+        char setup[1200];
+        fmt_setup(setup, sizeof setup, r, NULL);
+        fputc(',', f);
+        csv_text(f, r->setup[DT_SETUP_RECIPE]);
+        fputc(',', f);
+        csv_text(f, r->have_config ? setup : NULL);
         fputc(',', f);
         size_t len = 1;
         for (size_t k = 0; k < r->n_notes; k++)
@@ -556,7 +610,12 @@ int dt_report_json(FILE *f, const dt_run_set *s)
               set(o, "best_top1", jnum(r->best_top1)) || set(o, "best_top1_epoch", jint(r->best_top1_epoch)) ||
               set(o, "best_top5", jnum(r->best_top5)) || set(o, "best_top5_epoch", jint(r->best_top5_epoch)) ||
               set(o, "desired_acc", jnum(r->desired_acc)) || set(o, "time_to_acc_s", jnum(r->time_to_acc)) ||
-              set(o, "acc_epoch", jint(r->acc_epoch));
+              set(o, "acc_epoch", jint(r->acc_epoch)) || set(o, "recipe", jstr(r->setup[DT_SETUP_RECIPE]));
+        json_t *setup = json_object(); /* the setup's fields, null where run.json does not say */
+        for (int k = 0; k < DT_SETUP_N && setup && !bad; k++)
+            bad = set(setup, dt_setup_names[k], jstr(r->setup[k]));
+        if (set(o, "setup", setup))
+            bad = 1;
         if (set(o, "notes", notes))
             bad = 1;
     }
@@ -635,6 +694,7 @@ static int throughput_plot(const dt_run_set *s, size_t i0, size_t i1, const char
     }
     double *pool = b + n, ymax = 0;
     int ns = 0, gpus = 1; /* the x axis says GPUs only when every line is of CUDA runs */
+    int differ[DT_SETUP_N], differ_any = setups_differ(s, i0, i1, differ) > 0; /* labels say the setup */
     for (size_t f = i0; f < i1 && ns + 2 <= DT_SVG_MAX_SERIES; f++) {
         if (!rated(&s->runs[f]) || config_first(s, i0, f) != f || !config_scales(s, f, i1))
             continue;
@@ -668,9 +728,12 @@ static int throughput_plot(const dt_run_set *s, size_t i0, size_t i1, const char
         }
         const dt_run *r = &s->runs[f];
         gpus &= on_gpus(r);
-        char opt[64], cfg[200];
+        char opt[64], cfg[200], setup[1200] = "";
         fmt_opt(opt, sizeof opt, r);
-        snprintf(cfg, sizeof cfg, "%.100s b%d %s", r->device, r->batch_per_rank, opt);
+        if (differ_any)
+            fmt_setup(setup, sizeof setup, r, differ);
+        snprintf(cfg, sizeof cfg, "%.60s b%d %.20s%s%.80s", r->device, r->batch_per_rank, opt, *setup ? ", " : "",
+                 setup);
         snprintf(labels[ns], sizeof labels[ns], "%s", cfg);
         snprintf(labels[ns + 1], sizeof labels[ns + 1], "ideal (%s)", cfg);
         ser[ns] = (dt_svg_series){.label = labels[ns], .x = x, .y = y, .n = np};

@@ -277,7 +277,7 @@ const dt_scalars *dt_amp_finish(dt_scaler *s, dt_comm *comm, dt_optim *opt, dt_m
     scaler_from_scalars(s, o);
     opt->steps = o->sgd_steps;
     if (o->skipped && s->dynamic && !o->diverged && comm_rank(comm) == 0)
-        say_overflow(s, o->step);
+        say_overflow(s, o->step + 1); /* the step's number as metrics.jsonl counts it (after the step) */
     return o;
 }
 

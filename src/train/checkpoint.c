@@ -82,6 +82,7 @@ static int write_all(hid_t f, const dt_model *m, const dt_optim *opt, const dt_a
     DT_TRY(dt_h5_attr_write_i64(f, "global_step", pr->global_step));
     DT_TRY(dt_h5_attr_write_i64(f, "model_step", (int64_t)m->step));
     DT_TRY(attr_double(f, "best_top1_bits", pr->best_top1));
+    DT_TRY(dt_h5_attr_write_i64(f, "best_epoch", pr->best_epoch));
     DT_TRY(dt_h5_attr_write_str(f, "config", config ? config : "{}"));
     int rc = DT_OK;
     hid_t g = H5Gcreate2(f, "progress", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -140,13 +141,16 @@ int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt,
     hid_t f = dt_atomic_create_h5(tmp, "checkpoint"); /* leaves nothing behind when it fails */
     if (f < 0)
         return DT_ERR_SYS;
+    dt_check_defer(); /* one line below, with the first failure's reason: not HDF5's call and source */
     int rc = write_all(f, m, opt, amp, ema, pr, config_json);
     if (H5Fclose(f) < 0 && rc == DT_OK)
         rc = DT_ERR_HDF5;
     if (rc == DT_OK)
         rc = dt_commit_file(dir, tmp, path);
+    const char *why = dt_check_reason();
     if (rc != DT_OK) {
-        dt_error("checkpoint %s not written; the previous one (if any) is intact", path);
+        dt_error("checkpoint %s not written: %s; the previous one (if any) is intact", path,
+                 *why ? why : dt_status_str(rc));
         unlink(tmp);
     }
     return rc;
@@ -240,6 +244,30 @@ static int load_model(hid_t f, const char *path, dt_model *m)
     return rc;
 }
 
+int dt_checkpoint_config(const char *path, char *buf, size_t n)
+{
+    hid_t f = dt_h5_open_ro(path, "checkpoint");
+    if (f < 0)
+        return DT_ERR_INPUT;
+    int rc = dt_h5_attr_read_str(f, path, "config", buf, n);
+    H5Fclose(f);
+    return rc;
+}
+
+int64_t dt_checkpoint_epoch(const char *path)
+{
+    int64_t epoch = -1;
+    if (access(path, F_OK) != 0)
+        return -1;
+    hid_t f = dt_h5_open_ro(path, "checkpoint");
+    if (f >= 0) {
+        if (H5Aexists(f, "epoch") <= 0 || dt_h5_attr_read_i64(f, path, "epoch", &epoch) != DT_OK)
+            epoch = -1;
+        H5Fclose(f);
+    }
+    return epoch;
+}
+
 int dt_checkpoint_load_weights(const char *path, dt_model *m)
 {
     hid_t f = open_for(path, m, 1);
@@ -250,13 +278,13 @@ int dt_checkpoint_load_weights(const char *path, dt_model *m)
     return rc == DT_OK ? DT_OK : DT_ERR_INPUT;
 }
 
-/* /model_ema into e; a checkpoint without it (trained without --model-ema) starts the average anew */
+/* /model_ema into e; a checkpoint without it (trained without --model-ema) leaves e empty (the
+ * trainer decides: the average starts from the model, or -e has none to evaluate) */
 static int read_ema(hid_t f, const char *path, dt_model *m, dt_ema *e)
 {
     if (H5Lexists(f, "model_ema", H5P_DEFAULT) <= 0) {
-        dt_warn("%s: has no model average (trained without --model-ema): the average starts from the resumed model",
-                path);
         e->n_averaged = 0;
+        e->empty = 1;
         return DT_OK;
     }
     hid_t g = open_group(f, path, "model_ema");
@@ -265,8 +293,10 @@ static int read_ema(hid_t f, const char *path, dt_model *m, dt_ema *e)
     const dt_fp32_state s = {e->avg_w, e->avg_b, e->counts};
     int rc = DT_ERR_INPUT;
     if (dt_h5_attr_read_i64(g, path, "n_averaged", &e->n_averaged) == DT_OK &&
-        dt_model_load_state_to(m, g, path, &s) == DT_OK)
+        dt_model_load_state_to(m, g, path, &s) == DT_OK) {
+        e->empty = 0;
         rc = DT_OK;
+    }
     H5Gclose(g);
     return rc;
 }
@@ -282,6 +312,9 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp
     if (dt_h5_attr_read_i64(f, path, "epoch", &pr->epoch) || dt_h5_attr_read_i64(f, path, "step", &pr->step) ||
         dt_h5_attr_read_i64(f, path, "global_step", &pr->global_step) ||
         dt_h5_attr_read_i64(f, path, "model_step", &mstep) || read_double(f, path, "best_top1_bits", &pr->best_top1))
+        goto out;
+    pr->best_epoch = -1; /* not recorded before dtrain 0.1.0's issue 36 */
+    if (H5Aexists(f, "best_epoch") > 0 && dt_h5_attr_read_i64(f, path, "best_epoch", &pr->best_epoch))
         goto out;
     if (load_model(f, path, m) != DT_OK)
         goto out;

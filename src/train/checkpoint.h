@@ -39,6 +39,7 @@ typedef struct dt_progress {
     int64_t global_step;
     double best_top1;
     dt_epoch_sums sums;   /* of the epoch under way (zero at an epoch's start) */
+    int64_t best_epoch;   /* the epoch whose validation gave best_top1 (-1: none, or not recorded) */
 } dt_progress;
 
 /* ema: the model's average (--model-ema: /model_ema), or NULL */
@@ -49,6 +50,12 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp
  * as tools/dt-export-torchvision writes from a torchvision model or state_dict; its arch attribute is
  * optional), for --pretrained. Names and shapes are checked; DT_OK or DT_ERR_INPUT after one line. */
 int dt_checkpoint_load_weights(const char *path, dt_model *m);
+/* The run.json text the checkpoint was written with (its "config" attribute; "{}" in one written
+ * without) into buf, cut to n - 1 bytes; DT_OK, or DT_ERR_INPUT after one line */
+int dt_checkpoint_config(const char *path, char *buf, size_t n);
+/* The epoch attribute of a checkpoint (model_best.h5: the epoch after the best one), or -1 when path
+ * is absent (nothing logged) or cannot be read (one line) */
+int64_t dt_checkpoint_epoch(const char *path);
 /* The newest readable checkpoint.h5 of this architecture in a run directory under results, into out; with
  * job, only in the directories of that Slurm job (names with -job<job>). DT_OK, or DT_ERR_INPUT (nothing
  * logged) when there is none. */

@@ -79,6 +79,20 @@ int dt_run_open_datasets(dt_run *r)
                  "its shards are raw %dx%d images", cfg->data, r->train_set.w, r->train_set.h);
         return DT_ERR_INPUT;
     }
+    /* flags that would do nothing with this data are refused, as dtrain refuses them on its command
+     * line (doc/dtrain.1, OPTIONS): raw shards are cropped from padding and never resized, encoded
+     * images are never padded */
+    if (raw && cfg->interpolation >= 0 && (!cfg->auto_augment || cfg->interpolation > DT_FILTER_NEAREST)) {
+        dt_error("%s: --interpolation %s has no effect on raw shards (%dx%d images, never resized)%s", cfg->data,
+                 dt_filter_name(cfg->interpolation), r->train_set.w, r->train_set.h,
+                 cfg->auto_augment ? ": with --auto-augment only nearest or bilinear, its operations' filter" : "");
+        return DT_ERR_INPUT;
+    }
+    if (!raw && cfg->crop_padding) {
+        dt_error("%s: --crop-padding has no effect on encoded images (RandomResizedCrop pads nothing); it is for "
+                 "raw shards", cfg->data);
+        return DT_ERR_INPUT;
+    }
     if (cfg->val_resize && cfg->val_resize < r->val_size) {
         dt_error("--val-resize-size %d: below the validation crop of %d (--val-crop-size, or --crop)", cfg->val_resize,
                  r->val_size);
@@ -136,7 +150,7 @@ int dt_run_load_data(dt_run *r)
                         .ra_reps = cfg->ra_sampler ? cfg->ra_reps : 1,
                         .mixup_alpha = cfg->mixup_alpha, .cutmix_alpha = cfg->cutmix_alpha,
                         .out_h = r->image_size, .out_w = r->image_size, .pad = cfg->crop_padding,
-                        .interpolation = cfg->interpolation};
+                        .interpolation = cfg->interpolation < 0 ? DT_FILTER_BILINEAR : cfg->interpolation};
     /* --auto-augment, --random-erase: erasing fills with the mean, torchvision's 0 after Normalize */
     lc.aug = (dt_aug_cfg){.policy = cfg->auto_augment, .ra_num_ops = 2, .ra_magnitude = cfg->ra_magnitude,
                           .num_magnitude_bins = 31, .erase_p = cfg->random_erase,

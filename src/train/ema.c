@@ -20,6 +20,7 @@ int dt_ema_init(dt_ema *e, const dt_model *m, double decay, int64_t every)
 {
     memset(e, 0, sizeof *e);
     e->decay = decay;
+    e->empty = 1;
     e->every = every > 0 ? every : 1;
     e->be = m->be;
     const size_t nw = (size_t)(m->n_weights ? m->n_weights : 1), nb = (size_t)(m->n_buffers ? m->n_buffers : 1),
@@ -54,6 +55,14 @@ void dt_ema_update(dt_ema *e, dt_model *m, const float *master)
         }
     }
     e->n_averaged++;
+    e->empty = 0;
+}
+
+void dt_ema_start(dt_ema *e, dt_model *m, const float *master)
+{
+    e->n_averaged = 0; /* a copy */
+    dt_ema_update(e, m, master);
+    e->n_averaged = 0;
 }
 
 /* exchange the model's storage with the swap storage */

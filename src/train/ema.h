@@ -22,6 +22,7 @@ typedef struct dt_ema {
     double decay;        /* the decay the updates use (train.py's adjusted one) */
     int64_t every;       /* update when the step's index in its epoch is a multiple of this */
     int64_t n_averaged;  /* updates since the last copy (AveragedModel's n_averaged) */
+    int64_t empty;       /* 1: no average yet (dt_ema_init; none read from a checkpoint, no update) */
     float *avg_w;        /* n_weights floats, the backend's memory */
     float *avg_b;        /* n_buffers floats, the backend's memory */
     int64_t *counts;     /* n_counts, host */
@@ -39,6 +40,9 @@ int dt_ema_init(dt_ema *e, const dt_model *m, double decay, int64_t every);
  * layout), issued on the model's backend after the step's update; copy: a first update (n_averaged
  * 0, or during the warm-up) */
 void dt_ema_update(dt_ema *e, dt_model *m, const float *master);
+/* the average := the model's values now, n_averaged 0: what AveragedModel holds when it is made
+ * (a copy of the model), for a run whose checkpoint or --pretrained file has no average */
+void dt_ema_start(dt_ema *e, dt_model *m, const float *master);
 /* the average in the model's place (its types: rounded as the model stores them), or back */
 void dt_ema_swap(dt_ema *e, dt_model *m);
 void dt_ema_free(dt_ema *e);

@@ -1,7 +1,8 @@
 /* epoch.c: the epoch loop and why a run stops (contract in trainer_int.h).
  *
  * Each epoch: its steps (step.c), a progress line every print_freq steps, then validation, the
- * checkpoint to resume at the next epoch (model_best.h5 on a new best top-1) and the epoch's metrics.
+ * checkpoint to resume at the next epoch, the epoch's metrics and model_best.h5 on a new best top-1,
+ * in that order (end_epoch: a failure at any of them leaves a state resume completes).
  * A run stops at its last epoch, or after the step where one of these happened, on every rank at
  * once: --max-steps reached, --desired-acc reached at validation, a signal on any rank (agreed in
  * every step's collective and after every validation batch), or divergence (NaN or inf steps in a
@@ -27,6 +28,7 @@ typedef struct loop_state {
     int64_t global_step;
     int64_t steps_run;          /* optimiser steps of this invocation: what --max-steps counts */
     double best_top1;           /* the best validation top-1 so far */
+    int64_t best_epoch;         /* its epoch (-1: none) */
     int stop;
     int max_steps_reached, desired_acc_reached;
 } loop_state;
@@ -77,7 +79,7 @@ static int train_epoch(dt_run *r, loop_state *L, int epoch, dt_epoch_sums *sums,
         if (r->diverged) /* every rank knows: the state holds NaN or inf, and is not saved */
             break;
         sums->seconds = dt_seconds() - clock.epoch_start;
-        r->progress = (dt_progress){epoch, s + 1, L->global_step, L->best_top1, *sums};
+        r->progress = (dt_progress){epoch, s + 1, L->global_step, L->best_top1, *sums, L->best_epoch};
         if (save) /* stopped inside the epoch: resume exactly here */
             DT_TRY(dt_rundir_save(r));
     }
@@ -100,18 +102,25 @@ static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *s
         /* a signal before or during validation: time is short. The checkpoint keeps the epoch trained
          * and not yet validated (its last step, its sums): --resume validates it and logs its line as
          * an uninterrupted run would have, so a stopped run's metrics equal an uninterrupted one's. */
-        r->progress = (dt_progress){epoch, r->steps_per_epoch, L->global_step, L->best_top1, *sums};
+        r->progress = (dt_progress){epoch, r->steps_per_epoch, L->global_step, L->best_top1, *sums, L->best_epoch};
         L->stop = 1;
         return dt_rundir_save(r);
     }
     val_seconds = dt_seconds() - val_seconds;
     int improved = validated && isfinite(v.loss) && v.top1 > L->best_top1; /* a diverged model is never the best */
-    if (improved)
+    if (improved) {
         L->best_top1 = v.top1;
-    r->progress = (dt_progress){.epoch = epoch + 1, .global_step = L->global_step, .best_top1 = L->best_top1};
+        L->best_epoch = epoch;
+    }
+    r->progress = (dt_progress){
+        .epoch = epoch + 1, .global_step = L->global_step, .best_top1 = L->best_top1, .best_epoch = L->best_epoch};
+    /* The records in the order that leaves, after any failure (a full disk), a state resume completes:
+     * the checkpoint that says the epoch is done, its metrics line, then model_best.h5. A failed
+     * checkpoint keeps the one before (resume trains to here again, bit for bit, and writes all
+     * three); a failed model_best.h5 is written on resume from the checkpoint, which holds the same
+     * state (dt_rundir_repair_best). Written between the two, its failure lost the epoch's metrics
+     * line for good: resume started at the next epoch. */
     DT_TRY(dt_rundir_save(r));
-    if (improved && rank == 0)
-        DT_TRY(dt_rundir_save_best(r));
     if (validated && cfg->desired_acc > 0 && v.top1 >= cfg->desired_acc) {
         if (rank == 0)
             dt_info("validation top-1 %.2f%% reached --desired-acc %.2f: stopping", v.top1, cfg->desired_acc);
@@ -120,15 +129,24 @@ static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *s
     if (rank == 0)
         dt_metrics_epoch(r, epoch, sums, lr, validated ? &v : NULL,
                          validated && val_seconds > 0 ? (double)r->val_set.count / val_seconds : 0);
+    if (improved && rank == 0)
+        DT_TRY(dt_rundir_save_best(r));
     if (!L->stop && dt_run_agree_signal(r)) /* a signal during validation: the checkpoint is already written */
         L->stop = 1;
     return DT_OK;
 }
 
+const char *dt_run_position(const dt_run *r, char *buf, size_t n)
+{
+    const dt_progress *p = &r->progress;
+    snprintf(buf, n, "step %lld (epoch %lld [%lld/%lld])", (long long)p->global_step, (long long)p->epoch,
+             (long long)p->step, (long long)r->steps_per_epoch);
+    return buf;
+}
+
 /* rank 0: the run's last lines, in metrics.jsonl and the log */
 static void say_why_it_ended(dt_run *r, const loop_state *L)
 {
-    const dt_progress *p = &r->progress;
     const char *reason = "done";
     if (r->diverged)
         reason = "diverged";
@@ -141,15 +159,16 @@ static void say_why_it_ended(dt_run *r, const loop_state *L)
     dt_metrics_end(r, reason);
     if (r->diverged)
         return; /* said when it happened */
+    char at[96];
+    dt_run_position(r, at, sizeof at);
     if (r->stopped_by)
-        dt_info("stopped by signal %d at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto%s",
-                r->stopped_by, (long long)p->epoch, (long long)p->step, r->dir,
+        dt_info("stopped by signal %d at %s: checkpoint in %s; continue with --resume auto%s", r->stopped_by, at, r->dir,
                 getenv("SLURM_JOB_ID") && r->stopped_by == SIGUSR1
                     ? " (at a time limit, a batch job under dtrain-srun requeues and continues by itself)"
                     : "");
-    else if (p->step > 0)
-        dt_info("stopped after --max-steps %ld at epoch %lld, step %lld: checkpoint in %s; continue with --resume auto",
-                r->cfg->max_steps, (long long)p->epoch, (long long)p->step, r->dir);
+    else if (L->max_steps_reached)
+        dt_info("stopped after --max-steps %ld at %s: checkpoint in %s; continue with --resume auto", r->cfg->max_steps,
+                at, r->dir);
     else if (r->have_val_set)
         dt_info("done: best validation top-1 %.2f%%; results in %s", L->best_top1, r->dir);
     else
@@ -159,7 +178,10 @@ static void say_why_it_ended(dt_run *r, const loop_state *L)
 int dt_run_epochs(dt_run *r)
 {
     DT_TRY(dt_run_alloc_batch(r));
-    loop_state L = {.global_step = r->progress.global_step, .best_top1 = r->progress.best_top1};
+    if (r->resuming && r->launch.rank == 0)
+        DT_TRY(dt_rundir_repair_best(r));
+    loop_state L = {.global_step = r->progress.global_step, .best_top1 = r->progress.best_top1,
+                    .best_epoch = r->progress.best_epoch};
     for (int epoch = (int)r->progress.epoch; epoch < r->cfg->epochs && !L.stop; epoch++) {
         dt_epoch_sums sums;
         double lr;

@@ -101,7 +101,8 @@ static int write_run_json(dt_run *r)
         json_object_set_new(j, "augmentation",
                             json_pack("{s:i, s:i, s:s, s:s?, s:i, s:f}", "train_crop_size", r->image_size,
                                       "val_crop_size", r->val_size, "interpolation",
-                                      dt_filter_name(cfg->interpolation), "auto_augment",
+                                      dt_filter_name(cfg->interpolation < 0 ? DT_FILTER_BILINEAR : cfg->interpolation),
+                                      "auto_augment",
                                       cfg->auto_augment ? dt_aug_policy_name(cfg->auto_augment) : NULL,
                                       "ra_magnitude", cfg->ra_magnitude, "random_erase", cfg->random_erase));
         json_object_set_new(j, "model_ema", r->have_ema ? json_pack("{s:I, s:f, s:f}", "steps",
@@ -118,9 +119,10 @@ static int write_run_json(dt_run *r)
                                       dt_schedule_warmup_decay(cfg)));
     char path[4200];
     snprintf(path, sizeof path, "%s/run.json", r->dir);
+    errno = 0;
     int rc = j && json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
     if (rc != DT_OK)
-        dt_error("%s: cannot write", path);
+        dt_error("%s: cannot write: %s", path, errno ? strerror(errno) : "jansson's json_dump_file failed");
     else if (!(r->run_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
         rc = DT_ERR_NOMEM;
     json_decref(j);

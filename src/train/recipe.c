@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/check.h"
+#include "util/cli.h"
 #include "util/log.h"
 
 /* torchvision's resnet50 recipe of its IMAGENET1K_V2 weights (80.86% top-1), used for resnet101 and
@@ -158,22 +160,36 @@ void dt_recipe_print(FILE *out)
         fprintf(out, "%s: %s\n", recipes[i].name, recipes[i].flags);
 }
 
-int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, char **strings)
+int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, char **strings, int *recipe_args)
 {
     *out_argv = NULL;
+    *recipe_args = 0;
     *strings = NULL;
     const char *name = NULL;
+    char e1[160], e2[160];
     int i;
     for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        const char *got = NULL;
         if (!strcmp(argv[i], "--recipe")) {
             if (i + 1 >= argc) {
                 dt_error("--recipe: needs a name (dtrain --recipe list shows them)");
                 return -1;
             }
-            name = argv[++i];
+            got = argv[++i];
         } else if (!strncmp(argv[i], "--recipe=", 9)) {
-            name = argv[i] + 9;
+            got = argv[i] + 9;
         }
+        if (got && dt_parse_text("--recipe", got) != DT_OK)
+            return -1;
+        /* one recipe: the flags of two would mix, and which one's value counted would depend on the
+         * order of flags inside them (the same name twice is one recipe) */
+        if (got && name && strcmp(got, name)) {
+            dt_error("--recipe %s and --recipe %s: give one recipe (its flags can be overridden one by one)",
+                     dt_cli_escape(name, e1, sizeof e1), dt_cli_escape(got, e2, sizeof e2));
+            return -1;
+        }
+        if (got)
+            name = got;
     }
     if (!name)
         return 0;
@@ -183,7 +199,7 @@ int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, cha
     }
     const dt_recipe *rc = dt_recipe_find(name);
     if (!rc) {
-        dt_error("--recipe %s: no such recipe (dtrain --recipe list shows them)", name);
+        dt_error("--recipe %s: no such recipe (dtrain --recipe list shows them)", dt_cli_escape(name, e1, sizeof e1));
         return -1;
     }
     char *s = strdup(rc->flags);
@@ -197,17 +213,11 @@ int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, cha
     v[k++] = argv[0];
     for (char *save = NULL, *t = strtok_r(s, " ", &save); t; t = strtok_r(NULL, " ", &save))
         v[k++] = t;
-    for (i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--")) {
-            while (i < argc)
-                v[k++] = argv[i++];
-            break;
-        }
-        if (!strcmp(argv[i], "--recipe"))
-            i++;
-        else if (strncmp(argv[i], "--recipe=", 9))
-            v[k++] = argv[i];
-    }
+    *recipe_args = k - 1; /* v[1 .. k - 1]: the recipe's, for dtrain's rule on flags without effect */
+    /* then the command line as given, its --recipe NAME too: dtrain records the name (run.json), and
+     * a worker that --nproc-per-node starts with the command line expands it again */
+    for (i = 1; i < argc; i++)
+        v[k++] = argv[i];
     v[k] = NULL;
     *out_argc = k;
     *out_argv = v;

@@ -29,12 +29,14 @@ const dt_recipe *dt_recipe_find(const char *name);
 /* every recipe, "name: flags", one per line (dtrain --recipe list) */
 void dt_recipe_print(FILE *out);
 
-/* argv with the named recipe's flags in place of "--recipe NAME" (or "--recipe=NAME"; the last one
- * given, others dropped), in a new NULL-terminated array *out_argv of *out_argc entries (free it and
- * (*strings) with free()). 0 when argv names no recipe (*out_argv NULL), 1 when it was expanded, 2
- * for the name "list" (the recipes printed to stdout), -1 after one line for an unknown name or a
- * missing one (or out of memory). Stops looking at "--". */
-int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, char **strings);
+/* argv with the named recipe's flags put first, after argv[0] (the rest as given, "--recipe NAME" or
+ * "--recipe=NAME" included: the caller reads the name from it; the same name given twice is one
+ * recipe), in a new NULL-terminated array *out_argv of *out_argc entries (free it
+ * and (*strings) with free()). 0 when argv names no recipe (*out_argv NULL), 1 when it was expanded,
+ * 2 for the name "list" (the recipes printed to stdout), -1 after one line for an unknown name, a
+ * missing one, two different ones, one holding a control byte (or out of memory). Stops looking at
+ * "--". *recipe_args: how many entries after (*out_argv)[0] are the recipe's (0 unless expanded). */
+int dt_recipe_expand(int argc, char **argv, int *out_argc, char ***out_argv, char **strings, int *recipe_args);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
  * broadcast (DDP carries the weights and buffers, dt_rundir_share_resumed the rest). */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -19,6 +20,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "train/trainer_int.h"
 #include "util/atomic.h"
@@ -160,10 +163,109 @@ static int check_progress(dt_run *r)
              e->steps > p->step * cfg->accum_steps)
         snprintf(buf, sizeof buf, "the epoch's sums (loss %g, %lld of %lld seen hit, %lld steps)", e->loss,
                  (long long)e->hits1, (long long)e->seen, (long long)e->steps), why = buf;
+    if (!why && !cfg->evaluate && (p->epoch > cfg->epochs || (p->epoch == cfg->epochs && p->step > 0))) {
+        /* nothing would train, and the run's end would be logged as done: a half-trained epoch as
+         * complete (1/1 in dtreport) */
+        char at[96];
+        dt_error("--epochs %d: %s is at %s, past this run's last epoch (%d): nothing would train (give --epochs %lld "
+                 "or more to go on)",
+                 cfg->epochs, r->resume_path, dt_run_position(r, at, sizeof at), cfg->epochs - 1,
+                 (long long)p->epoch + (p->step > 0));
+        return DT_ERR_INPUT;
+    }
     if (!why)
         return DT_OK;
     dt_error("%s: cannot resume from %s: the checkpoint is damaged, or from a run with other data, batch or ranks",
              r->resume_path, why);
+    return DT_ERR_INPUT;
+}
+
+/* one difference between the checkpoint's run and this command, into the line same_run says */
+static void differs(char *line, size_t n, const char *what, const char *was, const char *now)
+{
+    size_t k = strlen(line);
+    snprintf(line + k, n - k, "%s%s %s (this command: %s)", k ? "; " : "", what, was, now);
+}
+
+/* rank 0, training (not -e): the resumed run is the run its checkpoint continues. What its state was
+ * made with, and how the data is cut into steps, must be this command's: the optimizer (its state),
+ * the opt level and reduced
+ * type, BN's and the master weights' types (the stored tensors), the momentum and Nesterov (the
+ * momentum buffer), --model-ema (the average: turned off, it would be dropped; turned on, it would
+ * start mid-run), the batch per rank, the ranks and --accum-steps (the step a checkpoint stopped at
+ * counts batches of that size: another one skips or repeats images). A difference is refused in one
+ * line naming each, both ways alike; --pretrained starts a new run from the weights. Schedules,
+ * epochs, lr and the rest steer what comes next and may change. A checkpoint without a record
+ * ("{}", or text that is not JSON) is not checked. */
+static int same_run(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    char *text = malloc(1 << 16);
+    if (!text)
+        return DT_ERR_NOMEM;
+    int rc = dt_checkpoint_config(r->resume_path, text, 1 << 16);
+    json_t *j = rc == DT_OK ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    if (rc != DT_OK || !j)
+        return rc;
+    json_t *arch = json_object_get(j, "arch");
+    if (json_is_string(arch) && strcmp(json_string_value(arch), cfg->arch)) {
+        json_decref(j); /* another model's checkpoint: the loader says so */
+        return DT_OK;
+    }
+    char line[1024] = "", was[64], now[64];
+    const dt_amp_props *p = &r->amp.props;
+    json_t *amp = json_object_get(j, "amp"), *opt = json_object_get(j, "optimizer"), *v;
+    static const char *const levels[] = {"O0", "O1", "O2", "O3"};
+    if ((v = json_object_get(opt, "name")) && json_is_string(v) && strcmp(json_string_value(v), dt_optim_name(&r->opt)))
+        differs(line, sizeof line, "--opt", json_string_value(v), dt_optim_name(&r->opt));
+    int level = -1;
+    if ((v = json_object_get(amp, "opt_level")) && json_is_integer(v) && (level = (int)json_integer_value(v)) >= 0 &&
+        level < 4 && level != p->opt_level)
+        differs(line, sizeof line, "--opt-level", levels[level], levels[p->opt_level]);
+    const char *prec = p->reduced == DT_BFLOAT16 ? "bf16" : "fp16";
+    if (level == p->opt_level && level > 0 && (v = json_object_get(amp, "precision")) && json_is_string(v) &&
+        strcmp(json_string_value(v), prec))
+        differs(line, sizeof line, "--precision", json_string_value(v), prec);
+    if (level == p->opt_level && (v = json_object_get(amp, "keep_batchnorm_fp32")) && json_is_boolean(v) &&
+        json_is_true(v) != !!p->keep_batchnorm_fp32)
+        differs(line, sizeof line, "--keep-batchnorm-fp32", json_is_true(v) ? "true" : "false",
+                p->keep_batchnorm_fp32 ? "true" : "false");
+    if (level == p->opt_level && (v = json_object_get(amp, "master_weights")) && json_is_boolean(v) &&
+        json_is_true(v) != !!p->master_weights)
+        differs(line, sizeof line, "--master-weights", json_is_true(v) ? "true" : "false",
+                p->master_weights ? "true" : "false");
+    if ((v = json_object_get(opt, "momentum")) && json_is_number(v) &&
+        (float)json_number_value(v) != r->opt.momentum) {
+        snprintf(was, sizeof was, "%g", (double)(float)json_number_value(v));
+        snprintf(now, sizeof now, "%g", (double)r->opt.momentum);
+        differs(line, sizeof line, "--momentum", was, now);
+    }
+    if ((v = json_object_get(opt, "nesterov")) && json_is_boolean(v) && json_is_true(v) != !!r->opt.nesterov)
+        differs(line, sizeof line, "--nesterov", json_is_true(v) ? "on" : "off", r->opt.nesterov ? "on" : "off");
+    if ((v = json_object_get(j, "model_ema")) && json_is_null(v) == r->have_ema)
+        differs(line, sizeof line, "--model-ema", r->have_ema ? "off" : "on", r->have_ema ? "on" : "off");
+    static const struct { const char *key, *flag; } ints[] = {
+        {"batch_per_rank", "--batch-size"}, {"world_size", "ranks"}};
+    const long mine[] = {cfg->batch, r->launch.size};
+    for (int i = 0; i < 2; i++)
+        if ((v = json_object_get(j, ints[i].key)) && json_is_integer(v) && json_integer_value(v) != mine[i]) {
+            snprintf(was, sizeof was, "%lld", (long long)json_integer_value(v));
+            snprintf(now, sizeof now, "%ld", mine[i]);
+            differs(line, sizeof line, ints[i].flag, was, now);
+        }
+    if ((v = json_object_get(json_object_get(j, "ddp"), "accum_steps")) && json_is_integer(v) &&
+        json_integer_value(v) != cfg->accum_steps) {
+        snprintf(was, sizeof was, "%lld", (long long)json_integer_value(v));
+        snprintf(now, sizeof now, "%d", cfg->accum_steps);
+        differs(line, sizeof line, "--accum-steps", was, now);
+    }
+    json_decref(j);
+    if (!line[0])
+        return DT_OK;
+    dt_error("--resume %s: the run was trained with %s; a resumed run keeps what its state and steps were made with "
+             "(give those again, or start a new run from its weights with --pretrained %s)",
+             r->resume_path, line, r->resume_path);
     return DT_ERR_INPUT;
 }
 
@@ -173,6 +275,8 @@ int dt_rundir_resume(dt_run *r)
     DT_TRY(find_resume(r));
     if (!r->resuming)
         return DT_OK;
+    if (!cfg->evaluate)
+        DT_TRY(same_run(r));
     DT_TRY(dt_checkpoint_load(r->resume_path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL,
                               &r->progress));
     DT_TRY(check_progress(r));
@@ -213,6 +317,7 @@ int dt_rundir_share_resumed(dt_run *r)
         DT_TRY(dev->ops->broadcast(dev, r->ema.avg_b, (size_t)r->model.n_buffers, DT_FLOAT32, 0));
         DT_TRY(comm->ops->broadcast(comm, r->ema.counts, (size_t)r->model.n_counts, DT_INT64, 0));
         DT_TRY(comm->ops->broadcast(comm, &r->ema.n_averaged, 1, DT_INT64, 0));
+        DT_TRY(comm->ops->broadcast(comm, &r->ema.empty, 1, DT_INT64, 0));
     }
     if (r->amp.master)
         DT_TRY(dev->ops->broadcast(dev, r->amp.master, (size_t)r->model.n_weights, DT_FLOAT32, 0));
@@ -256,6 +361,31 @@ int dt_rundir_prepare(dt_run *r)
     return DT_OK;
 }
 
+void dt_rundir_discard(dt_run *r)
+{
+    char path[4400];
+    static const char *const sub[] = {"logs", ""};
+    for (int i = 0; i < 2; i++) { /* logs/rank-*.log, then the run's own files */
+        snprintf(path, sizeof path, "%s/%s", r->dir, sub[i]);
+        DIR *d = opendir(path);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            const char *n = e->d_name;
+            int ours = i == 0 ? !strncmp(n, "rank-", 5) && strstr(n, ".log")
+                              : !strcmp(n, "run.json") || !strcmp(n, "metrics.jsonl") || !strcmp(n, ".lock") ||
+                                    !strncmp(n, "events.out.tfevents.", 20);
+            if (ours && snprintf(path, sizeof path, "%s/%s%s%s", r->dir, sub[i], *sub[i] ? "/" : "", n) <
+                            (int)sizeof path)
+                unlink(path);
+        }
+        if (d)
+            closedir(d);
+    }
+    snprintf(path, sizeof path, "%s/logs", r->dir);
+    rmdir(path);
+    if (rmdir(r->dir) == 0)
+        dt_info("%s: removed (the run did not start)", r->dir);
+}
+
 int dt_rundir_save(dt_run *r)
 {
     if (r->launch.rank != 0)
@@ -269,10 +399,84 @@ int dt_rundir_save(dt_run *r)
     return rc;
 }
 
+int dt_rundir_repair_best(dt_run *r)
+{
+    const dt_progress *p = &r->progress;
+    if (p->step != 0 || p->best_epoch < 0 || p->best_epoch != p->epoch - 1)
+        return DT_OK;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
+    if (dt_checkpoint_epoch(path) == p->epoch)
+        return DT_OK;
+    dt_warn("%s: not written for epoch %lld's best top-1 %.2f%% (the run stopped before): written now from %s, "
+            "which holds that state",
+            path, (long long)p->best_epoch, p->best_top1, r->resume_path);
+    return dt_rundir_save_best(r);
+}
+
 int dt_rundir_save_best(dt_run *r)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
     return dt_checkpoint_save(path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL, &r->progress,
                               r->run_json);
+}
+
+/* a JSON string of text; bytes that are not UTF-8 (a path's) become '?' (jansson takes UTF-8 only) */
+static json_t *json_text(const char *text)
+{
+    json_t *j = json_string(text);
+    char *c = j ? NULL : strdup(text);
+    if (c) {
+        for (char *p = c; *p; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+        j = json_string(c);
+        free(c);
+    }
+    return j;
+}
+
+int dt_rundir_record_options(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    json_t *j = r->run_json ? json_loads(r->run_json, 0, NULL) : NULL, *opts = json_object();
+    int bad = !j || !opts;
+    for (int i = 0; i < cfg->n_options && !bad; i++) {
+        const dt_train_option *o = &cfg->options[i];
+        json_t *v = o->value ? json_text(o->value) : json_boolean(o->on);
+        bad = !v || json_object_set_new(opts, o->name, v) != 0;
+    }
+    if (!bad) { /* a set takes the value, also when it fails */
+        bad = json_object_set_new(j, "recipe", cfg->recipe ? json_text(cfg->recipe) : json_null()) != 0;
+        bad |= json_object_set_new(j, "options", opts) != 0;
+        opts = NULL;
+    }
+    json_decref(opts);
+    char *text = bad ? NULL : json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text) {
+        json_decref(j);
+        dt_error("%s/run.json: out of memory recording the options", r->dir);
+        return DT_ERR_NOMEM;
+    }
+    /* replaced whole, under a temporary name: a crash leaves the run.json written before */
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/run.json", r->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    dt_remove_stale_tmp(r->dir, "run.json");
+    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
+    json_decref(j);
+    if (rc != DT_OK) {
+        dt_error("%s: cannot write: %s", tmp, strerror(errno));
+        unlink(tmp);
+        free(text);
+        return rc;
+    }
+    if ((rc = dt_commit_file(r->dir, tmp, path)) != DT_OK) {
+        free(text);
+        return rc;
+    }
+    free(r->run_json); /* the checkpoints keep the record too */
+    r->run_json = text;
+    return DT_OK;
 }

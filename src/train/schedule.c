@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "train/trainer_int.h"
+#include "util/log.h"
 
 const char *const dt_lr_schedule_names[] = {"step",         "cosine",        "steplr",       "multisteplr",
                                             "cosineannealinglr", "exponentiallr", "polynomiallr", NULL};
@@ -101,9 +102,25 @@ double dt_schedule_lr(const dt_train_cfg *cfg, double base_lr, int64_t steps_per
     }
 }
 
+void dt_schedule_warn(const dt_train_cfg *cfg, double base_lr)
+{
+    const int s = cfg->lr_schedule;
+    if ((s == DT_LR_COSINE || s == DT_LR_COSINEANNEALINGLR) && cfg->lr_min > base_lr)
+        dt_warn("--lr-min %g is above the learning rate %g (--lr scaled to the global batch): the cosine rises "
+                "to it", cfg->lr_min, base_lr);
+    if (cfg->warmup_epochs > 0 && cfg->warmup_epochs >= cfg->epochs)
+        dt_warn("--warmup-epochs %g is not below --epochs %d: the whole run is warm-up, the schedule never starts",
+                cfg->warmup_epochs, cfg->epochs);
+    if (cfg->warmup_epochs > 0 && dt_schedule_warmup_method(cfg) == DT_WARMUP_CONSTANT &&
+        dt_schedule_warmup_decay(cfg) == 0)
+        dt_warn("--lr-warmup-method constant with a warm-up factor of 0 (--lr-warmup-decay; 0 is step's and cosine's "
+                "default): the learning rate is 0, nothing trains, for the %g warm-up epochs", cfg->warmup_epochs);
+}
+
 void dt_train_print_lr(const dt_train_cfg *cfg, int64_t steps_per_epoch, FILE *out)
 {
     const double base = dt_schedule_base_lr(cfg, 1);
+    dt_schedule_warn(cfg, base);
     fprintf(out, "# dtrain's learning rate at each step: epoch step lr (base lr %.17g, %lld steps per epoch, one rank)\n",
             base, (long long)steps_per_epoch);
     for (int e = cfg->start_epoch; e < cfg->epochs; e++)

@@ -132,12 +132,12 @@ static void step_outcome(dt_run *r, const dt_scalars *out)
         return;
     if (!s->dynamic && !out->diverged)
         dt_warn("step %lld: NaN or inf in the loss or the gradients: step skipped, %lld in a row "
-                "(--max-nonfinite %ld stops the run)", (long long)out->step, (long long)out->in_a_row,
+                "(--max-nonfinite %ld stops the run)", (long long)out->step + 1, (long long)out->in_a_row,
                 r->cfg->max_nonfinite);
     if (out->diverged)
         dt_error("step %lld: the run has diverged: %lld steps in a row with NaN or inf in the loss or the gradients"
                  "%s; stopping without writing a checkpoint (the last one written is intact); a smaller --lr or a "
-                 "warm-up usually helps", (long long)out->step, (long long)out->in_a_row,
+                 "warm-up usually helps", (long long)out->step + 1, (long long)out->in_a_row,
                  s->dynamic ? ", the last at the loss scale's floor" : "");
 }
 
@@ -233,7 +233,7 @@ static int run_graph(dt_run *r, int k, unsigned segs, int n, int *failed)
     r->graph[k] = g;
     if (k == 0 && r->launch.rank == 0) /* what tests/gpu/summary.py looks for */
         dt_info("step %lld: the training step captured as graphs; every full batch from here launches them",
-                (long long)r->comm->step);
+                (long long)r->comm->step + 1); /* the step being run: metrics.jsonl's count after it */
     be->graph_launch(g);
     return DT_OK;
 }

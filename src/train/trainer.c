@@ -61,6 +61,7 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->lars_eta = 0.001;
     cfg->ra_reps = 3;
     cfg->ra_magnitude = 9;
+    cfg->interpolation = -1; /* bilinear, unless given (which raw shards check) */
     cfg->model_ema_steps = 32;
     cfg->model_ema_decay = 0.99998;
     cfg->wd = 1e-4;
@@ -168,6 +169,10 @@ static int build_model(dt_run *r)
     if (dt_model_create(&r->model, cfg->arch, r->channels, r->classes, be) != DT_OK)
         return DT_ERR_INPUT;
     r->have_model = 1;
+    /* both input sizes before the weights are made and planned (that takes seconds for VGG) */
+    if (dt_model_check_input(&r->model, r->image_size, r->image_size) != DT_OK ||
+        dt_model_check_input(&r->model, r->val_size, r->val_size) != DT_OK)
+        return DT_ERR_INPUT;
     dt_model_init_weights(&r->model, cfg->seed + 1, 0);
     /* rank 0 reads the weights; dt_ddp_create gives them to the others */
     if (cfg->pretrained && r->launch.rank == 0 && dt_checkpoint_load_weights(cfg->pretrained, &r->model) != DT_OK)
@@ -232,6 +237,7 @@ static int resume_or_init(dt_run *r)
         r->have_ema = 1;
     }
     r->progress.epoch = cfg->start_epoch;
+    r->progress.best_epoch = -1;
     r->progress.global_step = (int64_t)cfg->start_epoch * r->steps_per_epoch;
     if (cfg->resume && r->launch.rank == 0)
         DT_TRY(dt_rundir_resume(r));
@@ -260,9 +266,35 @@ static int join_run(dt_run *r)
         dt_info("rank %d of %d: node %d, local rank %d of %d, pid %ld, %s", launch->rank, launch->size, launch->node,
                 launch->local_rank, launch->local_size, (long)getpid(), r->where);
     }
-    if (r->resuming && launch->rank == 0)
-        dt_info("resuming from %s at epoch %lld, step %lld", r->resume_path, (long long)r->progress.epoch,
-                (long long)r->progress.step);
+    if (r->resuming && launch->rank == 0) {
+        char at[96];
+        dt_info("resuming from %s at %s", r->resume_path, dt_run_position(r, at, sizeof at));
+    }
+    return DT_OK;
+}
+
+/* --model-ema when the checkpoint or --pretrained file has no average (every rank: the model and
+ * the average's emptiness are rank 0's by now). A training run starts the average from the model,
+ * as AveragedModel does when made; -e has no average to evaluate and says so: evaluating a copy of
+ * the model as "the average" (or, before, an average of zeros) would report what does not exist. */
+static int start_average(dt_run *r)
+{
+    const dt_train_cfg *cfg = r->cfg;
+    if (!r->have_ema || !r->ema.empty)
+        return DT_OK;
+    const char *from = r->resuming ? r->resume_path : cfg->pretrained;
+    if (cfg->evaluate) {
+        if (r->launch.rank == 0)
+            dt_warn("--model-ema: %s holds no model average (%s): evaluating the model alone", from,
+                    r->resuming ? "trained without --model-ema" : "--pretrained reads the weights alone; "
+                                                                  "--resume PATH evaluates a checkpoint's average");
+        r->have_ema = 0;
+        return DT_OK;
+    }
+    if (from && r->launch.rank == 0)
+        dt_warn("--model-ema: %s holds no model average (%s): the average starts from its weights", from,
+                r->resuming ? "trained without --model-ema" : "--pretrained reads the weights alone");
+    dt_ema_start(&r->ema, &r->model, r->amp.master);
     return DT_OK;
 }
 
@@ -282,6 +314,7 @@ static int start_ddp(dt_run *r)
         DT_TRY(dt_rundir_share_resumed(r));
     if (cfg->pretrained) /* O2's master copy of the weights rank 0 loaded */
         dt_amp_master_from_model(&r->amp, &r->model);
+    DT_TRY(start_average(r));
     r->graphs = dt_run_graphs_wanted(r);
     if (r->launch.rank == 0)
         dt_debug("training steps %s", r->graphs ? "as graphs (captured at the second full batch)" : "issued op by op");
@@ -301,8 +334,8 @@ static int evaluate(dt_run *r)
         printf("evaluate %s: top-1 %.2f%%, top-5 %.2f%%\n", r->resuming ? r->resume_path : r->cfg->pretrained, v.top1,
                v.top5);
     if (r->launch.rank == 0 && v.ema_top1 >= 0)
-        printf("evaluate %s: the model's average (--model-ema): top-1 %.2f%%, top-5 %.2f%%\n", r->resume_path,
-               v.ema_top1, v.ema_top5);
+        printf("evaluate %s: the model's average (--model-ema): top-1 %.2f%%, top-5 %.2f%%\n",
+               r->resuming ? r->resume_path : r->cfg->pretrained, v.ema_top1, v.ema_top5);
     return DT_OK;
 }
 
@@ -329,7 +362,12 @@ static int start_records(dt_run *r)
     struct tm utc;
     gmtime_r(&now, &utc);
     strftime(r->started, sizeof r->started, "%Y-%m-%dT%H:%M:%SZ", &utc);
-    return r->launch.rank == 0 ? dt_metrics_open(r) : DT_OK;
+    if (r->launch.rank == 0)
+        dt_schedule_warn(cfg, r->base_lr);
+    if (r->launch.rank != 0)
+        return DT_OK;
+    DT_TRY(dt_metrics_open(r));
+    return dt_rundir_record_options(r); /* run.json's "recipe" and "options" */
 }
 
 /* the exit code after training (trainer.h) */
@@ -424,6 +462,8 @@ int dt_train(const dt_train_cfg *cfg)
     if (rc == DT_OK)
         rc = start_records(&r);
     rc = agree(&r, rc); /* a rank that failed above fails every rank here */
+    if (rc != DT_OK && !r.resuming && r.launch.rank == 0 && r.dir[0]) /* a start that failed leaves no run */
+        dt_rundir_discard(&r);
     if (rc == DT_OK)
         rc = dt_run_epochs(&r);
     int exit_code = finish(&r, rc);

@@ -39,6 +39,14 @@ extern const char *const dt_opt_names[];
 extern const char *const dt_lr_schedule_names[];
 extern const char *const dt_lr_warmup_names[];
 
+/* One option as the command line gave it, for run.json's record (dtrain.c fills them) */
+typedef struct dt_train_option {
+    const char *name;           /* its long name, without "--" (an alias's: the first in dtrain's table) */
+    const char *value;          /* its text as given, or NULL for a flag that takes none */
+    int on;                     /* such a flag: 1 given, 0 its off switch given (--no-model-ema) */
+} dt_train_option;
+#define DT_TRAIN_MAX_OPTIONS 128 /* more than dtrain has */
+
 typedef struct dt_train_cfg {
     const char *data;           /* packed dataset directory (dtpack); NULL with synthetic */
     const char *arch;
@@ -84,7 +92,7 @@ typedef struct dt_train_cfg {
     int crop;                   /* encoded images: training crop (224); raw shards: their size */
     int val_crop;               /* encoded images: validation's centre crop (0: the training crop) */
     int val_resize;             /* encoded images: validation's resize of the shorter side (0: 256/224 of the crop) */
-    int interpolation;          /* the resizes' filter (enum dt_filter, data/image.h; 0: bilinear) */
+    int interpolation;          /* the resizes' filter (enum dt_filter, data/image.h); -1: not given, bilinear */
     int auto_augment;           /* --auto-augment (enum dt_aug_policy, data/augment.h; 0: none) */
     int ra_magnitude;           /* RandAugment's magnitude bin (9) */
     double random_erase;        /* RandomErasing's probability (0: off) */
@@ -106,6 +114,11 @@ typedef struct dt_train_cfg {
     int no_overlap, sync_bn, accum_steps;
     int graph;                  /* the step as graphs: 1 --graph, 0 --no-graph, -1 (default) on with --device cuda */
     double comm_timeout;
+    /* what run.json records of the command line: the --recipe (NULL: none) and each option given,
+     * the recipe's and then the user's, once each with the last value given (the one in force) */
+    const char *recipe;
+    dt_train_option options[DT_TRAIN_MAX_OPTIONS];
+    int n_options;
 } dt_train_cfg;
 
 /* --print-lr: the learning rate at every step of every epoch (start_epoch to epochs) for

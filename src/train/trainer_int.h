@@ -163,10 +163,20 @@ int dt_run_epochs(dt_run *r);
 /* cfg->lr scaled to the global batch (batch x ranks x accumulation steps, per 256 images) unless
  * --no-lr-scaling. */
 double dt_schedule_base_lr(const dt_train_cfg *cfg, int world);
+/* Not pure, it logs: one warning line for each schedule that is legal but almost surely not meant:
+ * --lr-min above base_lr (the cosine rises), a warm-up as long as the run, a constant warm-up at a
+ * factor of 0 (the lr is 0 throughout it). Rank 0 calls it at the start of training, --print-lr
+ * before its table. */
+void dt_schedule_warn(const dt_train_cfg *cfg, double base_lr);
 /* The learning rate at step step_in_epoch of epoch: the warm-up, then the schedule (enum
  * dt_lr_schedule; schedule.c says how each is computed). */
 double dt_schedule_lr(const dt_train_cfg *cfg, double base_lr, int64_t steps_per_epoch, int epoch,
                       int64_t step_in_epoch);
+
+/* "step G (epoch E [k/N])": where r->progress stands, in every message's terms (a step is the run's
+ * optimiser step count, as metrics.jsonl, TensorBoard and dtreport give it; [k/N] the place in the
+ * epoch, as the progress lines give it). Into buf, returned. In epoch.c. */
+const char *dt_run_position(const dt_run *r, char *buf, size_t n);
 
 /* rundir.c */
 /* Rank 0 with --resume: the checkpoint it names (or the newest, for auto and job), its run directory
@@ -179,11 +189,23 @@ int dt_rundir_share_resumed(dt_run *r);
 /* Rank 0, once every input check has passed: the run directory (new and locked, or the resumed one
  * cleared of what a writer killed mid-checkpoint left) and its logs/. DT_OK or DT_ERR_INPUT. */
 int dt_rundir_prepare(dt_run *r);
+/* Rank 0, a new run whose start failed (a full disk at run.json, say): the files the start wrote
+ * (run.json, metrics.jsonl, the events file, logs/rank-*.log, .lock) and the directory removed, so
+ * that no empty run is left for dtreport and --resume auto; anything else in it stays. */
+void dt_rundir_discard(dt_run *r);
 /* checkpoint.h5 in the run directory, atomically (rank 0; DT_OK elsewhere). A state holding NaN or
  * inf is not written: DT_ERR_STATE, and the run's end line says "diverged". */
 int dt_rundir_save(dt_run *r);
 /* model_best.h5 beside it (rank 0). */
 int dt_rundir_save_best(dt_run *r);
+/* Rank 0, resumed: model_best.h5 written now when the checkpoint is the state of a new best at its
+ * epoch's end whose model_best.h5 was not written (a full disk after the checkpoint: epoch.c writes
+ * the checkpoint, the metrics line, then model_best.h5). DT_OK, or the write's failure. */
+int dt_rundir_repair_best(dt_run *r);
+/* Rank 0, after dt_metrics_open wrote run.json: run.json (replaced atomically) and r->run_json
+ * gain what the command line said, "recipe" (cfg->recipe, or null) and "options" (cfg->options:
+ * {name: its text, or true/false for a flag}). DT_OK, DT_ERR_SYS or DT_ERR_NOMEM after one line. */
+int dt_rundir_record_options(dt_run *r);
 
 /* metrics.c (rank 0) */
 /* The start-up print (AMP properties, the run in one line), run.json, metrics.jsonl (appended to

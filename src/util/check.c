@@ -34,9 +34,36 @@ static const char *short_file(const char *file)
     return s ? s : file;
 }
 
+static _Thread_local int defer_depth;
+static _Thread_local char reason[512];
+
+void dt_check_defer(void)
+{
+    if (defer_depth++ == 0)
+        reason[0] = '\0';
+}
+
+const char *dt_check_reason(void)
+{
+    if (defer_depth > 0)
+        defer_depth--;
+    return reason;
+}
+
 void dt_check_fail(const char *lib, const char *call, long long rc, const char *msg, const char *func,
                    const char *file, int line)
 {
+    if (defer_depth > 0) { /* the caller says it in its own line: the first failure is the cause */
+        dt_debug("%s call failed: %s -> %lld (%s) in %s at %s:%d", lib, call, rc, msg ? msg : "no message", func,
+                 short_file(file), line);
+        if (!reason[0]) {
+            const char *m = msg ? msg : "no message", *last = m;
+            for (const char *p = strstr(m, ": "); p; p = strstr(p + 2, ": "))
+                last = p + 2;
+            snprintf(reason, sizeof reason, "%s", *last ? last : m);
+        }
+        return;
+    }
     dt_error("%s call failed: %s -> %lld (%s) in %s at %s:%d", lib, call, rc, msg ? msg : "no message",
              func, short_file(file), line);
 }

@@ -53,6 +53,12 @@ void dt_check_fail(const char *lib, const char *call, long long rc, const char *
                    const char *file, int line);
 /* Logs, at debug level, one frame of a relayed failure. */
 void dt_check_trace(const char *call, int status, const char *func, const char *file, int line);
+/* Between dt_check_defer() and dt_check_reason() (this thread, nestable), a failed checked call is
+ * logged at debug level only (with its call and source line), and the first one's reason is kept:
+ * dt_check_reason returns it ("No space left on device": the last part of the message, what a user
+ * acts on), or "" when none failed, for the caller's own one line about what was not done. */
+void dt_check_defer(void);
+const char *dt_check_reason(void);
 
 /* Message functions: each returns a string valid until the calling thread's next call of it. */
 const char *dt_errstr_errno(long long rc, int saved_errno); /* strerror(saved_errno) */

@@ -194,17 +194,25 @@ void dt_vlog(enum dt_log_level level, const char *fmt, va_list ap)
         n += (size_t)snprintf(line + n, sizeof line - n, " gpu%d", log_device);
     n += (size_t)snprintf(line + n, sizeof line - n, "] %s: ", dt_log_level_name(level));
 
+    char full[4 * DT_LOG_LINE_MAX]; /* the message whole, when it is longer than the line has room for */
+    va_list again;
+    va_copy(again, ap);
     int m = vsnprintf(line + n, DT_LOG_LINE_MAX - n, fmt, ap);
     if (m < 0)
         m = 0;
-    if ((size_t)m >= DT_LOG_LINE_MAX - n) { /* cut: keep the start, mark the cut */
-        static const char cut[] = " [...]";
-        n = DT_LOG_LINE_MAX - sizeof cut;
-        memcpy(line + n, cut, sizeof cut - 1);
-        n += sizeof cut - 1;
+    if ((size_t)m >= DT_LOG_LINE_MAX - n) { /* cut the middle: the start says what, the end why */
+        static const char cut[] = " [...] ";
+        int whole = vsnprintf(full, sizeof full, fmt, again);
+        size_t len = whole < 0 ? 0 : (size_t)whole < sizeof full ? (size_t)whole : sizeof full - 1;
+        size_t room = DT_LOG_LINE_MAX - n - 1, tail = room / 4, head = room - tail - (sizeof cut - 1);
+        memcpy(line + n, full, head);
+        memcpy(line + n + head, cut, sizeof cut - 1);
+        memcpy(line + n + head + sizeof cut - 1, full + len - tail, tail);
+        n += room;
     } else {
         n += (size_t)m;
     }
+    va_end(again);
     while (n > 0 && line[n - 1] == '\n') /* callers may end with \n: one line either way */
         n--;
     line[n++] = '\n';

@@ -9,7 +9,9 @@
  *
  * The level threshold starts at info, or at $DT_LOG_LEVEL (error, warn, info, debug) when
  * dt_log_init is called. Nothing here allocates after dt_log_open_file; messages longer than
- * DT_LOG_LINE_MAX are cut and end in "[...]".
+ * DT_LOG_LINE_MAX are cut in the middle, marked "[...]": their start says what failed and their end
+ * (of up to 4 x DT_LOG_LINE_MAX) why, as "PATH: cannot create it: File name too long" does for a
+ * path longer than a line.
  */
 #ifndef DT_UTIL_LOG_H
 #define DT_UTIL_LOG_H

@@ -2,13 +2,14 @@
 # spawn.sh: dtrain --nproc-per-node's worker launcher (libdt/spawn.c) on this machine: N workers
 # get ranks 0..N-1 from their parent; a worker that fails makes the parent stop the others and
 # exit with its status; SIGTERM to the parent ends every worker; without a GPU it refuses in one
-# line saying to use mpirun (DT_SPAWN_CPU=1 lets the tests run the launcher on a CPU).
+# line saying to use mpirun, exit 2 as any refused command line (DT_SPAWN_CPU=1 lets the tests run
+# the launcher on a CPU).
 . "$top_srcdir/tests/common.sh"
 probe="$top_builddir/tests/libdt/rank_probe"
 
-expect_status 1 "$probe" spawn 2
+expect_status 2 "$probe" spawn 2
 grep -q "no GPU: for CPU training start the ranks with mpirun -np 2" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no refusal"; }
-expect_status 1 "$top_builddir/dtrain" --nproc-per-node 4
+expect_status 2 "$top_builddir/dtrain" --nproc-per-node 4
 grep -q "no GPU: for CPU training start the ranks with mpirun -np 4" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "dtrain: no refusal"; }
 expect_status 2 "$top_builddir/dtrain" --nproc-per-node 0
 grep -q -- "--nproc-per-node" "$DT_TMP/err" || fail "dtrain --nproc-per-node 0: not named"

@@ -70,7 +70,7 @@ grep -q "dtrain-srun: SIGUSR1: the time limit is near" "$out" || fail "no SIGUSR
 grep -q "stopping after this step, writing the checkpoint" "$out" || fail "dtrain did not say it stops"
 grep -q "dtrain-srun: checkpoint written; requeueing job $id" "$out" || fail "no requeue line"
 grep -q "dtrain-srun: job $id (run 1 after requeues)" "$out" || fail "the second run is missing"
-grep -q "resuming from $DT_RESULTS/[^ ]*-job$id/checkpoint.h5 at epoch" "$out" || fail "not resumed from its own checkpoint"
+grep -q "resuming from $DT_RESULTS/[^ ]*-job$id/checkpoint.h5 at step" "$out" || fail "not resumed from its own checkpoint"
 pass "job $id: SIGUSR1 to its batch shell at step $p+ of epoch 1, checkpoint, requeue, resumed from its own run; 1 restart, COMPLETED"
 
 set -- "$DT_RESULTS"/*-job"$ref"/checkpoint.h5 "$DT_RESULTS"/*-job"$id"/checkpoint.h5

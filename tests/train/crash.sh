@@ -25,7 +25,7 @@ run=$(ls -d "$res"/*)
 echo "killed during the write: $(ls "$run")"
 pass "dtrain killed (SIGKILL) while writing a checkpoint"
 expect_status 0 "$top_builddir/dtrain" $args --results "$res" --resume auto --max-steps 2
-grep -q "resuming from $run/checkpoint.h5 at epoch 0, step [1-9]" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume from the previous checkpoint"; }
+grep -q "resuming from $run/checkpoint.h5 at step [1-9][0-9]* (epoch 0 \\[[1-9]" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume from the previous checkpoint"; }
 grep -q "checkpoint.h5.tmp.*removed, left by a writer that died" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "the dead writer's temporary file was not removed"; }
 ! ls "$run"/*.tmp.* >/dev/null 2>&1 || fail "temporary files left after the resumed run: $(ls "$run")"
 pass "the previous checkpoint was valid and --resume auto continued from it: $(grep -o 'resuming from .*' "$DT_TMP/err")"

@@ -2,7 +2,8 @@
 # diskfull.sh: a checkpoint that does not fit on the disk. dtrain trains on a small tmpfs (in a
 # private mount namespace: unshare -m as root, unshare -rm otherwise; skipped where neither works)
 # with a checkpoint every step; the second checkpoint finds the disk full. dtrain says so in one
-# line per failure (HDF5's own message spans two lines: it must not reach the log as two), the
+# line, the reason without HDF5's call and source location (HDF5's own message spans two lines: it
+# must not reach the log as two), the
 # first checkpoint is intact and loads, no temporary is left, and the process exits 1 — it used to
 # crash in HDF5's exit handler (SIGSEGV, exit 139) after the message.
 . "$top_srcdir/tests/common.sh"
@@ -23,8 +24,10 @@ grep -E "error|warn" "$DT_TMP/err" || true
 rc=$(cat "$DT_TMP/rc")
 [ "$rc" -eq 1 ] || fail "disk full at a checkpoint: exit $rc, expected 1"
 grep -q "error: .*No space left on device" "$DT_TMP/err" || fail "the error does not say the disk is full"
-grep -q "error: checkpoint .*checkpoint.h5 not written; the previous one (if any) is intact" "$DT_TMP/err" ||
+grep -q "error: checkpoint .*checkpoint.h5 not written: No space left on device; the previous one (if any) is intact" "$DT_TMP/err" ||
   fail "no line saying the checkpoint was not written"
+[ "$(grep -c 'error:' "$DT_TMP/err")" -eq 1 ] && ! grep -q 'HDF5 call failed\|src/' "$DT_TMP/err" ||
+  fail "the full disk is not one line without HDF5's call and source location"
 ! grep -qv '^[0-9][0-9][0-9][0-9]-\|^[A-Za-z_ ]*: \|^$\|^Selected\|^Defaults' "$DT_TMP/err" ||
   { grep -v '^[0-9][0-9][0-9][0-9]-' "$DT_TMP/err"; fail "a message spans lines"; }
 ! grep -q '\.tmp' "$DT_TMP/ls" || fail "a temporary stayed behind: $(cat "$DT_TMP/ls")"

@@ -38,7 +38,7 @@ pair() {
   shift 2
   run "$ranks" "$label-issued" "$@"
   run "$ranks" "$label-graph" --graph "$@"
-  grep -q "step 1: the training step captured as graphs" "$DT_TMP/err" ||
+  grep -q "step 2: the training step captured as graphs" "$DT_TMP/err" ||
     { cat "$DT_TMP/err"; fail "$label: the --graph run did not capture its second step"; }
   [ "$(graphs "$label-graph")" = true ] || fail "$label: run.json does not say the --graph run's steps were graphs"
   [ "$(graphs "$label-issued")" = false ] || fail "$label: run.json says graphs without --graph"

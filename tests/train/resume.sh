@@ -29,10 +29,10 @@ same() {
 }
 run --epochs 2 --results "$DT_TMP/a"
 run --epochs 2 --results "$DT_TMP/b" --max-steps $stop
-grep -q "stopped after --max-steps $stop at epoch 0, step $stop" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no stop line"; }
+grep -q "stopped after --max-steps $stop at step $stop (epoch 0 \\[$stop/" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no stop line"; }
 touch "$(ls -d "$DT_TMP"/b/*)/checkpoint.h5.tmp.999999999"   # what a writer killed mid-way leaves
 run --epochs 2 --results "$DT_TMP/b" --resume auto
-grep -q "resuming from .*checkpoint.h5 at epoch 0, step $stop" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume at step $stop"; }
+grep -q "resuming from .*checkpoint.h5 at step $stop (epoch 0 \\[$stop/" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume at step $stop"; }
 same a b
 pass "2 epochs straight = $stop steps + stop + resume: weights, momentum and metrics bit for bit, under 2 MPI ranks"
 

@@ -14,12 +14,12 @@ kill -TERM $pid
 set +e; wait $pid; rc=$?; set -e
 cat "$DT_TMP/err1" | grep -E "signal|stopped|error" || true
 [ "$rc" -eq 3 ] || fail "SIGTERM: exit $rc, expected 3"
-grep -q "stopped by signal 15 at epoch 0, step [0-9]*: checkpoint in" "$DT_TMP/err1" || fail "no stop line"
+grep -q "stopped by signal 15 at step [0-9]* (epoch 0 \\[[0-9]*/[0-9]*\\]): checkpoint in" "$DT_TMP/err1" || fail "no stop line"
 grep -q '^{"kind":"end","reason":"signal","epoch":0,"step":[1-9][0-9]*,"signal":15,' "$DT_TMP"/res/*/metrics.jsonl ||
   fail "metrics.jsonl: no end line saying signal 15"
 pass "SIGTERM: step finished, checkpoint written, exit 3"
 expect_status 0 "$top_builddir/dtrain" --resume auto $args
-grep -q "resuming from .* at epoch 0, step [1-9]" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume mid-epoch"; }
+grep -q "resuming from .* at step [1-9][0-9]* (epoch 0 \\[[1-9]" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "did not resume mid-epoch"; }
 pass "--resume auto finished the epoch"
 run=$(ls -d "$DT_TMP"/res/*)
 logged=$(grep '"kind":"epoch"' "$run/metrics.jsonl" | tail -n 1 | sed -n 's/.*"val_top1":\([0-9.]*\).*/\1/p')

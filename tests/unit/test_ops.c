@@ -658,6 +658,16 @@ static double xent_obj(void *p)
     return total / c->n;
 }
 
+/* the label's place in a row of k logits sorted by value, ties in class order (the lower class
+ * first, as torch.argmax and a stable descending sort): 0 is a top-1 hit, below 5 a top-5 hit */
+static int label_rank(const float *z, int k, int label)
+{
+    int r = 0;
+    for (int j = 0; j < k; j++)
+        r += z[j] > z[label] || (j < label && z[j] == z[label]);
+    return r;
+}
+
 static void check_xent(float eps)
 {
     static const int32_t labels[4] = {2, 0, 5, 2};
@@ -677,9 +687,7 @@ static void check_xent(float eps)
     int64_t hits1 = 0, hits5 = 0; /* the rows whose label's logit is the largest / among the 5 largest */
     int row1_hit1 = 0;
     for (int i = 0; i < 4; i++) {
-        int above = 0;
-        for (int j = 0; j < 6; j++)
-            above += c.z.f[i * 6 + j] > c.z.f[i * 6 + labels[i]];
+        int above = label_rank(c.z.f + i * 6, 6, labels[i]);
         hits1 += above == 0;
         hits5 += above < 5;
         if (i == 1)
@@ -708,6 +716,39 @@ static void check_xent(float eps)
            "overflow flag set");
     be->mem_free(sc);
     rm(&c.z);
+}
+
+/* Tied logits are no free hits: a model whose logits are all equal (zeroed weights) used to score
+ * top-1 100%, every logit being "not above" the label's. Ties rank in class order (label_rank). */
+static void check_xent_ties(void)
+{
+    enum { N = 6, K = 8 };
+    static const int32_t labels[N] = {0, 3, 5, 7, 2, 3};
+    float z[N * K] = {0}; /* rows 0..3: all equal; row 4: classes 2 and 6 tie at the top; row 5: 1 and 3 do */
+    z[4 * K + 2] = z[4 * K + 6] = 1.0f;
+    z[5 * K + 1] = z[5 * K + 3] = 1.0f;
+    void *dz = be->mem_alloc(sizeof z), *dl = be->mem_alloc(sizeof labels), *dlog = be->mem_alloc(sizeof z);
+    be->mem_put(dz, z, sizeof z);
+    be->mem_put(dl, labels, sizeof labels);
+    dt_scalars *sc = be->mem_alloc(sizeof *sc), h = {.scale_f = 1};
+    be->mem_put(sc, &h, sizeof h);
+    be->xent(N, K, DT_FLOAT32, dz, dl, 0.0f, dlog, sc);
+    be->mem_get(&h, sc, sizeof h);
+    int64_t hits1 = 0, hits5 = 0;
+    for (int i = 0; i < N; i++) {
+        hits1 += label_rank(z + i * K, K, labels[i]) == 0;
+        hits5 += label_rank(z + i * K, K, labels[i]) < 5;
+    }
+    /* top-1: row 0 (class 0 first of equals) and row 4 (2 before 6); top-5: rows 0, 1 (place 3), 4, 5
+     * (place 1); rows 2 and 3 are places 5 and 7 */
+    TAP_OK(hits1 == 2 && hits5 == 4 && h.hits1 == hits1 && h.hits5 == hits5 && h.rows == N,
+           "cross-entropy's hits on tied logits ranked in class order: top-1 %lld (want 2), top-5 %lld (want 4) "
+           "of %d rows",
+           (long long)h.hits1, (long long)h.hits5, N);
+    be->mem_free(sc);
+    be->mem_free(dlog);
+    be->mem_free(dl);
+    be->mem_free(dz);
 }
 
 /* mixup/cutmix's targets (torchvision: lam on each row's label, 1 - lam on the row before's, with
@@ -751,9 +792,8 @@ static void check_xent_mixed(float eps, double lambda)
     int64_t hits1 = 0; /* against the mixed target's argmax (the lower class on a tie) */
     for (int i = 0; i < 5; i++) {
         int32_t y = labels[i], y2 = labels[(i + 4) % 5];
-        int32_t t = c.lam > c.rest ? y : c.rest > c.lam ? y2 : (y < y2 ? y : y2), above = 0;
-        for (int j = 0; j < 6; j++)
-            above += c.x.z.f[i * 6 + j] > c.x.z.f[i * 6 + t];
+        int32_t t = c.lam > c.rest ? y : c.rest > c.lam ? y2 : (y < y2 ? y : y2);
+        int above = label_rank(c.x.z.f + i * 6, 6, t);
         hits1 += above == 0;
     }
     fd_grad(xmix_obj, &c, c.x.z.d, 30, rz);
@@ -1347,6 +1387,7 @@ int main(void)
         check_linear(1, 1, 1);
         check_xent(0.0f);
         check_xent(0.1f);
+        check_xent_ties();
         check_xent_mixed(0.0f, 0.3);
         check_xent_mixed(0.1f, 0.8);
         check_xent_mixed(0.1f, 0.5);

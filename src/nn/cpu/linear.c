@@ -118,12 +118,16 @@ void dt_cpu_xent(int n, int k, dt_dtype t, const void *logits, const int32_t *la
         const int64_t row = (int64_t)i * k;
         const int32_t y = labels[i], y2 = labels[(i + n - 1) % n]; /* y2: the label mixed in (mixing) */
 #define Z(j) dt_cpu_get(t, logits, row + (j))
-        /* top-1/top-5: the logits strictly above the label's; a row holding NaN or inf is a miss
-         * (every comparison with a NaN is false and inf is not above inf, so it would count as a hit) */
-        const float zl = Z(mix ? dt_scalars_mix_label(s, y, y2) : y);
+        /* top-1/top-5: the label's place in the row sorted by logit, ties in class order (the first
+         * of equal logits ranks first, as torch.argmax and a stable sort): the logits above the label's
+         * and the equal ones of lower classes (an all-equal row is a hit for class 0 alone, not for
+         * every class). A row holding NaN or inf is a miss (every comparison with a NaN is false and
+         * inf is not above inf, so it would count as a hit) */
+        const int yl = mix ? dt_scalars_mix_label(s, y, y2) : y;
+        const float zl = Z(yl);
         int above = 0, finite = 1;
         for (int j = 0; j < k; j++) {
-            above += Z(j) > zl;
+            above += Z(j) > zl || (j < yl && Z(j) == zl);
             finite &= isfinite(Z(j)) != 0;
         }
         hits1 += finite && above == 0;

@@ -18,8 +18,8 @@ static __device__ __forceinline__ double dnan(void)
 /* One block per row (THREADS, a power of two): linear.c's dt_cpu_xent for that row. The max is the
  * CPU's (NaN when z[0] is NaN, else the largest non-NaN value); the sums of exp(z - max) and of z run
  * in double, strided per thread then a fixed tree. loss[row] is the row's term of the CPU's total;
- * dlogits the fp32 gradient times s->scale_f, rounded to T. flags[row]: XENT_HIT1 when no logit is strictly
- * above the label's, XENT_HIT5 when fewer than 5 are, XENT_NONFINITE (and neither hit) when the
+ * dlogits the fp32 gradient times s->scale_f, rounded to T. flags[row]: XENT_HIT1 when no logit ranks
+ * above the label's (strictly above it, or equal to it in a lower class), XENT_HIT5 when fewer than 5 do, XENT_NONFINITE (and neither hit) when the
  * row holds a NaN or an inf, as the CPU counts them (float comparisons). A label outside [0, k) (the
  * caller checks them) gives a NaN loss and a miss instead of a stray read. */
 enum { XENT_HIT1 = 1, XENT_HIT5 = 2, XENT_NONFINITE = 4 };
@@ -47,7 +47,7 @@ static __global__ void xent_rows(int n, int k, const T *logits, const int32_t *l
         for (int j = t; j < k; j += THREADS) {
             const float v = ld(z, j);
             m = v > m ? v : m;
-            above += v > zl;
+            above += v > zl || (j < label && v == zl); /* ties in class order, as linear.c */
             bad |= !isfinite(v);
         }
         rm[t] = m;
