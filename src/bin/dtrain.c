@@ -162,6 +162,12 @@ static void usage(FILE *out)
             "checkpoint (run again with --resume auto); 130 stopped by SIGINT, checkpoint written.\n");
 }
 
+/* A training run's records are its files; its standard output (Apex's table of the mixed-precision
+ * properties) is a courtesy: lost into a closed pipe (SIGPIPE is ignored), the run still ends as it
+ * ended (the man page's SIGNALS). Every other answer (-e, --print-lr, --help ...) is its standard
+ * output, checked at exit. */
+static int stdout_is_answer = 1;
+
 static int num(const char *flag, const char *v, double lo, double hi, double *out)
 {
     return dt_parse_double(flag, v, lo, hi, out);
@@ -634,6 +640,7 @@ static int run(int argc, char **argv, int recipe_args)
         dt_error("no data directory: give one packed by dtpack, or --synthetic (see dtrain --help)");
         return EXIT_USAGE;
     }
+    stdout_is_answer = cfg.evaluate;
     return dt_train(&cfg);
 }
 
@@ -643,10 +650,12 @@ int main(int argc, char **argv)
     int n, recipe_args;
     char **expanded, *strings;
     int got = dt_recipe_expand(argc, argv, &n, &expanded, &strings, &recipe_args); /* --recipe NAME: its flags first */
-    if (got != 1) /* every exit checks that what went to standard output was written (cli.h) */
-        return dt_cli_exit(got < 0 ? EXIT_USAGE : got == 2 ? EXIT_SUCCESS : run(argc, argv, 0));
+    if (got != 1) { /* every answer's exit checks that what went to standard output was written (cli.h) */
+        int rc = got < 0 ? EXIT_USAGE : got == 2 ? EXIT_SUCCESS : run(argc, argv, 0);
+        return stdout_is_answer ? dt_cli_exit(rc) : rc;
+    }
     int rc = run(n, expanded, recipe_args);
     free(expanded);
     free(strings);
-    return dt_cli_exit(rc);
+    return stdout_is_answer ? dt_cli_exit(rc) : rc;
 }

@@ -686,6 +686,8 @@ static int alloc_params(dt_model *m)
     m->n_buffers = nb;
     m->n_counts = nc;
     dt_param_layout(m);
+    if (m->shapes_only)
+        return DT_OK;
     DT_TRY(dt_param_storage(m, &m->weights, &m->grads, &m->buffers));
     DT_CHECK_ALLOC(m->counts = calloc((size_t)(nc ? nc : 1), sizeof(int64_t))); /* host: counted by host code */
     return DT_OK;

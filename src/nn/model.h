@@ -161,6 +161,7 @@ typedef struct dt_model {
     int plan_rule;          /* enum dt_plan_order (nn/plan.h): 0 the smallest packing, 1..3 force one
                              * (tests check that all give the same numbers) */
     int concat_apart;       /* 1: every concatenation copies its inputs (dt_model_set_concat_in_place) */
+    int shapes_only;        /* 1: made by dt_model_create_shapes: layers and parameters' shapes, no storage */
     /* mixed precision (dt_model_set_amp; nn/precision.c): values and parameters the opt level makes
      * reduced are stored in fp16/bf16 and computed in fp32 (the ops widen and round: backend.h);
      * emulated (amp_emulate), they are fp32 arrays rounded to the reduced type after every write,
@@ -236,6 +237,10 @@ void dt_model_print_names(FILE *f, int col, int indent, int width);
 /* Builds the named architecture for in_c input channels and num_classes outputs. Returns DT_OK,
  * DT_ERR_INPUT after logging an unknown name (with the list of known ones), or DT_ERR_NOMEM. */
 int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
+/* The same layers and parameters' shapes without their storage (nothing on the backend): for
+ * dt_model_check_input before the model is made (milliseconds, where VGG's weights take seconds and
+ * a gigabyte); only dt_model_check_input and dt_model_free may be called on it. */
+int dt_model_create_shapes(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be);
 void dt_model_free(dt_model *m);
 
 /* The fused schedule, before planning: plans every instance of the patterns (DT_FUSE_* bits,
@@ -265,8 +270,9 @@ void dt_model_init_weights(dt_model *m, uint64_t seed, int zero_init_residual);
  * stays usable when the new one is refused for its input. */
 int dt_model_plan_sizes(dt_model *m, int n, int h, int w, const int *also, int n_also);
 /* Whether an input of h x w can pass every layer: DT_OK, or DT_ERR_INPUT after the line
- * dt_model_plan_sizes gives (naming the layer). Shapes only: nothing allocated or planned, so a size
- * the model cannot take is refused before its weights are made (VGG at 28x28 took 5-25 s to say so). */
+ * dt_model_plan_sizes gives (naming the layer). Shapes only: nothing allocated or planned; on a model
+ * of dt_model_create_shapes, a size it cannot take is refused before its weights are made (VGG at
+ * 28x28 took 5-25 s and a gigabyte to say so). */
 int dt_model_check_input(dt_model *m, int h, int w);
 /* dt_model_plan_sizes for a second input size as well (validation at another resolution, as
  * torchvision's --val-crop-size): both sizes are checked and planned on the backend, each arena holds

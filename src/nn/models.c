@@ -661,7 +661,7 @@ static void model_names(char *buf, size_t size)
         k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", dt_models[i].name);
 }
 
-int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be)
+static int create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be, int shapes_only)
 {
     if (in_c < 1 || num_classes < 1) {
         dt_error("model %s: %d input channels and %d classes: both must be at least 1", arch, in_c, num_classes);
@@ -676,8 +676,19 @@ int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, co
         return DT_ERR_INPUT;
     }
     dt_model_begin(m, arch, in_c, num_classes, be);
+    m->shapes_only = shapes_only;
     int rc = dt_model_end(m, info->build(m, info));
     if (rc != DT_OK)
         dt_model_free(m);
     return rc;
+}
+
+int dt_model_create(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be)
+{
+    return create(m, arch, in_c, num_classes, be, 0);
+}
+
+int dt_model_create_shapes(dt_model *m, const char *arch, int in_c, int num_classes, const dt_backend *be)
+{
+    return create(m, arch, in_c, num_classes, be, 1);
 }

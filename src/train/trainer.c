@@ -166,13 +166,16 @@ static int build_model(dt_run *r)
     if (cfg->cuda)
         be = &dt_backend_cuda;
 #endif
-    if (dt_model_create(&r->model, cfg->arch, r->channels, r->classes, be) != DT_OK)
+    /* both input sizes on the layers' shapes alone, before the weights are made (VGG's take seconds) */
+    dt_model shapes;
+    if (dt_model_create_shapes(&shapes, cfg->arch, r->channels, r->classes, be) != DT_OK)
+        return DT_ERR_INPUT;
+    int fits = dt_model_check_input(&shapes, r->image_size, r->image_size) == DT_OK &&
+               dt_model_check_input(&shapes, r->val_size, r->val_size) == DT_OK;
+    dt_model_free(&shapes);
+    if (!fits || dt_model_create(&r->model, cfg->arch, r->channels, r->classes, be) != DT_OK)
         return DT_ERR_INPUT;
     r->have_model = 1;
-    /* both input sizes before the weights are made and planned (that takes seconds for VGG) */
-    if (dt_model_check_input(&r->model, r->image_size, r->image_size) != DT_OK ||
-        dt_model_check_input(&r->model, r->val_size, r->val_size) != DT_OK)
-        return DT_ERR_INPUT;
     dt_model_init_weights(&r->model, cfg->seed + 1, 0);
     /* rank 0 reads the weights; dt_ddp_create gives them to the others */
     if (cfg->pretrained && r->launch.rank == 0 && dt_checkpoint_load_weights(cfg->pretrained, &r->model) != DT_OK)
