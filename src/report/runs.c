@@ -380,6 +380,9 @@ int dt_run_parse_config(dt_run *r, const char *text, size_t len)
     else if ((g < 0 || (g == 1 && acc <= 0)) &&
              (rc = dt_run_note_add(r, DT_RUN_OK, NULL, "run.json: \"desired_acc\" invalid: ignored")))
         goto out;
+    long long se = 0;
+    if (get_int(j, "start_epoch", 0, 10000000, &se) == 1)
+        r->start_epoch = (int)se;
     if ((rc = read_setup(r, j)) != DT_OK)
         goto out;
     r->precision = strdup(prec);
@@ -617,7 +620,22 @@ static int reader_finish(metrics_reader *m, int rc)
     if (!r->n_epoch_lines)
         return dt_run_note_add(r, DT_RUN_PARTIAL, NULL, "%s%sno complete epoch yet (%zu print interval%s logged): no row",
                                how, *how ? "; " : "", r->n_step_lines, r->n_step_lines == 1 ? "" : "s");
-    int done = r->epochs > 0 && r->epoch_lines[r->n_epoch_lines - 1].epoch >= r->epochs - 1;
+    /* epochs missing from the record: the lines are sorted, each epoch once */
+    int last = r->epoch_lines[r->n_epoch_lines - 1].epoch, first_gap = -1, gaps = 0;
+    for (int e = r->start_epoch, k = 0; e < last; e++) {
+        while (k < (int)r->n_epoch_lines && r->epoch_lines[k].epoch < e)
+            k++;
+        if (k < (int)r->n_epoch_lines && r->epoch_lines[k].epoch == e)
+            continue;
+        first_gap = first_gap < 0 ? e : first_gap;
+        gaps++;
+    }
+    if (gaps && (rc = dt_run_note_add(r, DT_RUN_OK, NULL,
+                                      "%d epoch%s missing from metrics.jsonl (the first: epoch %d): a record was lost; "
+                                      "the times leave %s out",
+                                      gaps, gaps > 1 ? "s" : "", first_gap, gaps > 1 ? "them" : "it")) != DT_OK)
+        return rc;
+    int done = r->epochs > 0 && last >= r->epochs - 1;
     for (size_t i = 0; i < r->n_epoch_lines && !done && isfinite(r->desired_acc); i++)
         done = isfinite(r->epoch_lines[i].val_top1) && r->epoch_lines[i].val_top1 >= r->desired_acc;
     if (!done && r->have_config && *how) {

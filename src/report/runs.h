@@ -18,6 +18,9 @@
  *     ranges, and any line over 1 MiB (not parsed): the run is skipped, and the note names the file
  *     and line; so is a metrics.jsonl over 1 GiB;
  *   - an epoch logged twice (a resumed run): the last line counts, and a note says so;
+ *   - an epoch missing between run.json's start_epoch and the last one logged (a record lost, as a
+ *     full disk did before dtrain wrote an epoch's line before model_best.h5): a note names them,
+ *     as the training time leaves them out;
  *   - lines of an unknown kind are ignored (later dtrain versions may add some).
  * A run is complete when an epoch line for its last epoch (run.json's epochs - 1) exists, or its
  * --desired-acc was reached (dtrain stops there); otherwise it is partial: stopped, when its last
@@ -96,6 +99,7 @@ typedef struct dt_run {
     char *setup[DT_SETUP_N]; /* the setup's fields (above); NULL where run.json does not say */
     int setup_bad;           /* a field was invalid ("?"): the run is compared with no other */
     double desired_acc; /* NaN: not set */
+    int start_epoch;    /* run.json's (--start-epoch): the first epoch the run logs; 0 when absent */
     /* metrics.jsonl */
     dt_run_epoch *epoch_lines; /* sorted by epoch, one per epoch */
     size_t n_epoch_lines;

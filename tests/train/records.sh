@@ -13,7 +13,8 @@
 # - a failed start (a full disk) left an empty or cut run directory, and run.json's line had no reason;
 # - a full disk at model_best.h5 after the epoch's checkpoint lost that epoch's metrics line for
 #   good (resume started at the next epoch): now the checkpoint, the line, then model_best.h5, and
-#   a resume writes a missing model_best.h5 from the checkpoint.
+#   a resume writes a missing model_best.h5 from the checkpoint; dtreport showed such a record as
+#   complete with no note (it now names the missing epochs).
 . "$top_srcdir/tests/common.sh"
 py=${DT_PYTHON_TORCH:-}
 [ -n "$py" ] && "$py" -c 'import h5py' 2>/dev/null || skip "no python3 with h5py (Debian: python3-h5py)"
@@ -135,3 +136,13 @@ for kb in 4 12; do
   [ ! -s "ls.$kb" ] || fail "a full disk at the start ($kb kB): a run directory was left: $(cat "ls.$kb")"
 done
 pass "a full disk at the start: one line with the reason, exit 1, no run directory left"
+
+# --- dtreport names epochs missing from a record ------------------------------------------------
+# (the record the full disk used to leave: epochs 1 and 2 logged, not 0; the run ended "done")
+mkdir -p lost/run
+cp "$d1/run.json" lost/run/
+grep -v '"kind":"epoch","epoch":0,' metrics.full > lost/run/metrics.jsonl
+expect_status 0 "$top_builddir/dtreport" lost
+grep -q "1 epoch missing from metrics.jsonl (the first: epoch 0): a record was lost" out ||
+  { cat out err; fail "dtreport: no note of the epoch missing from the record"; }
+pass "dtreport notes an epoch missing from metrics.jsonl"
