@@ -598,6 +598,13 @@ static int run(int argc, char **argv, int recipe_args)
     }
     if (bad)
         return EXIT_USAGE;
+#ifndef HAVE_CUDA
+    if (cfg.cuda) { /* a fact of this command line: said before any launch (under srun --kill-on-bad-exit,
+                     * a rank refusing later would get its slower peers killed, exit 143, not 2) */
+        dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
+        return EXIT_USAGE;
+    }
+#endif
     for (int i = optind; i < argc; i++) /* DATA goes into messages and run.json: no control bytes */
         if (dt_parse_text("DATA", argv[i]) != DT_OK)
             return EXIT_USAGE;

@@ -53,7 +53,9 @@ grep -q "rank 3 of 4: .*with --device cuda: 4 ranks on this node and 2 GPUs visi
 pass "4 tasks and --gpus-per-node=2: each rank logs that GPU ranks would share a GPU"
 
 # as shipped (--device cuda) where there is no GPU: srun --mpi=pmi2, and every rank stops at its
-# device check with one line and exit 2 (past the launch: GPU ranks need no MPI)
+# device check with one line and exit 2: a dtrain built without CUDA on its command line, before the
+# launch (a rank refusing later got its slower peers killed by --kill-on-bad-exit under load: exit
+# 143), a CUDA build past the launch (GPU ranks need no MPI)
 if [ "${DT_HAVE_CUDA:-no}" = yes ]; then want="--device cuda: no GPU is visible"; else want="this dtrain was built without CUDA"; fi
 [ "${DT_HAVE_PMI2:-no}" = yes ] || skip_pmi2=1
 if [ -z "${skip_pmi2:-}" ]; then
