@@ -91,6 +91,7 @@ int main(int argc, char **argv)
             dt_optim_step(&opt, &m, NULL);
         else if (dt_amp_step(&amp.scaler, NULL, &opt, &m, amp.master, &out))
             return 1;
+        dt_model_prof_step_end(&m); /* DT_PROFILE: the step's times into the totals (nothing without it) */
     }
     double dt = dt_seconds() - t0;
     if (m.profile) /* DT_PROFILE=1: where the time went, warm-up steps included */

@@ -31,7 +31,7 @@ enum {
     OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
     OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
     OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX, OPT_LARS_ETA,
-    OPT_VAL_CROP, OPT_VAL_RESIZE, OPT_INTERP, OPT_AUTO_AUG, OPT_RA_MAG, OPT_ERASE, OPT_AMP
+    OPT_VAL_CROP, OPT_VAL_RESIZE, OPT_INTERP, OPT_AUTO_AUG, OPT_RA_MAG, OPT_ERASE, OPT_AMP, OPT_CUDNN_SEARCH
 };
 /* the off switches of the on/off flags (a recipe's come before the command line's, so these undo
  * them), and the end of the option values, for where each came from (enum from_where) */
@@ -148,6 +148,10 @@ static void usage(FILE *out)
             "                            (nothing written)\n"
             "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
             "      --device cpu|cuda     where to compute (default cpu); cuda: the local rank's GPU (a CUDA build)\n"
+            "      --cudnn-search MODE   how cuDNN's convolution algorithms are chosen (--device cuda): heuristic\n"
+            "                            (cuDNN's heuristics, nothing timed), bounded[:S] (their first candidates\n"
+            "                            timed, at most S seconds per convolution shape; default bounded:1) or\n"
+            "                            exhaustive (every algorithm timed, as PyTorch's cudnn.benchmark)\n"
             "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
             "  -h, --help                this help    -V, --version  the version and the parts built in\n"
             "\n"
@@ -171,6 +175,28 @@ static int stdout_is_answer = 1;
 static int num(const char *flag, const char *v, double lo, double hi, double *out)
 {
     return dt_parse_double(flag, v, lo, hi, out);
+}
+
+/* --cudnn-search MODE: heuristic, bounded, bounded:SECONDS or exhaustive (cfg->cudnn_search, and
+ * cfg->cudnn_search_s for bounded). DT_OK, or DT_ERR_INPUT after one line. */
+static int parse_cudnn_search(const char *text, dt_train_cfg *cfg)
+{
+    static const char *const modes[] = {"heuristic", "bounded", "exhaustive", NULL};
+    const char *colon = strchr(text, ':');
+    char mode[16], e[160];
+    if (!colon) { /* bounded alone: the default cap (dt_train_defaults), whatever an earlier flag gave */
+        cfg->cudnn_search_s = 1;
+        return dt_parse_choice("--cudnn-search", text, modes, &cfg->cudnn_search);
+    }
+    if ((size_t)(colon - text) >= sizeof mode || strncmp(text, "bounded:", 8) != 0) {
+        snprintf(mode, sizeof mode, "%.*s", (int)(colon - text), text);
+        if (dt_parse_choice("--cudnn-search", mode, modes, &cfg->cudnn_search) == DT_OK)
+            dt_error("--cudnn-search %s: only bounded takes a time cap (bounded:SECONDS)",
+                     dt_cli_escape(text, e, sizeof e));
+        return DT_ERR_INPUT;
+    }
+    cfg->cudnn_search = 1;
+    return num("--cudnn-search bounded:SECONDS", colon + 1, 0.001, 3600, &cfg->cudnn_search_s);
 }
 
 /* the option whose source an option's value is recorded under: an off switch's is its flag's */
@@ -285,6 +311,8 @@ static int check_flags(const dt_train_cfg *cfg, const unsigned char *from, int a
     REFUSE(!dynamic, OPT_SCALE_WINDOW, "--loss-scale-window",
            level_user || USER(OPT_LOSS_SCALE) || USER(OPT_PRECISION),
            "without a dynamic loss scale (O1 or O2 with fp16, or --loss-scale dynamic)");
+    /* only the CUDA backend has convolution algorithms to choose */
+    REFUSE(!cfg->cuda, OPT_CUDNN_SEARCH, "--cudnn-search", USER(OPT_DEVICE), "without --device cuda");
     /* graphs capture a step of one forward and backward with rank-local BN */
     REFUSE(cfg->graph > 0 && (cfg->accum_steps > 1 || cfg->sync_bn), OPT_GRAPH, "--graph",
            USER(OPT_ACCUM) || USER(OPT_SYNC_BN),
@@ -432,6 +460,7 @@ static int run(int argc, char **argv, int recipe_args)
         {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
         {"loss-scale-window", required_argument, NULL, OPT_SCALE_WINDOW},
         {"max-nonfinite", required_argument, NULL, OPT_MAX_NONFINITE},
+        {"cudnn-search", required_argument, NULL, OPT_CUDNN_SEARCH},
         {NULL, 0, NULL, 0},
     };
     static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
@@ -583,6 +612,7 @@ static int run(int argc, char **argv, int recipe_args)
         case OPT_ACCUM: bad = dt_parse_long("--accum-steps", optarg, 1, 1024, &v) || ((cfg.accum_steps = (int)v), 0); break;
         case OPT_TIMEOUT: bad = num("--comm-timeout", optarg, 1, 1e7, &cfg.comm_timeout); break;
         case OPT_DEVICE: bad = dt_parse_choice("--device", optarg, devices, &cfg.cuda); break;
+        case OPT_CUDNN_SEARCH: bad = parse_cudnn_search(optarg, &cfg); break;
         case OPT_RECIPE: { /* main() expanded "--recipe NAME" and "--recipe=NAME", not an abbreviation */
             const char *flag = optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
             char e[160];

@@ -453,6 +453,8 @@ enum dt_backend_op { DT_OPS(DT_BACKEND_OP_ENUM) DT_BACKEND_OP_COUNT };
 typedef struct dt_event dt_event;
 /* a captured graph of ops (dt_backend.graph_*): opaque */
 typedef struct dt_graph dt_graph;
+/* a timer of the profile (dt_backend.timer_*): opaque */
+typedef struct dt_timer dt_timer;
 enum { DT_QUEUE_COMPUTE, DT_QUEUE_COPY, DT_QUEUES };
 
 /* Fusable patterns of a model's node list (dt_backend.fuses):
@@ -534,13 +536,29 @@ typedef struct dt_backend {
      * scalars, the batch). An event recorded inside a capture is recorded by every launch at that
      * point (event_sync and event_wait after a launch wait for it there), and an event wait inside
      * orders the two queues inside the graph. While capturing, nothing may allocate, free, wait on
-     * the host (event_sync, mem_get, mem_put) or return a result (the planning ops): a backend
-     * fails there (CUDA) or says so and aborts (dt_cpu_graph_backend). DT_OK from graph_begin, or
-     * an error after one line. */
+     * the host (event_sync, mem_get, mem_put) or return a result (the planning ops): such a call
+     * fails the capture instead of the process (graph_end then returns NULL after one line naming
+     * the first of them, and nothing the capture kept runs; the caller issues that work again), and
+     * is made safe: an allocation, a free or a planning op is done (CUDA: outside the capture,
+     * which it ends there), a host wait or a put is not. DT_OK from graph_begin, or an error after
+     * one line. */
     int (*graph_begin)(void);
     dt_graph *(*graph_end)(void);
     void (*graph_launch)(dt_graph *g);
     void (*graph_destroy)(dt_graph *g);
+
+    /* Timers, for the profile (DT_PROFILE: nn/model.h): timer_record(t) marks the compute queue's
+     * point after every op issued to it so far (recording again moves the mark), and timer_ms(a, b)
+     * waits until b's mark is reached and returns the milliseconds from a's mark to b's (both
+     * recorded, on one queue, a first). What a mark's time is: CUDA, an event with timing on the
+     * compute stream (device time, so the time between two marks is the stream's, its idle waits
+     * included); the CPU, the host's clock when the record is called (its ops run as issued).
+     * timer_create returns NULL when out of memory. Never recorded inside a capture. Optional (all
+     * four or none): without them a profile uses dt_backend_cpu's, the host's clock. */
+    dt_timer *(*timer_create)(void);
+    void (*timer_destroy)(dt_timer *t);
+    void (*timer_record)(dt_timer *t);
+    double (*timer_ms)(dt_timer *a, dt_timer *b);
 
     /* the ops, one member each: ret (*name)(parameters) */
 #define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;

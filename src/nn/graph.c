@@ -105,6 +105,7 @@ int dt_model_begin(dt_model *m, const char *arch, int in_c, int num_classes, con
     m->training = 1;
     const char *prof = getenv("DT_PROFILE");
     m->profile = prof && *prof && strcmp(prof, "0") != 0;
+    m->profiling = m->profile; /* every call profiled, unless the caller chooses (the trainer: its steps) */
     m->input = new_value(m, in_c, -1);
     return m->input;
 }

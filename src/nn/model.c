@@ -22,12 +22,11 @@
 /* ---------------------------------------------------------------------------------------------- */
 /* planning                                                                                       */
 
-/* node kinds by enum dt_op_kind, then conv's backward-data (the profile's extra slot) */
+/* node kinds by enum dt_op_kind (the profile's rows: NAME_fwd, NAME_bwd) */
 static const char *const kind_names[] = {"conv", "batchnorm", "relu", "maxpool", "avgpool",
                                          "linear", "dropout", "flatten", "add", "act", "chanmul", "sdepth",
-                                         "layernorm", "scale", "concat", "tokens", "attention", "token0",
-                                         "conv dx"};
-_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS + 1, "a name per node kind, then conv dx");
+                                         "layernorm", "scale", "concat", "tokens", "attention", "token0"};
+_Static_assert(sizeof kind_names / sizeof kind_names[0] == DT_OP_KINDS, "a name per node kind");
 
 /* a descriptor's stride for value v: 0 (packed), or its ld when it is laid in a wider value */
 static int slice_stride(const dt_model *m, int v)
@@ -769,13 +768,89 @@ int dt_model_plan(dt_model *m, int n, int h, int w)
 /* ---------------------------------------------------------------------------------------------- */
 /* forward and backward                                                                           */
 
-/* adds the time since t to slot kind (none when kind < 0) of pass; returns the time now */
-static double profile_tick(dt_model *m, int pass, int kind, double t)
+/* The profile (model.h): the step's marks, each a timer and the kind of the time before it (-1:
+ * none, the step's first), and the totals over the steps ended. Timers are made as marks need them
+ * and kept for the next steps (never inside a capture: no profiled step is captured). */
+struct dt_prof {
+    const dt_backend *tb; /* whose timers: the model's backend's, else dt_backend_cpu's (the host clock) */
+    dt_timer **timer;
+    int *before;          /* [i]: the kind of the time from mark i - 1 to mark i */
+    int n, cap, made;     /* marks this step, room, timers made */
+    int kind;             /* the kind of the work issued since the last mark (-1: no mark yet this step) */
+    int broken;           /* out of memory for a timer: the profile stopped (said once) */
+    int64_t steps;
+    double ms[DT_PROF_KINDS];
+    unsigned char seen[DT_PROF_KINDS];
+};
+
+/* a mark: the time from the last one is the current kind's, and what follows kind's */
+static void prof_record(dt_model *m, int kind)
 {
-    double n = dt_seconds();
-    if (kind >= 0)
-        m->prof[pass][kind] += n - t;
-    return n;
+    struct dt_prof *p = m->prof;
+    if (!p) {
+        if (!(p = m->prof = calloc(1, sizeof *p)))
+            return;
+        p->tb = m->be->timer_create ? m->be : &dt_backend_cpu;
+        p->kind = -1;
+    }
+    if (p->broken)
+        return;
+    if (p->n == p->made) {
+        if (p->made == p->cap) {
+            int cap = p->cap ? 2 * p->cap : 256;
+            dt_timer **t = realloc(p->timer, (size_t)cap * sizeof *t);
+            if (t)
+                p->timer = t;
+            int *b = realloc(p->before, (size_t)cap * sizeof *b);
+            if (b)
+                p->before = b;
+            if (t && b)
+                p->cap = cap;
+        }
+        if (p->made == p->cap || !(p->timer[p->made] = p->tb->timer_create())) {
+            dt_warn("profile: out of memory for its timers: the profile stops here");
+            p->broken = 1;
+            return;
+        }
+        p->made++;
+    }
+    p->tb->timer_record(p->timer[p->n]);
+    p->before[p->n++] = p->kind;
+    p->kind = kind;
+}
+
+/* the kind of node nd's forward (backward: DT_PROF_BWD + it), or -1 when another node's op does its
+ * work (a ReLU fused into its BN; a BN whose residual tail runs at the add's turn: the BN's) */
+static int node_prof_kind(const dt_node *nd)
+{
+    if ((nd->op == DT_OP_RELU && nd->attr.fused_into_bn) || (nd->op == DT_OP_BN && nd->attr.fused_tail >= 0))
+        return -1;
+    if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0)
+        return DT_OP_BN;
+    return (int)nd->op;
+}
+
+void dt_model_prof_mark(dt_model *m, int kind)
+{
+    if (m->profiling && kind >= 0 && (!m->prof || m->prof->kind != kind))
+        prof_record(m, kind);
+}
+
+void dt_model_prof_step_end(dt_model *m)
+{
+    struct dt_prof *p = m->prof;
+    if (!p || p->kind < 0 || p->broken)
+        return;
+    prof_record(m, -1); /* the last kind's end */
+    if (p->broken)
+        return;
+    for (int i = 1; i < p->n; i++) { /* timer_ms waits for the later mark: the step's work is done */
+        int k = p->before[i];
+        p->ms[k] += p->tb->timer_ms(p->timer[i - 1], p->timer[i]);
+        p->seen[k] = 1;
+    }
+    p->n = 0;
+    p->steps++;
 }
 
 void *dt_model_logits(const dt_model *m)
@@ -860,11 +935,9 @@ int dt_model_forward(dt_model *m, const float *x, int n)
     }
     const dt_backend *be = m->be;
     m->input_data = x;
-    double t = m->profile ? dt_seconds() : 0;
     for (int i = 0; i < m->n_nodes; i++) {
         dt_node *nd = &m->nodes[i];
-        if (m->profile)
-            t = profile_tick(m, 0, i ? (int)m->nodes[i - 1].op : -1, t);
+        dt_model_prof_mark(m, node_prof_kind(nd));
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
         void *xin = act_of(m, nd->in0), *y = act_of(m, nd->out);
         void *weight = param_of(m, nd->param[DT_NODE_WEIGHT]), *bias = param_of(m, nd->param[DT_NODE_BIAS]);
@@ -985,8 +1058,6 @@ int dt_model_forward(dt_model *m, const float *x, int n)
             dt_amp_round_param(m, nd->param[DT_NODE_RUNNING_VAR], run_var);
         }
     }
-    if (m->profile)
-        profile_tick(m, 0, m->nodes[m->n_nodes - 1].op, t);
     return DT_OK;
 }
 
@@ -1008,6 +1079,7 @@ int dt_model_loss_async(dt_model *m, int n, float eps)
         return DT_ERR_STATE;
     }
     /* the gradient times the scaler's factor (the block's scale_f), before any rounding */
+    dt_model_prof_mark(m, DT_PROF_LOSS);
     m->be->xent(n, m->num_classes, vtype(m, m->output), act_of(m, m->output), m->labels, eps,
                 grad_of(m, m->output), m->scalars);
     dt_amp_round_value(m, m->output, grad_of(m, m->output), (int64_t)n * m->num_classes);
@@ -1056,6 +1128,7 @@ static void upload_io(dt_model *m, void *dst, const void *src, size_t bytes)
 
 void dt_model_step_upload(dt_model *m)
 {
+    dt_model_prof_mark(m, DT_PROF_UPLOAD);
     upload_io(m, m->scalars, &m->host_io[0], DT_SCALARS_IN_BYTES);
 }
 
@@ -1089,6 +1162,7 @@ int dt_model_write_labels(dt_model *m, const int32_t *labels_host, int n)
 
 void dt_model_labels_upload(dt_model *m, int n)
 {
+    dt_model_prof_mark(m, DT_PROF_UPLOAD);
     upload_io(m, m->labels, host_labels(m), (size_t)n * sizeof(int32_t));
     /* the batch's mixing with them: per batch, also under gradient accumulation */
     const size_t at = offsetof(dt_scalars, mixing), bytes = offsetof(dt_scalars, in_reserved2) + sizeof(int32_t) - at;
@@ -1104,6 +1178,7 @@ int dt_model_upload_labels(dt_model *m, const int32_t *labels_host, int n)
 
 void dt_model_step_download(dt_model *m)
 {
+    dt_model_prof_mark(m, DT_PROF_OTHER);
     m->be->download(&m->host_io[1], m->scalars, DT_SCALARS_OUT_BYTES, DT_QUEUE_COMPUTE);
 }
 
@@ -1128,11 +1203,8 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
     for (int v = 0; v < m->n_values; v++)
         m->values[v].grad_ready = 0;
     m->values[m->output].grad_ready = 1;
-    double t = m->profile ? dt_seconds() : 0;
     for (int i = m->n_nodes - 1; i >= 0; i--) {
         dt_node *nd = &m->nodes[i];
-        if (m->profile)
-            t = profile_tick(m, 1, i < m->n_nodes - 1 ? (int)m->nodes[i + 1].op : -1, t);
         const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
         const int need_dx = nd->in0 != m->input;
         void *xin = act_of(m, nd->in0), *y = act_of(m, nd->out), *dy = grad_of(m, nd->out);
@@ -1144,6 +1216,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         int64_t count = value_numel(yv, n);
         int ready = yv->grad_ready;
         if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0) { /* a residual tail, its BN and ReLU in one op */
+            dt_model_prof_mark(m, DT_PROF_BWD + DT_OP_BN);
             tail_backward(m, nd, n, accumulate);
             continue;
         }
@@ -1156,6 +1229,7 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         }
         if (!ready || (nd->op == DT_OP_RELU && nd->attr.fused_into_bn)) /* unused downstream, or done by the BN */
             continue;
+        dt_model_prof_mark(m, DT_PROF_BWD + (int)nd->op); /* a convolution's: its weight gradient first */
         switch (nd->op) {
         case DT_OP_CONV: {
             dt_conv_desc d;
@@ -1166,12 +1240,9 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
                 break;
             }
             be->conv_bwd_filter(&d, xin, dy, dweight, dbias, accumulate, ws);
-            if (m->profile)
-                t = profile_tick(m, 1, DT_OP_CONV, t);
+            dt_model_prof_mark(m, DT_PROF_CONV_DGRAD);
             if (need_dx)
                 be->conv_bwd_data(&d, dy, weight, dx, grad_accumulate(m, nd->in0), ws);
-            if (m->profile)
-                t = profile_tick(m, 1, DT_OP_KINDS, t);
             break;
         }
         case DT_OP_BN: {
@@ -1277,8 +1348,6 @@ int dt_model_backward(dt_model *m, int n, int accumulate)
         if (m->on_grads && nd->param[DT_NODE_WEIGHT] >= 0)
             m->on_grads(m->on_grads_ctx, i);
     }
-    if (m->profile)
-        profile_tick(m, 1, m->nodes[0].op, t);
     m->step++;
     return DT_OK;
 }
@@ -1291,22 +1360,52 @@ void dt_model_host_step(dt_model *m)
     m->step++;
 }
 
+/* the profile's name for kind k (a row of the report) into buf */
+static const char *prof_kind_name(int k, char *buf, size_t n)
+{
+    static const char *const rest[] = {"conv_dgrad", "input_upload", "input_normalize", "loss", "ddp_pack",
+                                       "ddp_unpack", "amp_scaler", "optimizer", "other"};
+    _Static_assert(sizeof rest / sizeof rest[0] == DT_PROF_KINDS - DT_PROF_CONV_DGRAD, "a name per kind");
+    if (k >= DT_PROF_CONV_DGRAD)
+        return rest[k - DT_PROF_CONV_DGRAD];
+    if (k == DT_PROF_BWD + DT_OP_CONV)
+        return "conv_wgrad";
+    snprintf(buf, n, "%s_%s", kind_names[k % DT_OP_KINDS], k < DT_PROF_BWD ? "fwd" : "bwd");
+    return buf;
+}
+
 void dt_model_profile_report(dt_model *m, FILE *f)
 {
-    double total = 0;
-    for (int p = 0; p < 2; p++)
-        for (int k = 0; k <= DT_OP_KINDS; k++)
-            total += m->prof[p][k];
-    if (total <= 0)
+    struct dt_prof *p = m->prof;
+    dt_model_prof_step_end(m); /* a step in progress (a caller that ends none) */
+    if (!p || !p->steps) {
+        fprintf(f, "profile: no step was profiled\n");
         return;
-    fprintf(f, "%-10s %10s %10s %7s\n", "op", "fwd s", "bwd s", "share");
-    for (int k = 0; k <= DT_OP_KINDS; k++) {
-        double a = m->prof[0][k], b = m->prof[1][k];
-        if (a + b > 0)
-            fprintf(f, "%-10s %10.3f %10.3f %6.1f%%\n", kind_names[k], a, b, 100 * (a + b) / total);
     }
-    fprintf(f, "%-10s %21.3f\n", "total", total);
-    memset(m->prof, 0, sizeof m->prof);
+    int order[DT_PROF_KINDS], n = 0;
+    double total = 0;
+    for (int k = 0; k < DT_PROF_KINDS; k++)
+        if (p->seen[k]) {
+            total += p->ms[k];
+            int j = n++;
+            for (; j > 0 && p->ms[order[j - 1]] < p->ms[k]; j--) /* the most time first */
+                order[j] = order[j - 1];
+            order[j] = k;
+        }
+    const double steps = (double)p->steps;
+    fprintf(f, "profile: %lld step%s, ms per step by kind (%s timers)\n", (long long)p->steps,
+            p->steps == 1 ? "" : "s", p->tb->name);
+    fprintf(f, "%-20s %10s %7s\n", "kind", "ms/step", "share");
+    for (int i = 0; i < n; i++) {
+        char buf[40];
+        int k = order[i];
+        fprintf(f, "%-20s %10.3f %6.1f%%\n", prof_kind_name(k, buf, sizeof buf), p->ms[k] / steps,
+                total > 0 ? 100 * p->ms[k] / total : 0.0);
+    }
+    fprintf(f, "%-20s %10.3f %6.1f%%\n", "total", total / steps, total > 0 ? 100.0 : 0.0);
+    p->steps = 0;
+    memset(p->ms, 0, sizeof p->ms);
+    memset(p->seen, 0, sizeof p->seen);
 }
 
 void dt_model_free(dt_model *m)
@@ -1333,5 +1432,12 @@ void dt_model_free(dt_model *m)
         m->be->host_free(m->host_io);
     }
     free(m->counts);
+    if (m->prof) {
+        for (int i = 0; i < m->prof->made; i++)
+            m->prof->tb->timer_destroy(m->prof->timer[i]);
+        free(m->prof->timer);
+        free(m->prof->before);
+        free(m->prof);
+    }
     memset(m, 0, sizeof *m);
 }

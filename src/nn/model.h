@@ -48,6 +48,16 @@ enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL
                   DT_OP_CONCAT, DT_OP_TOKENS, DT_OP_ATTN, DT_OP_TOKEN0 };
 #define DT_OP_KINDS 18 /* the number of kinds above */
 
+/* What the profile (DT_PROFILE, dt_model_prof_mark) attributes a step's time to: a node kind's
+ * forward is its dt_op_kind, its backward DT_PROF_BWD + its dt_op_kind (a convolution's weight
+ * gradient; its input gradient is DT_PROF_CONV_DGRAD), then the rest of a step: the input's upload
+ * (with the step's scalars and labels) and normalisation, the loss, DDP's copies into its device wire
+ * during backward and back after the all-reduces (with the wait for them), the loss scaler's check,
+ * the optimiser (with the masters' copy into the model), the rest (the out scalars' download). */
+enum dt_prof_kind { DT_PROF_BWD = DT_OP_KINDS, DT_PROF_CONV_DGRAD = 2 * DT_OP_KINDS, DT_PROF_UPLOAD,
+                    DT_PROF_NORMALIZE, DT_PROF_LOSS, DT_PROF_DDP_PACK, DT_PROF_DDP_UNPACK, DT_PROF_SCALER,
+                    DT_PROF_OPTIMIZER, DT_PROF_OTHER, DT_PROF_KINDS };
+
 /* how a parameter is initialised (torchvision's rules, per architecture) */
 enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001,
                DT_INIT_KAIMING_FAN_IN, /* kaiming_normal_ with its default mode: std sqrt(2/fan_in) (DenseNet) */
@@ -186,7 +196,9 @@ typedef struct dt_model {
     uint64_t dropout_seed;  /* with the step counter, seeds each dropout layer */
     uint64_t step;
     uint64_t step_written;  /* step when the in scalars (their model_step) were last written */
-    int profile;            /* 1: time every node; totals per kind in prof (seconds) */
+    int profile;            /* DT_PROFILE set (not empty, not 0) at dt_model_begin */
+    int profiling;          /* 1: dt_model_prof_mark records (dt_model_begin: profile; the trainer sets it
+                             * per step) */
     /* called by dt_model_backward after each node's backward, when set: that node's parameter
      * gradients are final (DDP starts all-reduces from here) */
     void (*on_grads)(void *ctx, int node);
@@ -194,7 +206,7 @@ typedef struct dt_model {
     /* SyncBN, when set: every training BN sums its statistics over the replicas (backend.h) */
     int (*bn_sync)(void *ctx, double *buf, int n);
     void *bn_sync_ctx;
-    double prof[2][DT_OP_KINDS + 1]; /* [forward, backward][kind]; [1][DT_OP_KINDS]: conv backward-data */
+    struct dt_prof *prof;   /* the profile's timers and totals (model.c): NULL until its first mark */
 } dt_model;
 
 /* An architecture dt_model_create knows (models.c's table; doc/design.md, "Adding a model"). */
@@ -376,8 +388,18 @@ void dt_model_set_dropout(dt_model *m, float p);
  * depth fraction times p (torchvision's stochastic_depth_prob; EfficientNet's default 0.2). */
 void dt_model_set_stochastic_depth(dt_model *m, float p);
 
-/* Per-kind time totals (DT_PROFILE=1 in the environment at dt_model_create, or set m->profile):
- * one table of seconds and shares to f, then the totals are cleared. */
+/* The profile (DT_PROFILE; doc/dtrain.1 has the report's format). While m->profiling, each kind
+ * change is marked with one of the backend's timers on the compute queue (backend.h: device time on
+ * CUDA, the host's clock on the CPU), and the time between two marks is the first one's kind's.
+ * dt_model_prof_mark: the work issued from here on is kind's (enum dt_prof_kind); nothing unless
+ * m->profiling (never while capturing a graph: a profiled step is issued). dt_model_prof_step_end:
+ * a profiled step has ended: waits for its last mark and adds the times between its marks to the
+ * totals, one step more. dt_model_profile_report: "profile: N steps, ms per step by kind (B
+ * timers)", a "kind ms/step share" header, one row per kind marked (the most time first) and
+ * "total", to f (the step in progress ended first; "profile: no step was profiled" when none);
+ * then the totals are cleared. */
+void dt_model_prof_mark(dt_model *m, int kind);
+void dt_model_prof_step_end(dt_model *m);
 void dt_model_profile_report(dt_model *m, FILE *f);
 
 /* Parameter lookup by state_dict name: index or -1. */

@@ -269,6 +269,7 @@ void dt_amp_conv_bwd(dt_model *m, const dt_node *nd, int n, const dt_conv_desc *
     result_done(m, &rb);
     if (!need_dx)
         return;
+    dt_model_prof_mark(m, DT_PROF_CONV_DGRAD);
     be->conv_bwd_data(d, dy, cw, rx.at, rx.direct && rx.accumulate, ws);
     result_done(m, &rx);
 }

@@ -248,6 +248,7 @@ static int comm_rank(const dt_comm *comm)
 
 void dt_amp_check(dt_model *m)
 {
+    dt_model_prof_mark(m, DT_PROF_SCALER);
     check_grads(m);
 }
 
@@ -264,6 +265,7 @@ int dt_amp_agree(dt_comm *comm, dt_model *m)
 
 void dt_amp_update(dt_optim *opt, dt_model *m, float *master)
 {
+    dt_model_prof_mark(m, DT_PROF_OPTIMIZER);
     dt_optim_step(opt, m, master); /* skipped by the ops on an overflow; on the fp32 masters when there are */
     if (master) /* the model gets them rounded (a skipped step copies back what is there) */
         master_copy(m, master, 0);

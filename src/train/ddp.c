@@ -83,6 +83,7 @@ static void buckets_written(dt_ddp *d, int from, int to)
         const bucket *k = &d->buckets[i];
         if (d->dev16) {
             size_t nh, nf;
+            dt_model_prof_mark(d->model, DT_PROF_DDP_PACK);
             wire_move(d, k, 1, (uint16_t *)d->dev16 + k->h0, d->dev32 + k->f0, device_move, &nh, &nf);
         }
         d->model->be->event_record(k->ready, DT_QUEUE_COMPUTE);
@@ -478,6 +479,7 @@ int dt_ddp_reduce(dt_ddp *d)
     int rc = DT_OK;
     if (d->comm->size < 2)
         return DT_OK;
+    dt_model_prof_mark(d->model, DT_PROF_DDP_UNPACK); /* the compute queue waits for the all-reduces */
     if (!d->have_thread) { /* no overlap: every bucket now, in order */
         for (int i = 0; rc == DT_OK && i < d->n_buckets; i++)
             rc = reduce_bucket(d, i);
@@ -501,8 +503,10 @@ int dt_ddp_reduce(dt_ddp *d)
 
 void dt_ddp_unpack(dt_ddp *d)
 {
-    if (d->dev16 && d->comm->size > 1) /* the averages back into the gradients (after every all-reduce returned) */
+    if (d->dev16 && d->comm->size > 1) { /* the averages back into the gradients (after every all-reduce returned) */
+        dt_model_prof_mark(d->model, DT_PROF_DDP_UNPACK);
         unpack_device(d);
+    }
 }
 
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync)

@@ -182,6 +182,11 @@ int dt_run_epochs(dt_run *r)
         DT_TRY(dt_rundir_repair_best(r));
     loop_state L = {.global_step = r->progress.global_step, .best_top1 = r->progress.best_top1,
                     .best_epoch = r->progress.best_epoch};
+    /* DT_PROFILE=last:K: the last K of the steps --epochs and --max-steps leave to this invocation */
+    int64_t end = (int64_t)r->cfg->epochs * r->steps_per_epoch;
+    if (r->cfg->max_steps && L.global_step + r->cfg->max_steps < end)
+        end = L.global_step + r->cfg->max_steps;
+    r->prof_from = r->prof_last ? end - r->prof_last : 0;
     for (int epoch = (int)r->progress.epoch; epoch < r->cfg->epochs && !L.stop; epoch++) {
         dt_epoch_sums sums;
         double lr;

@@ -70,9 +70,11 @@ static void stage_pixels(dt_run *r, const uint8_t *pixels, int64_t values)
 static void upload_pixels(dt_run *r, int64_t values)
 {
     const dt_backend *be = r->model.be;
+    dt_model_prof_mark(&r->model, DT_PROF_UPLOAD);
     be->upload(r->pixels, r->staging, (size_t)values, DT_QUEUE_COPY);
     be->event_record(r->upload_event, DT_QUEUE_COPY);
     be->event_wait(DT_QUEUE_COMPUTE, r->upload_event);
+    dt_model_prof_mark(&r->model, DT_PROF_NORMALIZE);
     be->normalize_u8(values, r->channels, r->pixels, r->mean, r->std, DT_FLOAT32, r->input);
 }
 
@@ -178,11 +180,44 @@ int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)
  * loader's hand-over cost the device nothing. A step that cannot be captured runs as issued: a
  * short batch (an epoch's last), and a run with gradient accumulation or SyncBN (collectives inside
  * forward and backward) has no graphs at all (dt_run_graphs_wanted). Dropout reads its step from
- * the scalars, so its masks change at every launch. A capture that fails (one line) turns graphs
- * off for the run: the segment is then issued, and the rest of the run as without
- * --graph. */
+ * the scalars, so its masks change at every launch. A capture that fails (the backend's line
+ * naming what it could not hold: an allocation, a free, a host wait, a cuDNN search; then one
+ * warning naming the step) turns graphs off for the run: nothing of the capture ran, so the
+ * segment is issued (run_graph puts back what the capture counted on the host), and the rest of
+ * the run as without --graph, which it equals bit for bit (tests/train/graph_fallback.sh). */
 
 enum { SEG_A = 1, SEG_B = 2, SEG_C = 4 };
+
+/* DT_PLANT_CAPTURE_FAULT (a test's, tests/train/graph_fallback.sh): inside the run's first capture,
+ * after segment A's forward, one call that no capture can hold, made through the backend as a layer
+ * would make it: "alloc", an allocation of 4 KiB (freed after the capture), or "hostwait", a host
+ * wait on the model's io_event (recorded by the step's upload inside the capture). The capture must
+ * then fail with that call as its reason and the step run issued. -1: not read yet, 0: none */
+enum { PLANT_NONE, PLANT_ALLOC, PLANT_HOSTWAIT };
+static int plant = -1;
+static void *planted; /* the planted allocation, freed after the capture */
+
+static int plant_fault(dt_run *r)
+{
+    if (plant < 0) {
+        const char *e = getenv("DT_PLANT_CAPTURE_FAULT");
+        plant = !e || !*e                  ? PLANT_NONE
+                : !strcmp(e, "alloc")    ? PLANT_ALLOC
+                : !strcmp(e, "hostwait") ? PLANT_HOSTWAIT
+                                         : -2;
+        if (plant == -2) {
+            dt_error("DT_PLANT_CAPTURE_FAULT=%s: alloc or hostwait", e);
+            plant = PLANT_NONE;
+            return DT_ERR_INPUT;
+        }
+    }
+    if (plant == PLANT_ALLOC && !(planted = r->model.be->mem_alloc(4096)))
+        return DT_ERR_NOMEM;
+    if (plant == PLANT_HOSTWAIT)
+        r->model.be->event_sync(r->model.io_event);
+    plant = PLANT_NONE; /* once */
+    return DT_OK;
+}
 
 /* segment(s) segs of a step on n images, issued; capture: while capturing (DDP then holds its buckets
  * until dt_ddp_reduce) */
@@ -192,6 +227,8 @@ static int issue_segments(dt_run *r, unsigned segs, int n, int capture)
         dt_model_step_upload(&r->model);
         next_batch_upload(r, n);
         DT_TRY(dt_model_forward(&r->model, r->input, n));
+        if (capture && plant)
+            DT_TRY(plant_fault(r));
         DT_TRY(dt_model_loss_async(&r->model, n, (float)r->cfg->label_smoothing));
         DT_TRY(dt_ddp_backward_issue(r->ddp, n, 0, 1, capture));
     }
@@ -205,23 +242,43 @@ static int issue_segments(dt_run *r, unsigned segs, int n, int capture)
 }
 
 /* the graph of segments segs (slot k): captured the first time, then launched; *failed: the capture
- * failed (one line) and nothing of it ran */
+ * failed (one line) and nothing of it ran. A capture issues the segments' work once, so the host
+ * counts what forward and backward count (BN's batches, the model's step) as it goes; a failed one
+ * puts them back as they were, so that the step issued again counts them once. */
 static int run_graph(dt_run *r, int k, unsigned segs, int n, int *failed)
 {
     const dt_backend *be = r->model.be;
+    dt_model *m = &r->model;
     *failed = 0;
     if (r->graph[k]) {
         be->graph_launch(r->graph[k]);
         if (segs & SEG_A) /* what forward and backward count on the host (BN's batches, the model's step) */
-            dt_model_host_step(&r->model);
+            dt_model_host_step(m);
         return DT_OK;
     }
+    const uint64_t step = m->step;
+    int64_t *counts = malloc((size_t)(m->n_counts ? m->n_counts : 1) * sizeof *counts);
+    if (!counts)
+        return DT_ERR_NOMEM;
+    if (m->n_counts)
+        memcpy(counts, m->counts, (size_t)m->n_counts * sizeof *counts);
     if (be->graph_begin() != DT_OK) {
+        free(counts);
         *failed = 1;
         return DT_OK;
     }
     int rc = issue_segments(r, segs, n, 1);
     dt_graph *g = be->graph_end();
+    if (planted) { /* DT_PLANT_CAPTURE_FAULT=alloc's, now that nothing captures */
+        be->mem_free(planted);
+        planted = NULL;
+    }
+    if (rc == DT_OK && !g) {
+        m->step = step;
+        if (m->n_counts)
+            memcpy(m->counts, counts, (size_t)m->n_counts * sizeof *counts);
+    }
+    free(counts);
     if (rc != DT_OK) {
         be->graph_destroy(g);
         return rc;
@@ -263,8 +320,8 @@ static int segment(dt_run *r, int k, unsigned segs, int n, int graphs)
         int rc = run_graph(r, k, segs, n, &failed);
         if (!failed)
             return rc;
-        dt_warn("the training step could not be captured as a graph (the line above says why): running without "
-                "graphs");
+        dt_warn("step %lld: the training step could not be captured as a graph (the line above says why): this "
+                "step and the rest of the run without graphs", (long long)r->comm->step + 1);
         r->graphs = 0;
         dt_run_graphs_free(r);
     }
@@ -310,7 +367,8 @@ static int step_segments(dt_run *r, int n, dt_comm *comm, int graphs, dt_epoch_s
     return segment(r, 2, SEG_C, n, graphs);
 }
 
-int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
+/* dt_run_step's step (the profile aside) */
+static int run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
 {
     const dt_train_cfg *cfg = r->cfg;
     float label_smoothing = (float)cfg->label_smoothing;
@@ -329,7 +387,7 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
         int full = n == cfg->batch, warm = r->graph_warm >= 1;
         if (full && !warm)
             r->graph_warm++;
-        DT_TRY(step_segments(r, n, comm, full && warm, sums));
+        DT_TRY(step_segments(r, n, comm, full && warm && !r->model.profiling, sums));
         step_outcome(r, dt_amp_finish(&r->amp.scaler, comm, &r->opt, &r->model));
         return DT_OK;
     }
@@ -355,6 +413,18 @@ int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
     DT_TRY(dt_amp_step(&r->amp.scaler, comm, &r->opt, &r->model, r->amp.master, &out));
     step_outcome(r, out);
     return DT_OK;
+}
+
+int dt_run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
+{
+    /* DT_PROFILE: a profiled step is issued (no graph: its marks are recorded as its ops are issued),
+     * and its marks timed once it is done (the step ends with a wait); nothing outside the steps */
+    r->model.profiling = r->model.profile && step >= r->prof_from;
+    int rc = run_step(r, step, lr, sums);
+    if (rc == DT_OK && r->model.profiling)
+        dt_model_prof_step_end(&r->model);
+    r->model.profiling = 0;
+    return rc;
 }
 
 /* One row of host logits through the CPU backend's loss into acc (the loss, the hits, the rows that

@@ -32,6 +32,7 @@
 #include "train/agree.h"
 #include "train/trainer_int.h"
 #include "util/check.h"
+#include "util/cli.h"
 #include "util/log.h"
 
 void dt_train_defaults(dt_train_cfg *cfg)
@@ -74,6 +75,8 @@ void dt_train_defaults(dt_train_cfg *cfg)
     cfg->comm_timeout = 600;
     cfg->max_nonfinite = 10;
     cfg->graph = -1;
+    cfg->cudnn_search = 1; /* bounded: a measured choice at a bounded cost (doc/dtrain.1, --cudnn-search) */
+    cfg->cudnn_search_s = 1;
 }
 
 /* every rank's verdict on a start-up phase: the worst status wins (a rank that passed gets
@@ -116,8 +119,12 @@ static int choose_device(dt_run *r)
              visible ? visible : "unset");
     if (dt_cuda_init(r->device) != DT_OK)
         return DT_ERR_INPUT;
-    /* cuDNN's fastest algorithms by default (cudnn.benchmark), deterministic ones with --deterministic */
+    /* cuDNN's fastest algorithms by default, deterministic ones with --deterministic; how far the search
+     * goes to find them: --cudnn-search */
     dt_cuda_set_deterministic(cfg->deterministic);
+    _Static_assert(DT_CUDA_SEARCH_HEURISTIC == 0 && DT_CUDA_SEARCH_BOUNDED == 1 && DT_CUDA_SEARCH_EXHAUSTIVE == 2,
+                   "dt_train_cfg.cudnn_search counts as cuda.h does");
+    dt_cuda_set_conv_search(cfg->cudnn_search, cfg->cudnn_search_s);
     dt_log_set_device(r->device);
     return DT_OK;
 #else
@@ -154,6 +161,30 @@ static int connect_ranks(dt_run *r)
     return dt_agree_options(r->comm, cfg);
 }
 
+/* DT_PROFILE's steps (model.h, doc/dtrain.1): "last" or "last:K", the run's last K steps (r->prof_last);
+ * any other value (not empty, not 0): every step. Outside the steps (validation, -e) nothing is
+ * profiled. DT_ERR_INPUT after one line for a K that is not a number from 1. */
+static int profile_steps(dt_run *r)
+{
+    const char *v = getenv("DT_PROFILE");
+    r->model.profiling = 0; /* dt_run_step switches it on for the steps profiled */
+    r->prof_last = 0;
+    if (!r->model.profile || strncmp(v, "last", 4) != 0)
+        return DT_OK;
+    if (!v[4]) {
+        r->prof_last = 1;
+        return DT_OK;
+    }
+    long k;
+    if (v[4] != ':') {
+        dt_error("DT_PROFILE=%s: expected 1 (every step), last or last:K (the run's last K steps)", v);
+        return DT_ERR_INPUT;
+    }
+    DT_TRY(dt_parse_long("DT_PROFILE=last:K", v + 5, 1, 1L << 40, &k));
+    r->prof_last = k;
+    return DT_OK;
+}
+
 /* the model on this rank's backend: initial (or, on rank 0, --pretrained) weights, mixed precision,
  * and all its memory planned for a batch, the backend prepared for every batch size the loaders
  * will give (an epoch's last batch, validation's tail: none is met unplanned mid-run) */
@@ -176,6 +207,7 @@ static int build_model(dt_run *r)
     if (!fits || dt_model_create(&r->model, cfg->arch, r->channels, r->classes, be) != DT_OK)
         return DT_ERR_INPUT;
     r->have_model = 1;
+    DT_TRY(profile_steps(r));
     dt_model_init_weights(&r->model, cfg->seed + 1, 0);
     /* rank 0 reads the weights; dt_ddp_create gives them to the others */
     if (cfg->pretrained && r->launch.rank == 0 && dt_checkpoint_load_weights(cfg->pretrained, &r->model) != DT_OK)

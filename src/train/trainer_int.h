@@ -75,6 +75,8 @@ typedef struct dt_run {
     int graph_warm;             /* full batches issued so far before the capture (one: warm-up) */
     int ahead_staged;           /* with graphs: the next batch is in the host buffers (step.c, stage_ahead) */
     int ahead, ahead_n;         /* ... what staging it returned, its images */
+    int64_t prof_last;          /* DT_PROFILE=last[:K]: K (the run's last K steps profiled); 0: every step */
+    int64_t prof_from;          /* the first step profiled (a global step, from 0; dt_run_epochs) */
 
     char dir[4096];             /* results/<run id> (rank 0 writes) */
     int lock_fd;                /* rank 0: the run directory's lock (rundir.c), or -1 */

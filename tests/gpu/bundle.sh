@@ -54,7 +54,7 @@ sizes() {
         "(at most $MAX_MIB MiB allowed)"
     [ $((carried + tree)) -le $((MAX_MIB * 1048576)) ] ||
         die "the bundle and the working tree pass $MAX_MIB MiB, half of what a device call may carry"
-    echo "bundle.sh: on the GPU machine: run(command=\"tests/gpu/check.sh $B\", timeout_s=330," \
+    echo "bundle.sh: on the GPU machine: run(command=\"tests/gpu/check.sh $B\", timeout_s=400," \
         "carry=[\"$B/dtrain\", \"$B/tests/gpu/ops_check\", \"$B/tests/gpu/nccl_one\", \"$B/lib\"])"
 }
 if [ "$SIZE_ONLY" = 1 ]; then

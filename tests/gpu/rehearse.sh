@@ -9,9 +9,20 @@
 #    it must end "rehearsal: passed";
 # 3. the same bundle less one library (lib/fallback/libgomp.so.1): the rehearsal must fail, naming it;
 # 4. the logs of 2, with one stage's output format changed at a time (dtrain's progress lines and
-#    the line saying its step was captured as graphs, the PyTorch script's RESULT line, ops_check's
-#    last line): tests/gpu/summary.py must fail, naming the stage;
-# 5. check.sh in device mode, here: each stage fails or skips at once for want of a GPU, and what it
+#    the line saying its step was captured as graphs, the profile of dtrain-O2's last step, the
+#    PyTorch script's RESULT line, ops_check's last line): tests/gpu/summary.py must fail, naming the
+#    stage;
+# 5. ops_check with a planted fault (DT_OPS_CHECK_FAULT=act_fwd: every act_fwd call of the checked
+#    table goes through the CUDA backend's fatal path), on the CPU's table (check.sh --dry-run --only
+#    ops_check then runs ops_check --backend cpu --quick): exactly act_fwd's rows fail, each saying
+#    why, every later group's rows run, the list of failing rows and the last line count them, and
+#    ops_check exits 1; then with the process killed at each act_fwd call (act_fwd:abort): one row per
+#    unit it died in, and the later groups run in new processes;
+# 6. the planted capture fallbacks: tests/train/graph_fallback.sh on the bundle's dtrain (--device cpu
+#    --graph: the CPU's capture backend, with an allocation, then a host wait, planted inside the
+#    capture of the second step): one line naming each, the run goes on without graphs, exit 0, and
+#    it equals the run without --graph, bit for bit;
+# 7. check.sh in device mode, here: each stage fails or skips at once for want of a GPU, and what it
 #    leaves for the device tool to bring back is at most 8 files (the tool's limit), summary.txt
 #    among them.
 # Prints "ok N - ..." / "not ok N - ..." per check and "rehearse.sh: N passed, M failed"; exit 0 when
@@ -77,8 +88,81 @@ check "summary.py fails when the PyTorch script's RESULT line loses img_s" forma
 check "summary.py fails when dtrain's graph line changes (captured as graphs -> captured)" \
     format_change dtrain-O0 's|captured as graphs|captured|'
 check "summary.py fails when ops_check's last line changes" format_change ops_check 's|^ops_check: \([0-9]*\) rows|ops_check: \1 checks|'
+# dtrain-O2 runs under DT_PROFILE=last: the CPU's report, in the format the CUDA one has
+profile_change() { # its head line, then its total row
+    format_change dtrain-O2 's|ms per step by kind|ms by kind|' && format_change dtrain-O2 's|^total |sum   |'
+}
+check "summary.py fails when dtrain's profile changes (its head line; its total row)" profile_change
 check "summary.py reads the unchanged logs without complaint" \
     python3 tests/gpu/summary.py --mode rehearsal --logs "$WORK/good" --batch 256 --run-batch 2
+
+# planted FAULT: check.sh --dry-run --only ops_check with DT_OPS_CHECK_FAULT=FAULT; its ops_check log
+# in $WORK/fault.FAULT/ops_check.log, checked by the caller
+planted() {
+    local logs=$WORK/fault.${1//:/-}
+    rm -rf "$logs"
+    DT_OPS_CHECK_FAULT=$1 dry "$logs" --only ops_check "$B"
+    local rc=$?
+    [ "$rc" = 1 ] || { echo "check.sh exited $rc, not 1"; return 1; }
+    read -r _ ops_rc _ < <(grep '^ops_check ' "$logs/results")
+    [ "$ops_rc" = 1 ] || { echo "ops_check exited ${ops_rc:-?}, not 1: $(tail -3 "$logs/ops_check.log")"; return 1; }
+    PLOG=$logs/ops_check.log
+}
+# the rows of log $1 (name type shape ... PASS|FAIL), and the last line's counts, agree: $2 failing
+later_groups_ran() { # rows of groups after act's, passing, in log $1
+    local g
+    for g in '^maxpool_fwd' '^sgd' '^step_end' '^model steps as a graph = issued'; do
+        grep -E "$g.* PASS" "$1" > /dev/null || { echo "no passing row of $g after the fault"; return 1; }
+    done
+}
+counts_agree() {
+    local rows fails last
+    rows=$(grep -cE ' (PASS|FAIL)( |$)' "$1")
+    fails=$(grep -cE ' FAIL( |$)' "$1")
+    last=$(tail -1 "$1")
+    echo "$last"
+    [ "$fails" = "$2" ] || { echo "$fails FAIL rows, expected $2"; return 1; }
+    [[ $last =~ ^ops_check:\ $rows\ rows,\ $fails\ failed ]] || { echo "the last line does not count $rows rows, $fails failed"; return 1; }
+    [ "$(grep -c '^  FAILED ' "$1")" = "$fails" ] || { echo "the list of failing rows does not hold $fails"; return 1; }
+}
+fault_costs_its_rows() {
+    planted act_fwd || return 1
+    local bad want
+    grep -E ' FAIL( |$)' "$PLOG" | head -3
+    bad=$(grep -E ' FAIL( |$)' "$PLOG" | grep -vE '^act_fwd ' | head -3)
+    [ -z "$bad" ] || { echo "rows of other ops failed: $bad"; return 1; }
+    # every act_fwd row: 6 activations, plain and in place, in fp32, fp16 and bf16; each says why
+    want=$(grep -cE '^act_fwd ' "$PLOG")
+    [ "$want" = 36 ] || { echo "$want act_fwd rows, not 36"; return 1; }
+    [ "$(grep -c '      its call failed: DT_OPS_CHECK_FAULT=act_fwd: a planted fault' "$PLOG")" = 36 ] ||
+        { echo "not every act_fwd row says its call failed"; return 1; }
+    grep -qE '^act_bwd .* PASS' "$PLOG" || { echo "act_bwd's rows (the same units) did not pass"; return 1; }
+    later_groups_ran "$PLOG" && counts_agree "$PLOG" 36 &&
+        grep -q '^  FAILED act_fwd' "$WORK/fault.act_fwd/summary.txt" ||
+        { echo "summary.txt does not list the failing rows"; return 1; }
+}
+check "a planted fault (DT_OPS_CHECK_FAULT=act_fwd, the CPU's table) fails exactly act_fwd's rows, and the rest runs" \
+    fault_costs_its_rows
+process_dies() {
+    planted act_fwd:abort || return 1
+    local died
+    died=$(grep -cE '^process died in unit +- +act (fp32|fp16|bf16) .* FAIL$' "$PLOG")
+    grep -A1 '^process died in unit' "$PLOG" | head -2
+    [ "$died" = 3 ] || { echo "$died rows for the units that died, not 3 (act in fp32, fp16, bf16)"; return 1; }
+    grep -q 'signal 6 (Aborted); the backend.s last error: DT_OPS_CHECK_FAULT=act_fwd' "$PLOG" ||
+        { echo "the rows do not say how the process died"; return 1; }
+    later_groups_ran "$PLOG" && counts_agree "$PLOG" 3
+}
+check "a process killed by a planted fault (act_fwd:abort) costs its unit's row, and the next units run in a new process" \
+    process_dies
+
+fallbacks() { # tests/train/graph_fallback.sh on the bundle's dtrain: --device cpu --graph captures on the CPU's
+    # capture backend, which fails a capture as the CUDA backend does (nn/cpu/capture.c)
+    env top_srcdir=. top_builddir="$B" DTRAIN_UNDER_TEST="$B/dtrain" DT_PYTHON_TORCH="${DT_REHEARSAL_PYTHON:-python3}" \
+        OMP_NUM_THREADS=1 sh tests/train/graph_fallback.sh
+}
+check "the planted capture fallbacks (DT_PLANT_CAPTURE_FAULT=alloc, hostwait): one line naming each, the run goes on without graphs and equals --no-graph's, bit for bit" \
+    fallbacks
 
 device_mode() { # check.sh as on the device, here: every stage fails or skips for want of a GPU, fast
     rm -rf "$WORK/out"

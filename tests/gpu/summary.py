@@ -19,14 +19,18 @@ import sys
 # dtrain's progress line (src/train/metrics.c), after the log's timestamp (src/util/log.c)
 PROGRESS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})\S* .*\binfo: epoch \d+ \[(\d+)/\d+\] loss (\S+) .* "
                       r"([\d.]+) img/s\b")
-# the CUDA backend's line per planned convolution shape (src/nn/cuda/conv_cudnn.c)
-SEARCH = re.compile(r"cuDNN conv (.*?): search ([\d.]+) s")
+# the CUDA backend's line per planned convolution shape (src/nn/cuda/conv_cudnn.c): shape, seconds,
+# and the mode (--cudnn-search: "heuristic", "bounded S s", "exhaustive"; a line of before the modes
+# has none)
+SEARCH = re.compile(r"cuDNN conv (.*?): search ([\d.]+) s(?: \(((?:heuristic|bounded|exhaustive)[^;)]*))?")
 # train/step.c: the step captured as graphs, or a capture that failed and the run went on without
 GRAPHS = re.compile(r"step (\d+): the training step captured as graphs")
 NO_GRAPHS = re.compile(r"could not be captured as a graph")
 # bench/torch_gpu_resnet50.py's last line
 RESULT_KEYS = ("precision", "batch", "steps", "input", "img_s", "peak_alloc_mib", "torch", "device")
-# tests/gpu/ops_check.c: the last line of a run, and of --list
+# tests/gpu/ops_check.c: the last line of a run, and of --list; the list of failing rows a run prints
+# before its last line, one per row ("  FAILED op type shape: why")
+OPS_FAILED = re.compile(r"^  FAILED (.*)$", re.M)
 OPS_RUN = re.compile(r"^ops_check: (\d+) rows, (\d+) failed", re.M)
 OPS_LIST = re.compile(r"^ops_check: (\d+) rows\s*$", re.M)
 # compute-sanitizer's last line
@@ -34,6 +38,13 @@ SANITIZER = re.compile(r"^=+ ERROR SUMMARY: (\d+) errors?", re.M)
 # tests/gpu/nccl_one.c
 NCCL_OK = re.compile(r"^(ok|FAIL): NCCL world of 1", re.M)
 NCCL_SKIP = re.compile(r"^SKIP: no CUDA device", re.M)
+# dtrain's profile under DT_PROFILE (src/nn/model.c, dt_model_profile_report; doc/dtrain.1): a head line,
+# a header, "kind ms/step share%" rows, a total; the stages check.sh runs with DT_PROFILE=last
+PROFILE_HEAD = re.compile(r"^profile: (\d+) steps?, ms per step by kind \((\S+) timers\)$", re.M)
+PROFILE_NONE = re.compile(r"^profile: no step was profiled$", re.M)
+PROFILE_COLUMNS = re.compile(r"^kind +ms/step +share$")
+PROFILE_ROW = re.compile(r"^(\S+) +(\d+\.\d{3}) +(\d+\.\d)%$")
+PROFILED = ("dtrain-O2",)
 
 format_errors = []
 
@@ -78,8 +89,51 @@ class Stages:
         return lines[-1].strip()[:160] if lines else ""
 
 
+def dtrain_profile(s, name):
+    """dtrain's profile in the stage's log: dict(steps, timers, rows [(kind, ms, share)], total), or
+    None (a format error when the stage should have one, or has one not in the format); read once"""
+    if name not in _profiles:
+        _profiles[name] = read_profile(s, name)
+    return _profiles[name]
+
+
+_profiles = {}
+
+
+def read_profile(s, name):
+    text = s.text(name)
+    m = PROFILE_HEAD.search(text)
+    if not m:
+        if name in PROFILED and s.st.get(name, {}).get("rc") == 0 and not PROFILE_NONE.search(text):
+            bad_format(name, "dtrain ended well under DT_PROFILE=last but printed no line 'profile: N steps, ms "
+                       "per step by kind (B timers)'")
+        return None
+    lines = text[m.end():].lstrip("\n").splitlines()
+    if not lines or not PROFILE_COLUMNS.match(lines[0]):
+        bad_format(name, "the profile's second line is %r, not 'kind ms/step share'" % (lines[0] if lines else ""))
+        return None
+    rows, total = [], None
+    for line in lines[1:]:
+        r = PROFILE_ROW.match(line)
+        if not r:
+            bad_format(name, "profile row %r is not 'KIND MS SHARE%%' (three columns, ms to 0.001)" % line)
+            return None
+        if r.group(1) == "total":
+            total = float(r.group(2))
+            break
+        rows.append((r.group(1), float(r.group(2)), float(r.group(3))))
+    if total is None or not rows:
+        bad_format(name, "the profile has %d rows and %s total row" % (len(rows), "a" if total is not None else "no"))
+        return None
+    if abs(sum(ms for _, ms, _ in rows) - total) > 0.001 * len(rows) + 1e-9:
+        bad_format(name, "the profile's rows sum to %.3f ms, its total says %.3f" % (sum(ms for _, ms, _ in rows), total))
+        return None
+    return dict(steps=int(m.group(1)), timers=m.group(2), rows=rows, total=total)
+
+
 def dtrain_speed(s, name, batch):
-    """(img/s from the first to the last progress line, steps timed, last loss, slowest searches)"""
+    """(img/s from the first to the last progress line, steps timed, last loss, slowest searches); a
+    profiled run's last steps (DT_PROFILE=last: issued, with timers) are left out of the timing"""
     pts = []
     for line in s.text(name).splitlines():
         m = PROGRESS.match(line)
@@ -90,6 +144,10 @@ def dtrain_speed(s, name, batch):
     if s.st.get(name, {}).get("rc") == 0 and len(pts) < 2:
         bad_format(name, "dtrain ended well but printed %d progress lines in the format "
                    "'<time> ... info: epoch E [STEP/N] loss X ... R img/s' (two are needed)" % len(pts))
+    prof = dtrain_profile(s, name) if name in PROFILED else None
+    if prof and pts:  # the progress lines up to the first profiled step's start
+        last = max(p[1] for p in pts)
+        pts = [p for p in pts if p[1] <= last - prof["steps"]] or pts[:1]
     if len(pts) >= 2 and pts[-1][0] > pts[0][0] and pts[-1][1] > pts[0][1]:
         (t1, s1, _, _), (t2, s2, loss, _) = pts[0], pts[-1]
         return (s2 - s1) * batch / (t2 - t1), "%d-%d" % (s1, s2), loss, searches
@@ -105,7 +163,10 @@ def graphs_note(s, name, dry):
             bad_format(name, "dtrain --no-graph printed 'captured as graphs'")
         return "%s: steps issued op by op (--no-graph)" % name
     if NO_GRAPHS.search(text):
-        return "%s: steps ran WITHOUT graphs, the capture failed: %s" % (name, s.last_error(name))
+        # the backend's line naming what the capture could not hold, else the last error
+        why = re.search(r"the capture failed: (.*)", text)
+        return "%s: steps ran WITHOUT graphs, the capture failed: %s" % (
+            name, why.group(1).strip()[:160] if why else s.last_error(name))
     m = GRAPHS.search(text)
     if m:
         return "%s: steps as graphs from step %s" % (name, m.group(1))
@@ -166,25 +227,37 @@ def main():
     say("")
     if s.ran("ops_check"):
         txt = s.text("ops_check")
-        m = (OPS_LIST if dry else OPS_RUN).search(txt)
+        # the rehearsal's ops_check lists the rows (--list), or checks the CPU's table with a planted
+        # fault (rehearse.sh: DT_OPS_CHECK_FAULT), which ends as a device run does
+        m = OPS_RUN.search(txt) or (OPS_LIST.search(txt) if dry else None)
         if m:
             say("== ops_check (seed %s): %s" % (a.seed, m.group(0).strip()))
         else:
             say("== ops_check (seed %s): no result line, %s" % (a.seed, s.verdict("ops_check")))
             if s.st["ops_check"]["rc"] in (0, 1):
                 bad_format("ops_check", "no line 'ops_check: N rows%s'" % ("" if dry else ", M failed"))
-        fails = [l for l in txt.splitlines() if l.rstrip().endswith("FAIL") or l.startswith("      ")]
-        for l in fails[:30]:
-            say("  " + l[:160])
-        if len(fails) > 30:
-            say("  ... %d more lines in ops_check.txt" % (len(fails) - 30))
+        # every failing row, from ops_check's own list; without it (a run stopped at its limit) the FAIL
+        # rows and their detail lines so far
+        listed = OPS_FAILED.findall(txt)
+        fails = listed or [l for l in txt.splitlines() if l.rstrip().endswith("FAIL") or l.startswith("      ")]
+        cap = 60 if listed else 30
+        for l in fails[:cap]:
+            say("  " + ("FAILED " if listed else "") + l[:200])
+        if len(fails) > cap:
+            say("  ... %d more lines in ops_check.txt" % (len(fails) - cap))
         if not m:
             for l in txt.splitlines()[-6:]:
                 say("  | " + l[:160])
     if s.ran("memcheck"):
         txt = s.text("memcheck")
         m = (OPS_LIST if dry else SANITIZER).search(txt)
-        if m:
+        if m and not dry:
+            # one ERROR SUMMARY per process the sanitizer followed (ops_check runs its rows in children)
+            counts = [int(n) for n in SANITIZER.findall(txt)]
+            say("== memcheck (compute-sanitizer over ops_check --quick): ERROR SUMMARY: %d error%s%s"
+                % (sum(counts), "" if sum(counts) == 1 else "s",
+                   " in %d processes" % len(counts) if len(counts) > 1 else ""))
+        elif m:
             say("== memcheck (compute-sanitizer over ops_check --quick): %s" % m.group(0).strip("= \n"))
         else:
             say("== memcheck: %s" % s.verdict("memcheck"))
@@ -196,11 +269,15 @@ def main():
     if s.ran("nccl"):
         txt = s.text("nccl")
         m = (NCCL_SKIP if dry else NCCL_OK).search(txt)
-        say("== nccl (world of 1, NCCL_DEBUG=WARN): %s" % (m.group(0) if m else s.verdict("nccl")))
+        say("== nccl (world of 1, NCCL_DEBUG=INFO): %s" % (m.group(0) if m else s.verdict("nccl")))
         if not m and s.st["nccl"]["rc"] in ((77,) if dry else (0, 1)):
             bad_format("nccl", "no line '%s'" % ("SKIP: no CUDA device" if dry else "ok|FAIL: NCCL world of 1"))
         for l in [l for l in txt.splitlines() if "NCCL WARN" in l][:8]:
             say("  " + l[:160])
+        # NCCL's INFO lines (version, transports, devices) only when it failed: they say what it tried
+        if not dry and s.st["nccl"]["rc"] != 0:
+            for l in [l for l in txt.splitlines() if "NCCL INFO" in l][-12:]:
+                say("  " + l[:160])
 
     # training speed
     say("")
@@ -214,6 +291,7 @@ def main():
             ("O2 fp16", "dtrain-O2", "torch-fp16", "autocast fp16"),
             ("O2 bf16", "dtrain-O2-bf16", "torch-bf16", "autocast bf16"),
             ("O2 issued", "dtrain-O2-nograph", "torch-fp16", "autocast fp16"),
+            ("O2 exhaust", "dtrain-O2-exhaustive", "torch-fp16", "autocast fp16"),
             ("mbv2 O2", "dtrain-mobilenet_v2", "torch-mobilenet_v2", "autocast fp16"),
             ("effb0 O2", "dtrain-efficientnet_b0", "torch-efficientnet_b0", "autocast fp16"),
             ("vit O2", "dtrain-vit_b_16", "torch-vit_b_16", "autocast fp16")]
@@ -252,8 +330,21 @@ def main():
     for d, searches in searches_all.items():
         if searches:
             total = sum(t for t, _ in searches)
-            say("%s: cuDNN algorithm search %.1f s over %d shapes; slowest: %s" % (
-                d, total, len(searches), "; ".join("%s %.2f s" % (shape, t) for t, shape in searches[:3])))
+            modes = sorted(set(m.group(3) or "mode not said" for m in SEARCH.finditer(s.text(d))))
+            say("%s: cuDNN algorithm search (%s) %.1f s over %d shapes; slowest: %s" % (
+                d, ", ".join(modes), total, len(searches), "; ".join("%s %.2f s" % (shape, t) for t, shape in searches[:3])))
+    for d in PROFILED:
+        prof = dtrain_profile(s, d) if s.ran(d) else None
+        if prof:  # where the device's time goes (the step as issued, not as a graph)
+            say("%s: profile of its last %s (DT_PROFILE=last, %s timers, issued op by op): %.2f ms/step, "
+                "%.1f img/s at batch %d; the most time:" % (
+                    d, "step" if prof["steps"] == 1 else "%d steps" % prof["steps"], prof["timers"], prof["total"],
+                    1e3 * (a.run_batch or a.batch) / prof["total"] if prof["total"] > 0 else 0, a.run_batch or a.batch))
+            top = prof["rows"][:8]
+            for i in range(0, len(top), 4):
+                say("  " + "; ".join("%s %.2f ms %.1f%%" % r for r in top[i:i + 4]))
+        elif s.ran(d) and PROFILE_NONE.search(s.text(d)):
+            say("%s: no step was profiled (the run stopped before its last step)" % d)
     for t in ("torch-fp16", "torch-bf16", "torch-fp32"):
         tr = torch.get(t)
         if tr:

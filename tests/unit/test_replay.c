@@ -7,7 +7,7 @@
  * uploaded from the model's host buffer, the batch's pixels and labels uploaded from host buffers,
  * normalised, forward, the loss, backward, the scaler's step and the download of its results. Step 0
  * runs as issued; step 1's host writes its buffers, then everything from the uploads to the download
- * is captured (nothing of it runs: the capture would abort on a host wait or an allocation) and
+ * is captured (nothing of it runs: a host wait or an allocation would fail the capture) and
  * launched; steps 2.. only write their host buffers (lr, pixels, labels) and launch the graph. The
  * same steps on the CPU backend, run as issued, must leave the same weights, BN statistics,
  * momentum, gradients, logits and step scalars (loss, hits, loss scale) after every step, bit for

@@ -13,6 +13,7 @@
 
 #include "nn/cpu/cpu.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* memory: host memory, plain C; planning: nothing to reserve, no limit on a tensor */
@@ -24,6 +25,8 @@
     .upload = dt_cpu_mem_copy_queued, .download = dt_cpu_mem_copy_queued,                                     \
     .event_create = dt_cpu_event_create, .event_destroy = dt_cpu_event_destroy,                               \
     .event_record = dt_cpu_event_record, .event_wait = dt_cpu_event_wait, .event_sync = dt_cpu_event_sync,    \
+    .timer_create = dt_cpu_timer_create, .timer_destroy = dt_cpu_timer_destroy,                               \
+    .timer_record = dt_cpu_timer_record, .timer_ms = dt_cpu_timer_ms,                                         \
     .reserve_scratch = dt_cpu_reserve_scratch,                                                                \
     .max_tensor_elems = INT64_MAX
 
@@ -120,6 +123,31 @@ void dt_cpu_event_wait(int queue, dt_event *e)
 void dt_cpu_event_sync(dt_event *e)
 {
     (void)e;
+}
+
+/* timers: the host's clock when recorded (the op before has run by then) */
+struct dt_timer {
+    double seconds;
+};
+
+dt_timer *dt_cpu_timer_create(void)
+{
+    return calloc(1, sizeof(dt_timer));
+}
+
+void dt_cpu_timer_destroy(dt_timer *t)
+{
+    free(t);
+}
+
+void dt_cpu_timer_record(dt_timer *t)
+{
+    t->seconds = dt_seconds();
+}
+
+double dt_cpu_timer_ms(dt_timer *a, dt_timer *b)
+{
+    return 1e3 * (b->seconds - a->seconds);
 }
 
 /* one scratch for every model of the process (one op runs at a time): it only grows */

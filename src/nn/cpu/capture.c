@@ -8,12 +8,21 @@
  *
  * The rules of capture are checked as a device would: while capturing, an op with a result (the
  * planning ops), mem_alloc, mem_free, mem_put, mem_get, host_alloc, host_free, event_sync and
- * reserve_scratch are programming errors (CUDA refuses a host wait or an allocation inside a capture;
- * an op with a result cannot give it): one line naming the call, and an abort. Events need nothing
- * (the CPU runs in order). Ops issued by other threads run at once, as before. */
+ * reserve_scratch cannot be captured (CUDA refuses a host wait or an allocation inside a capture;
+ * an op with a result cannot give it). Such a call fails the capture, as the CUDA backend's does:
+ * the first one is kept as the reason, the capture goes on keeping (and not running) what comes
+ * after it, and graph_end returns NULL after one line naming it, so that the caller runs the work
+ * issued instead (train/step.c). The call itself is made safe: an allocation, a free and a planning
+ * op are done at once (nothing captured reads their result: the graph is never launched); a host
+ * wait (event_sync, mem_get) and mem_put are not done (the kept work they would wait for, or write
+ * before, never runs; a put done now could change what the work issued again reads before its own
+ * put). graph_launch inside a capture stays a programming error (one line, an abort). Events need
+ * nothing (the CPU runs in order). Ops issued by other threads run at once, as before. */
 #include "config.h"
 
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "nn/cpu/cpu.h"
@@ -26,14 +35,30 @@
 struct dt_graph {
     dt_job *head, *tail;
     size_t n;
+    char why[160]; /* while capturing: the first call the capture could not hold ("": none) */
 };
 
 static _Thread_local dt_graph *capturing; /* this thread's capture under way */
 
 static void misuse(const char *call)
 {
-    dt_error("cpu graph: %s while capturing a graph (no host wait, allocation or result inside a capture)", call);
+    dt_error("cpu graph: %s while capturing a graph", call);
     abort();
+}
+
+/* 1 when this thread is capturing: the capture then fails, the first such call its reason */
+static int refused(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int refused(const char *fmt, ...)
+{
+    if (!capturing)
+        return 0;
+    if (!capturing->why[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(capturing->why, sizeof capturing->why, fmt, ap);
+        va_end(ap);
+    }
+    return 1;
 }
 
 static void keep(dt_job *j)
@@ -54,8 +79,7 @@ static void keep(dt_job *j)
     }                                                                                                         \
     BASE.name(DT_PP_UNPAREN_ args);
 #define AT_ONCE_(name, args)                                                                                  \
-    if (capturing)                                                                                            \
-        misuse(#name);                                                                                        \
+    refused("%s (a planning op: its result)", #name);                                                         \
     return BASE.name(DT_PP_UNPAREN_ args);
 #define CAPTURE_int AT_ONCE_
 #define CAPTURE_double AT_ONCE_
@@ -69,31 +93,55 @@ DT_OPS(WRAP)
 #undef WRAP
 
 /* --- memory, copies and events ---------------------------------------------------------------------------- */
-/* the members a capture refuses: g_name calls the CPU's at once, or aborts while capturing */
-#define REFUSED(ret, name, params, args)                                                                      \
-    static ret g_##name params                                                                                \
-    {                                                                                                         \
-        if (capturing)                                                                                        \
-            misuse(#name);                                                                                    \
-        return BASE.name args;                                                                                \
-    }
-#define REFUSED_VOID(name, params, args)                                                                      \
-    static void g_##name params                                                                               \
-    {                                                                                                         \
-        if (capturing)                                                                                        \
-            misuse(#name);                                                                                    \
-        BASE.name args;                                                                                       \
-    }
-REFUSED(void *, mem_alloc, (size_t bytes), (bytes))
-REFUSED_VOID(mem_free, (void *p), (p))
-REFUSED_VOID(mem_put, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
-REFUSED_VOID(mem_get, (void *dst, const void *src, size_t bytes), (dst, src, bytes))
-REFUSED(void *, host_alloc, (size_t bytes), (bytes))
-REFUSED_VOID(host_free, (void *p), (p))
-REFUSED_VOID(event_sync, (dt_event *e), (e))
-REFUSED(int, reserve_scratch, (size_t bytes), (bytes))
-#undef REFUSED
-#undef REFUSED_VOID
+/* what a capture cannot hold: done at once (an allocation, a free), or not done (a host wait, a put),
+ * the capture failed with the call as its reason */
+static void *g_mem_alloc(size_t bytes)
+{
+    refused("mem_alloc of %zu bytes (an allocation)", bytes);
+    return BASE.mem_alloc(bytes);
+}
+
+static void g_mem_free(void *p)
+{
+    refused("mem_free (a free)");
+    BASE.mem_free(p);
+}
+
+static void g_mem_put(void *dst, const void *src, size_t bytes)
+{
+    if (!refused("mem_put of %zu bytes (a copy that waits on the host)", bytes))
+        BASE.mem_put(dst, src, bytes);
+}
+
+static void g_mem_get(void *dst, const void *src, size_t bytes)
+{
+    if (!refused("mem_get of %zu bytes (a host wait)", bytes))
+        BASE.mem_get(dst, src, bytes);
+}
+
+static void *g_host_alloc(size_t bytes)
+{
+    refused("host_alloc of %zu bytes (an allocation)", bytes);
+    return BASE.host_alloc(bytes);
+}
+
+static void g_host_free(void *p)
+{
+    refused("host_free (a free)");
+    BASE.host_free(p);
+}
+
+static void g_event_sync(dt_event *e)
+{
+    if (!refused("event_sync (a host wait)"))
+        BASE.event_sync(e);
+}
+
+static int g_reserve_scratch(size_t bytes)
+{
+    refused("reserve_scratch of %zu bytes (an allocation)", bytes);
+    return BASE.reserve_scratch(bytes);
+}
 
 /* upload and download: a copy job that reads its source when the graph runs */
 static void g_copy(void *dst, const void *src, size_t bytes, int queue)
@@ -116,12 +164,19 @@ static int g_graph_begin(void)
     return DT_OK;
 }
 
+static void g_graph_destroy(dt_graph *g);
+
 static dt_graph *g_graph_end(void)
 {
     dt_graph *g = capturing;
     capturing = NULL;
-    if (!g)
+    if (!g) {
         dt_error("cpu graph: graph_end without graph_begin");
+    } else if (g->why[0]) { /* nothing it kept has run: dropped */
+        dt_warn("cpu graph: the capture failed: %s inside it", g->why);
+        g_graph_destroy(g);
+        g = NULL;
+    }
     return g;
 }
 

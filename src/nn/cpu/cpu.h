@@ -171,6 +171,11 @@ void dt_cpu_event_destroy(dt_event *e);
 void dt_cpu_event_record(dt_event *e, int queue);
 void dt_cpu_event_wait(int queue, dt_event *e);
 void dt_cpu_event_sync(dt_event *e);
+/* timers (backend.h): the host's clock at the record */
+dt_timer *dt_cpu_timer_create(void);
+void dt_cpu_timer_destroy(dt_timer *t);
+void dt_cpu_timer_record(dt_timer *t);
+double dt_cpu_timer_ms(dt_timer *a, dt_timer *b);
 /* planning: keeps a scratch of at least bytes (dt_cpu_scratch); DT_OK or DT_ERR_NOMEM */
 int dt_cpu_reserve_scratch(size_t bytes);
 

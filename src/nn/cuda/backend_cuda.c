@@ -29,8 +29,10 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,9 +57,13 @@ static atomic_int st_ready;                  /* 1 once st is complete (release/a
 static pthread_mutex_t st_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Thread_local int thread_device = -1; /* the device this thread has made current */
 
+void (*dt_cuda_fatal_hook)(const char *what, const char *message);
+
 DT_NORETURN void dt_cuda_fatal(const char *what, const char *message)
 {
     dt_error("CUDA backend: %s: %s", what, message ? message : "failed");
+    if (dt_cuda_fatal_hook)
+        dt_cuda_fatal_hook(what, message ? message : "failed");
     abort();
 }
 
@@ -65,6 +71,11 @@ DT_NORETURN void dt_cuda_bad_type(const char *op, dt_dtype t)
 {
     dt_error("CUDA backend: %s: operand of type %s, which this backend does not store (storage_types)", op,
              dt_dtype_name(t));
+    if (dt_cuda_fatal_hook) {
+        char why[96];
+        snprintf(why, sizeof why, "operand of type %s, which this backend does not store", dt_dtype_name(t));
+        dt_cuda_fatal_hook(op, why);
+    }
     abort();
 }
 
@@ -208,9 +219,8 @@ static int grow_scratch(size_t bytes)
     return DT_OK;
 }
 
-int dt_cuda_reserve_scratch(size_t bytes)
+static int reserve_scratch(size_t bytes)
 {
-    ready();
     dt_cuda_conv_search_report();
     DT_TRY(grow_scratch(bytes));
     DT_TRY(dt_cuda_linear_reserve());
@@ -219,21 +229,47 @@ int dt_cuda_reserve_scratch(size_t bytes)
     return DT_OK;
 }
 
+int dt_cuda_reserve_scratch(size_t bytes)
+{
+    ready();
+    int broke = dt_cuda_capture_break("reserve_scratch of %zu bytes (an allocation)", bytes);
+    int rc = reserve_scratch(bytes);
+    if (broke)
+        dt_cuda_capture_resume();
+    return rc;
+}
+
 void *dt_cuda_scratch(size_t bytes)
 {
     ready();
     if (scratch && bytes <= scratch_bytes)
         return scratch;
     dt_cuda_count_unplanned("scratch grown", bytes);
+    int broke = dt_cuda_capture_break("the scratch grown to %zu bytes in an op (an allocation)", bytes);
     if (grow_scratch(bytes) != DT_OK)
         dt_cuda_fatal("dt_cuda_scratch", "out of device memory (the line above says how much)");
+    if (broke)
+        dt_cuda_capture_resume();
     return scratch;
 }
 
 /* --- memory -------------------------------------------------------------------------------------- */
+/* Inside a capture, an allocation or a free is made for real after the capture is broken there, a
+ * put or a get (host waits) is not made: dt_cuda_capture_break and _refuse, cuda.h. */
+static void *mem_alloc(size_t bytes);
+
 void *dt_cuda_mem_alloc(size_t bytes)
 {
     ready();
+    int broke = dt_cuda_capture_break("mem_alloc of %zu bytes (an allocation)", bytes);
+    void *p = mem_alloc(bytes);
+    if (broke)
+        dt_cuda_capture_resume();
+    return p;
+}
+
+static void *mem_alloc(size_t bytes)
+{
     void *p = NULL;
     bytes = bytes ? (bytes + 255) & ~(size_t)255 : 256; /* cudaMalloc aligns to 256 bytes at least */
     cudaError_t e = cudaMalloc(&p, bytes);
@@ -259,7 +295,10 @@ void dt_cuda_mem_free(void *p)
     if (!p)
         return;
     ready();
+    int broke = dt_cuda_capture_break("mem_free (a free)");
     FATAL_CUDA(cudaFree(p)); /* waits for the device's queued work */
+    if (broke)
+        dt_cuda_capture_resume();
 }
 
 /* a copy in either direction, on the stream, complete at return */
@@ -274,12 +313,14 @@ static void copy_and_wait(void *dst, const void *src, size_t bytes, enum cudaMem
 
 void dt_cuda_mem_put(void *dst, const void *src_host, size_t bytes)
 {
-    copy_and_wait(dst, src_host, bytes, cudaMemcpyHostToDevice);
+    if (!dt_cuda_capture_refuse("mem_put of %zu bytes (a copy that waits on the host)", bytes))
+        copy_and_wait(dst, src_host, bytes, cudaMemcpyHostToDevice);
 }
 
 void dt_cuda_mem_get(void *dst_host, const void *src, size_t bytes)
 {
-    copy_and_wait(dst_host, src, bytes, cudaMemcpyDeviceToHost);
+    if (!dt_cuda_capture_refuse("mem_get of %zu bytes (a host wait)", bytes))
+        copy_and_wait(dst_host, src, bytes, cudaMemcpyDeviceToHost);
 }
 
 /* pinned host memory for upload and download: NULL after one line when there is none */
@@ -287,7 +328,10 @@ void *dt_cuda_host_alloc(size_t bytes)
 {
     ready();
     void *p = NULL;
+    int broke = dt_cuda_capture_break("host_alloc of %zu bytes (an allocation)", bytes);
     cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (broke)
+        dt_cuda_capture_resume();
     if (e != cudaSuccess) {
         dt_error("CUDA backend: cudaHostAlloc of %zu bytes (pinned host memory): %s", bytes, dt_errstr_cuda(e, 0));
         cudaGetLastError(); /* out of memory is not sticky: clear it so later checks do not see it */
@@ -301,7 +345,10 @@ void dt_cuda_host_free(void *p)
     if (!p)
         return;
     ready();
+    int broke = dt_cuda_capture_break("host_free (a free)");
     FATAL_CUDA(cudaFreeHost(p)); /* waits for the device's queued work (a copy may still use p) */
+    if (broke)
+        dt_cuda_capture_resume();
 }
 
 /* --- events: cudaEvent_t (without timing) on the queues' streams ----------------------------------- */
@@ -398,8 +445,54 @@ void dt_cuda_event_wait(int queue, dt_event *e)
 void dt_cuda_event_sync(dt_event *e)
 {
     ready();
+    if (dt_cuda_capture_refuse("event_sync (a host wait)"))
+        return;
     if (e->recorded)
         FATAL_CUDA(cudaEventSynchronize(e->in_graph ? e->ext : e->ev));
+}
+
+/* --- timers (the profile): cudaEvent_t with timing on the compute stream ---------------------- */
+struct dt_timer {
+    cudaEvent_t ev;
+};
+
+dt_timer *dt_cuda_timer_create(void)
+{
+    ready();
+    dt_timer *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    if (cudaEventCreate(&t->ev) != cudaSuccess) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+void dt_cuda_timer_destroy(dt_timer *t)
+{
+    if (!t)
+        return;
+    ready();
+    cudaEventDestroy(t->ev);
+    free(t);
+}
+
+void dt_cuda_timer_record(dt_timer *t)
+{
+    ready();
+    if (capturing) /* backend.h: never inside a capture (a timed event there would end it) */
+        return;
+    FATAL_CUDA(cudaEventRecord(t->ev, st.stream));
+}
+
+double dt_cuda_timer_ms(dt_timer *a, dt_timer *b)
+{
+    ready();
+    float ms = 0;
+    FATAL_CUDA(cudaEventSynchronize(b->ev));
+    FATAL_CUDA(cudaEventElapsedTime(&ms, a->ev, b->ev));
+    return ms;
 }
 
 /* --- graphs: stream capture of the compute stream, the copy stream joined to it ------------------ */
@@ -410,6 +503,113 @@ struct dt_graph {
     int n_marks;
 };
 
+/* begins capturing the compute stream, the copy stream joined to it */
+static cudaError_t begin_capture(void)
+{
+    /* thread-local: the communication thread may go on with its own CUDA calls */
+    cudaError_t e = cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal);
+    /* the copy stream joins the capture: its work from now on is part of the graph */
+    if (e == cudaSuccess)
+        e = cudaEventRecord(st.fork, st.stream);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(st.copy, st.fork, 0);
+    return e;
+}
+
+/* ends the capture of the compute stream (whatever happened inside it), the copy stream rejoined
+ * first, as a capture must end joined; *graph: what it holds, or NULL */
+static cudaError_t end_capture(cudaGraph_t *graph)
+{
+    cudaError_t e = cudaEventRecord(st.join, st.copy);
+    if (e == cudaSuccess)
+        e = cudaStreamWaitEvent(st.stream, st.join, 0);
+    cudaError_t e2 = cudaStreamEndCapture(st.stream, graph);
+    return e == cudaSuccess ? e2 : e;
+}
+
+/* the capture ended and its graph dropped; the stream usable as before it */
+static void drop_capture(void)
+{
+    cudaGraph_t graph = NULL;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(st.stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone)
+        end_capture(&graph);
+    if (graph)
+        cudaGraphDestroy(graph);
+    cudaGetLastError(); /* a capture's errors are not sticky: cleared so that later checks do not see them */
+}
+
+/* --- a capture that fails (cuda.h: dt_cuda_capture_refuse, _break, _resume, _lost) --------------- */
+static _Thread_local char capture_why[200]; /* the capture under way fails: the first call it could not hold */
+static _Thread_local int capture_broken;    /* breaks not yet resumed: the stream is not capturing */
+
+static int refuse(const char *fmt, va_list ap)
+{
+    if (!capturing)
+        return 0;
+    if (!capture_why[0])
+        vsnprintf(capture_why, sizeof capture_why, fmt, ap);
+    return 1;
+}
+
+int dt_cuda_capture_refuse(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = refuse(fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int dt_cuda_capture_break(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = refuse(fmt, ap);
+    va_end(ap);
+    if (r && capture_broken++ == 0)
+        drop_capture();
+    return r;
+}
+
+void dt_cuda_capture_resume(void)
+{
+    if (!capturing || capture_broken == 0 || --capture_broken > 0)
+        return;
+    /* a capture again, whose work graph_end drops: what the caller issues until then must not run.
+     * Events recorded before the break belong to the dropped graph: waits on them from here are
+     * external waits (another capture number), which need nothing from it. */
+    capture_no++;
+    cudaError_t e = begin_capture();
+    if (e != cudaSuccess) { /* the rest of the step would run here and again issued: no way on */
+        drop_capture();
+        dt_cuda_fatal("resuming a failed capture (cudaStreamBeginCapture)", dt_errstr_cuda(e, 0));
+    }
+}
+
+int dt_cuda_capture_lost(const char *call, int e)
+{
+    if (!capturing)
+        return 0;
+    switch ((cudaError_t)e) {
+    case cudaErrorStreamCaptureUnsupported:
+    case cudaErrorStreamCaptureInvalidated:
+    case cudaErrorStreamCaptureMerge:
+    case cudaErrorStreamCaptureUnmatched:
+    case cudaErrorStreamCaptureUnjoined:
+    case cudaErrorStreamCaptureIsolation:
+    case cudaErrorStreamCaptureImplicit:
+    case cudaErrorCapturedEvent:
+    case cudaErrorStreamCaptureWrongThread:
+        break;
+    default:
+        return 0;
+    }
+    dt_cuda_capture_refuse("%s: %s", call, dt_errstr_cuda(e, 0));
+    cudaGetLastError();
+    return 1;
+}
+
 int dt_cuda_graph_begin(void)
 {
     ready();
@@ -417,15 +617,18 @@ int dt_cuda_graph_begin(void)
         dt_error("CUDA backend: graph_begin: a capture is already under way on this thread");
         return DT_ERR_STATE;
     }
-    /* thread-local: the communication thread may go on with its own CUDA calls */
-    DT_CHECK_CUDA(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal));
-    /* the copy stream joins the capture: its work from now on is part of the graph */
-    DT_CHECK_CUDA(cudaEventRecord(st.fork, st.stream));
-    DT_CHECK_CUDA(cudaStreamWaitEvent(st.copy, st.fork, 0));
+    cudaError_t e = begin_capture();
+    if (e != cudaSuccess) {
+        drop_capture();
+        dt_error("CUDA backend: beginning a capture: %s", dt_errstr_cuda(e, 0));
+        return DT_ERR_CUDA;
+    }
     capturing = 1;
     capture_no++;
     n_capture_marks = 0;
     capture_marks_lost = 0;
+    capture_why[0] = 0;
+    capture_broken = 0;
     return DT_OK;
 }
 
@@ -437,14 +640,16 @@ dt_graph *dt_cuda_graph_end(void)
         return NULL;
     }
     capturing = 0;
+    if (capture_why[0]) { /* it failed: nothing of it runs, the stream as before it */
+        if (!capture_broken)
+            drop_capture();
+        capture_broken = 0;
+        dt_warn("CUDA backend: the capture failed: %s inside it", capture_why);
+        capture_why[0] = 0;
+        return NULL;
+    }
     cudaGraph_t graph = NULL;
-    /* the copy stream rejoins the compute stream: a capture must end joined */
-    cudaError_t e = cudaEventRecord(st.join, st.copy);
-    if (e == cudaSuccess)
-        e = cudaStreamWaitEvent(st.stream, st.join, 0);
-    cudaError_t e2 = cudaStreamEndCapture(st.stream, &graph); /* ends it whatever happened above */
-    if (e == cudaSuccess)
-        e = e2;
+    cudaError_t e = end_capture(&graph);
     dt_graph *g = calloc(1, sizeof *g);
     if (g && n_capture_marks) {
         g->marks = malloc((size_t)n_capture_marks * sizeof *g->marks);
@@ -534,6 +739,10 @@ const dt_backend dt_backend_cuda = {
     .event_record = dt_cuda_event_record,
     .event_wait = dt_cuda_event_wait,
     .event_sync = dt_cuda_event_sync,
+    .timer_create = dt_cuda_timer_create,
+    .timer_destroy = dt_cuda_timer_destroy,
+    .timer_record = dt_cuda_timer_record,
+    .timer_ms = dt_cuda_timer_ms,
     .reserve_scratch = dt_cuda_reserve_scratch,
     .max_tensor_elems = INT32_MAX,
     .graph_begin = dt_cuda_graph_begin,

@@ -52,6 +52,13 @@ void *dt_cuda_cublas(void); /* cublasHandle_t */
 #define DT_NORETURN _Noreturn
 #endif
 DT_NORETURN void dt_cuda_fatal(const char *what, const char *message);
+/* Called by dt_cuda_fatal and dt_cuda_bad_type after their line and before the abort, when set (NULL:
+ * none; dtrain sets none). It may leave by longjmp (tests/gpu/ops_check.c does, so that a failing op
+ * costs its row, not the run); if it returns, the process aborts. Nothing is released on the way out:
+ * a lock the failing function held stays held (conv_cudnn.c's cache lock, in conv_workspace and in a
+ * convolution's first call for a shape), and after a sticky error (an illegal address) the context
+ * is lost: the caller must then not use the backend again in this process. */
+extern void (*dt_cuda_fatal_hook)(const char *what, const char *message);
 /* For files that include the CUDA, cuBLAS or cuDNN header (and util/check.h for the messages): a
  * failing call inside an op is fatal, with the call and the library's message. */
 #define DT_CUDA_FATAL_IF_(type, ok, call, errstr)                                                     \
@@ -60,7 +67,13 @@ DT_NORETURN void dt_cuda_fatal(const char *what, const char *message);
         if (s_ != (ok))                                                                              \
             dt_cuda_fatal(#call, errstr((long long)s_, 0));                                          \
     } while (0)
-#define FATAL_CUDA(call) DT_CUDA_FATAL_IF_(cudaError_t, cudaSuccess, call, dt_errstr_cuda)
+/* a CUDA call's error: fatal, except a capture's own (dt_cuda_capture_lost: the capture fails instead) */
+#define FATAL_CUDA(call)                                                                             \
+    do {                                                                                             \
+        cudaError_t s_ = (call);                                                                     \
+        if (s_ != cudaSuccess && !dt_cuda_capture_lost(#call, (int)s_))                              \
+            dt_cuda_fatal(#call, dt_errstr_cuda((long long)s_, 0));                                  \
+    } while (0)
 #define FATAL_CUBLAS(call) DT_CUDA_FATAL_IF_(cublasStatus_t, CUBLAS_STATUS_SUCCESS, call, dt_errstr_cublas)
 #define FATAL_CUDNN(call) DT_CUDA_FATAL_IF_(cudnnStatus_t, CUDNN_STATUS_SUCCESS, call, dt_errstr_cudnn)
 /* Types: an op given a dt_dtype that is not DT_FLOAT32, DT_FLOAT16 or DT_BFLOAT16 (a programming
@@ -84,6 +97,15 @@ static inline size_t dt_cuda_elem_bytes(dt_dtype t)
  * --deterministic: PyTorch's cudnn.benchmark without cudnn.deterministic). Before planning: shapes
  * already searched keep their choice. */
 void dt_cuda_set_deterministic(int on);
+/* How planning chooses each convolution's three algorithms (conv_cudnn.c; dtrain --cudnn-search):
+ * DT_CUDA_SEARCH_HEURISTIC, cuDNN's heuristics only (cudnnGet*Algorithm_v7: their first candidate
+ * that qualifies, nothing run); DT_CUDA_SEARCH_BOUNDED (the default, seconds 1), the heuristics'
+ * first candidates that qualify timed on the device, within `seconds` per shape; and
+ * DT_CUDA_SEARCH_EXHAUSTIVE, cudnnFind*Algorithm (every algorithm timed: PyTorch's
+ * cudnn.benchmark). seconds counts only for BOUNDED (> 0). Every mode keeps to
+ * dt_cuda_set_deterministic's choice. Before planning: shapes already searched keep their choice. */
+enum { DT_CUDA_SEARCH_HEURISTIC, DT_CUDA_SEARCH_BOUNDED, DT_CUDA_SEARCH_EXHAUSTIVE };
+void dt_cuda_set_conv_search(int mode, double seconds);
 /* Layout helpers for the C files (layout.cu), queued on the compute stream:
  * dt_cuda_pad_channels: dst [rows, cpad] = src [rows, c] with channels c..cpad-1 zero (type t both);
  * dt_cuda_unpad_channels: dst [rows, c] = (or += with accumulate) the first c channels of src
@@ -133,6 +155,28 @@ void dt_cuda_event_destroy(dt_event *e);
 void dt_cuda_event_record(dt_event *e, int queue);
 void dt_cuda_event_wait(int queue, dt_event *e);
 void dt_cuda_event_sync(dt_event *e);
+/* timers (backend.h): cudaEvent_t with timing, recorded on the compute stream */
+dt_timer *dt_cuda_timer_create(void);
+void dt_cuda_timer_destroy(dt_timer *t);
+void dt_cuda_timer_record(dt_timer *t);
+double dt_cuda_timer_ms(dt_timer *a, dt_timer *b);
+/* A capture that fails (backend.h: graph_end returns NULL after one line): what no capture can hold,
+ * met inside one on this thread (an allocation, a free, a host wait, a cuDNN search, a CUDA error
+ * of the capture's own), fails it instead of aborting, the first such call kept as its reason.
+ * dt_cuda_capture_refuse(fmt, ...): 1 when this thread is capturing (the capture now fails with that
+ * reason), and the caller then skips the call (a host wait, a put: what it would wait for, or write
+ * before, never runs); 0 outside a capture. dt_cuda_capture_break(fmt, ...): the same, and it also
+ * ends the capture there (its graph dropped, the error state cleared), so that the caller makes the
+ * call for real (memory an op is about to use, the search whose algorithm it needs); the caller
+ * then calls dt_cuda_capture_resume(), which begins a capture that keeps the rest of the work until
+ * graph_end drops it: nothing of a failed capture runs, and the caller issues it again (train/step.c).
+ * Breaks nest (one resume each). dt_cuda_capture_lost(call, e): 1 when e (a cudaError_t) is a stream
+ * capture's error on a capturing thread (the capture was invalidated, or refused the call), which
+ * then fails the capture with the call as its reason: FATAL_CUDA and DT_LAUNCHED let it pass. */
+int dt_cuda_capture_refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int dt_cuda_capture_break(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void dt_cuda_capture_resume(void);
+int dt_cuda_capture_lost(const char *call, int e);
 /* graphs (backend.h): stream capture of the compute stream with the copy stream joined to it
  * (thread-local capture mode), instantiated at graph_end; an event recorded inside is also an
  * external event-record node, so waits after a launch find the launch's mark */

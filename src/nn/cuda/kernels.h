@@ -90,11 +90,11 @@
 
 #define DT_CK(call) FATAL_CUDA(call)
 
-/* after every kernel launch */
+/* after every kernel launch (a capture's own error fails the capture instead: cuda.h) */
 #define DT_LAUNCHED(name)                                                                                      \
     do {                                                                                                       \
         cudaError_t dt_err_ = cudaGetLastError();                                                              \
-        if (dt_err_ != cudaSuccess)                                                                            \
+        if (dt_err_ != cudaSuccess && !dt_cuda_capture_lost(name, (int)dt_err_))                               \
             dt_cuda_fatal(name, cudaGetErrorString(dt_err_));                                                  \
     } while (0)
 

@@ -129,8 +129,11 @@ static const void *ones_of(int n, dt_dtype t)
 {
     if (n > n_ones) {
         dt_cuda_count_unplanned("vectors of ones grown", (size_t)n * 8);
+        int broke = dt_cuda_capture_break("the linear layers' vectors of ones grown to %d (an allocation in an op)", n);
         if (grow_ones(n) != DT_OK)
             dt_cuda_fatal("linear layer's vectors of ones", "out of memory (the line above says which)");
+        if (broke)
+            dt_cuda_capture_resume();
     }
     return ones[type_index(t)];
 }
