@@ -18,6 +18,8 @@
 #include <jerror.h>
 
 #include "data/image_internal.h"
+#include "util/check.h"
+#include "util/grow.h"
 
 /* 1 for JPEG bytes; else 0 with "empty input" or "not a JPEG" in err */
 static int jpeg_or_say(const uint8_t *buf, size_t len, char *err, size_t errlen)
@@ -494,14 +496,11 @@ static boolean md_empty(j_compress_ptr cinfo)
 {
     mem_dest *m = (mem_dest *)(void *)cinfo->dest;
     /* called with the whole buffer full */
-    size_t ncap = m->cap <= SIZE_MAX / 2 ? m->cap * 2 : 0;
-    uint8_t *nb = ncap ? realloc(m->buf, ncap) : NULL;
-    if (!nb)
+    size_t full = m->cap;
+    if (dt_grow((void **)&m->buf, &m->cap, full + 1, 1) != DT_OK)
         ERREXIT1(cinfo, JERR_OUT_OF_MEMORY, 1);
-    m->buf = nb;
-    m->pub.next_output_byte = nb + m->cap;
-    m->pub.free_in_buffer = ncap - m->cap;
-    m->cap = ncap;
+    m->pub.next_output_byte = m->buf + full;
+    m->pub.free_in_buffer = m->cap - full;
     return TRUE;
 }
 

@@ -15,6 +15,7 @@
 #include "data/image.h"
 #include "data/sampler.h"
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 #include "util/rng.h"
 
@@ -103,13 +104,8 @@ static int make_image(dt_loader *L, int64_t s, int64_t j, worker_mem *wm)
     b->counted[j] = (uint8_t)counted;
     b->index[j] = idx;
     size_t n = dt_dataset_item_bytes(ds, idx);
-    if (n > wm->cap) {
-        uint8_t *q = realloc(wm->buf, n);
-        if (!q)
-            return DT_ERR_NOMEM;
-        wm->buf = q;
-        wm->cap = n;
-    }
+    if (dt_grow((void **)&wm->buf, &wm->cap, n, 1) != DT_OK)
+        return DT_ERR_NOMEM;
     int rc = dt_dataset_read(ds, idx, wm->buf);
     if (rc != DT_OK)
         return rc;

@@ -195,7 +195,7 @@ static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count,
     const void *s = send == recv ? MPI_IN_PLACE : send;
     void *r = recv;
     if (half) { /* reduce in fp32 */
-        if (count > m->tmp_n) {
+        if (count > m->tmp_n) { /* exactly count, not dt_grow's doubling: it can be the whole gradient */
             float *q = realloc(m->tmp, count * sizeof(float));
             if (!q)
                 return DT_ERR_NOMEM;

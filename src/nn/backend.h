@@ -69,7 +69,8 @@ typedef struct dt_conv_desc {
 } dt_conv_desc;
 
 /* Fills d (type fp32) and computes oh/ow as PyTorch does. Returns 0, or -1 when the arguments make no
- * convolution (channels not divisible by groups, output smaller than 1x1, ...). */
+ * convolution (channels not divisible by groups, output smaller than 1x1, ...). The setters are shape
+ * arithmetic, no backend's: nn/desc.c defines them. */
 int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh, int kw, int sh, int sw, int ph,
                      int pw, int dh, int dw, int groups);
 
@@ -464,8 +465,22 @@ enum { DT_QUEUE_COMPUTE, DT_QUEUE_COPY, DT_QUEUES };
  *   as bn_add_relu_fwd_* and bn_add_relu_bwd at the add's turn (the BN's output takes no memory). */
 enum { DT_FUSE_BN_RELU = 1u << 0, DT_FUSE_BN_ADD_RELU = 1u << 1, DT_FUSE_ALL = DT_FUSE_BN_RELU | DT_FUSE_BN_ADD_RELU };
 
+/* What a backend starts with (dt_backend.init): the choices of the run that a device backend makes
+ * once per process. A backend without such choices ignores them. */
+typedef struct dt_backend_options {
+    int device;           /* the device to run on (CUDA: its index among the visible GPUs) */
+    int deterministic;    /* 1: only algorithms that give the same bits every run (cuDNN's) */
+    int conv_search;      /* how far the convolution algorithm search goes: 0 heuristic, 1 bounded, 2
+                           * exhaustive (nn/cuda/cuda.h's DT_CUDA_SEARCH_*, dtrain's --cudnn-search) */
+    double conv_search_s; /* bounded's cap, seconds per convolution shape */
+} dt_backend_options;
+
 typedef struct dt_backend {
     const char *name;
+
+    /* Starts the backend for this process, before any other member is called: DT_OK, or an error
+     * after one line. NULL on a backend with nothing to start (the CPU's). */
+    int (*init)(const dt_backend_options *o);
 
     /* Memory. host_memory: 1 when the backend's memory is host memory (the CPU backend), which host
      * code and a host communicator (MPI) may then use in place. mem_alloc: zeroed, 64-byte aligned,

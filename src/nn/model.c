@@ -15,6 +15,7 @@
 #include "nn/plan.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/grow.h"
 #include "util/half.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -775,7 +776,8 @@ struct dt_prof {
     const dt_backend *tb; /* whose timers: the model's backend's, else dt_backend_cpu's (the host clock) */
     dt_timer **timer;
     int *before;          /* [i]: the kind of the time from mark i - 1 to mark i */
-    int n, cap, made;     /* marks this step, room, timers made */
+    size_t cap_timer, cap_before; /* their room (grow.h) */
+    int n, made;          /* marks this step, timers made */
     int kind;             /* the kind of the work issued since the last mark (-1: no mark yet this step) */
     int broken;           /* out of memory for a timer: the profile stopped (said once) */
     int64_t steps;
@@ -796,18 +798,10 @@ static void prof_record(dt_model *m, int kind)
     if (p->broken)
         return;
     if (p->n == p->made) {
-        if (p->made == p->cap) {
-            int cap = p->cap ? 2 * p->cap : 256;
-            dt_timer **t = realloc(p->timer, (size_t)cap * sizeof *t);
-            if (t)
-                p->timer = t;
-            int *b = realloc(p->before, (size_t)cap * sizeof *b);
-            if (b)
-                p->before = b;
-            if (t && b)
-                p->cap = cap;
-        }
-        if (p->made == p->cap || !(p->timer[p->made] = p->tb->timer_create())) {
+        size_t need = (size_t)p->made + 1;
+        if (dt_grow((void **)&p->timer, &p->cap_timer, need, sizeof *p->timer) != DT_OK ||
+            dt_grow((void **)&p->before, &p->cap_before, need, sizeof *p->before) != DT_OK ||
+            !(p->timer[p->made] = p->tb->timer_create())) {
             dt_warn("profile: out of memory for its timers: the profile stops here");
             p->broken = 1;
             return;

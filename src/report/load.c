@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 #define MAX_CONFIG_BYTES (16L << 20) /* run.json: a few KiB in practice */
@@ -79,15 +80,9 @@ static int slurp(const char *path, long max, char **out, size_t *len, int *err, 
     size_t cap = 0, n = 0;
     char *b = NULL;
     for (;;) {
-        if (n + 65536 + 1 > cap) {
-            size_t c = cap ? cap * 2 : 65536 + 1;
-            char *q = realloc(b, c);
-            if (!q) {
-                rc = -1;
-                break;
-            }
-            b = q;
-            cap = c;
+        if (dt_grow((void **)&b, &cap, n + 65536 + 1, 1) != DT_OK) {
+            rc = -1;
+            break;
         }
         size_t got = fread(b + n, 1, cap - n - 1, f);
         n += got;
@@ -222,14 +217,7 @@ static int load_path(dt_run_set *s, const char *path)
         if (e->d_name[0] == '.')
             continue;
         char *nm = strdup(e->d_name);
-        if (nm && n == cap) {
-            char **more = realloc(names, (cap ? 2 * cap : 64) * sizeof *names);
-            if (more) {
-                names = more;
-                cap = cap ? 2 * cap : 64;
-            }
-        }
-        if (!nm || n == cap) {
+        if (!nm || dt_grow((void **)&names, &cap, n + 1, sizeof *names) != DT_OK) {
             free(nm);
             rc = DT_ERR_NOMEM;
             break;

@@ -684,18 +684,9 @@ static int hold(char **line, size_t *len, size_t *cap, int *over, const char *p,
         *over = 1;
         return DT_OK;
     }
-    if (*len + n > *cap) {
-        size_t c = *cap ? *cap : 4096;
-        while (c < *len + n)
-            c *= 2;
-        if (c > MAX_LINE_BYTES)
-            c = MAX_LINE_BYTES;
-        char *q = realloc(*line, c);
-        if (!q)
-            return DT_ERR_NOMEM;
-        *line = q;
-        *cap = c;
-    }
+    /* *len + n <= MAX_LINE_BYTES, a power of two: the room dt_grow doubles up from 16 stays within it */
+    if (dt_grow((void **)line, cap, *len + n, 1) != DT_OK)
+        return DT_ERR_NOMEM;
     memcpy(*line + *len, p, n);
     *len += n;
     return DT_OK;

@@ -20,6 +20,7 @@
 
 #include "report/output.h"
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 #define MAX_ABS 1e300 /* larger values would overflow the tick arithmetic */
@@ -48,17 +49,9 @@ static void put(sbuf *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
+    if (dt_grow((void **)&b->p, &b->cap, b->n + n + 1, 1) != DT_OK) {
+        b->oom = 1;
+        return;
     }
     memcpy(b->p + b->n, s, n);
     b->n += n;

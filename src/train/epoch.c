@@ -136,14 +136,6 @@ static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *s
     return DT_OK;
 }
 
-const char *dt_run_position(const dt_run *r, char *buf, size_t n)
-{
-    const dt_progress *p = &r->progress;
-    snprintf(buf, n, "step %lld (epoch %lld [%lld/%lld])", (long long)p->global_step, (long long)p->epoch,
-             (long long)p->step, (long long)r->steps_per_epoch);
-    return buf;
-}
-
 /* rank 0: the run's last lines, in metrics.jsonl and the log */
 static void say_why_it_ended(dt_run *r, const loop_state *L)
 {

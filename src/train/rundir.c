@@ -138,6 +138,14 @@ static int find_resume(dt_run *r)
     return cfg->evaluate ? DT_OK : lock_run_dir(r); /* two runs on one directory would overwrite each other */
 }
 
+const char *dt_run_position(const dt_run *r, char *buf, size_t n)
+{
+    const dt_progress *p = &r->progress;
+    snprintf(buf, n, "step %lld (epoch %lld [%lld/%lld])", (long long)p->global_step, (long long)p->epoch,
+             (long long)p->step, (long long)r->steps_per_epoch);
+    return buf;
+}
+
 /* rank 0: a checkpoint's progress makes sense for this run (the file may be damaged, or edited):
  * DT_OK, or DT_ERR_INPUT after one line naming the file and the value */
 static int check_progress(dt_run *r)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 _Static_assert(sizeof(double) == 8 && sizeof(float) == 4, "IEEE 754 binary64 and binary32 expected");
@@ -103,15 +104,9 @@ static double wall_time(void)
 /* Room for a record around an Event of n bytes; returns where the Event goes, or NULL (logged). */
 static uint8_t *record_begin(dt_tb *w, size_t n)
 {
-    if (16 + n > w->cap) {
-        size_t cap = 2 * (16 + n);
-        uint8_t *b = realloc(w->buf, cap);
-        if (!b) {
-            dt_error("%s: out of memory for a %zu-byte event", w->path, n);
-            return NULL;
-        }
-        w->buf = b;
-        w->cap = cap;
+    if (dt_grow((void **)&w->buf, &w->cap, 16 + n, 1) != DT_OK) {
+        dt_error("%s: out of memory for a %zu-byte event", w->path, n);
+        return NULL;
     }
     return w->buf + 12;
 }

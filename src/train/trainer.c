@@ -26,9 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifdef HAVE_CUDA
-#include "nn/cuda/cuda.h"
-#endif
 #include "train/agree.h"
 #include "train/trainer_int.h"
 #include "util/check.h"
@@ -89,6 +86,16 @@ static int agree(dt_run *r, int rc)
     return v ? (rc != DT_OK ? rc : DT_ERR_INPUT) : DT_OK;
 }
 
+/* the backend of a --device cuda run: NULL in a build without CUDA */
+static const dt_backend *cuda_backend(void)
+{
+#ifdef HAVE_CUDA
+    return &dt_backend_cuda;
+#else
+    return NULL;
+#endif
+}
+
 /* this rank's device: --device cuda takes the local rank's GPU (dt_launch_pick_gpu) and makes it
  * current; r->where says where the rank runs, for its first log line. DT_OK or DT_ERR_INPUT. */
 static int choose_device(dt_run *r)
@@ -108,7 +115,11 @@ static int choose_device(dt_run *r)
     }
     if (!cfg->cuda)
         return DT_OK;
-#ifdef HAVE_CUDA
+    const dt_backend *be = cuda_backend();
+    if (!be) {
+        dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
+        return DT_ERR_INPUT;
+    }
     char gpu[256];
     r->device = dt_launch_pick_gpu(visible, dt_gpu_count(), launch->local_rank, launch->local_size, gpu, sizeof gpu);
     if (r->device < 0) {
@@ -117,20 +128,16 @@ static int choose_device(dt_run *r)
     }
     snprintf(r->where, sizeof r->where, "GPU %s (device %d; CUDA_VISIBLE_DEVICES=%s)", gpu, r->device,
              visible ? visible : "unset");
-    if (dt_cuda_init(r->device) != DT_OK)
-        return DT_ERR_INPUT;
     /* cuDNN's fastest algorithms by default, deterministic ones with --deterministic; how far the search
-     * goes to find them: --cudnn-search */
-    dt_cuda_set_deterministic(cfg->deterministic);
-    _Static_assert(DT_CUDA_SEARCH_HEURISTIC == 0 && DT_CUDA_SEARCH_BOUNDED == 1 && DT_CUDA_SEARCH_EXHAUSTIVE == 2,
-                   "dt_train_cfg.cudnn_search counts as cuda.h does");
-    dt_cuda_set_conv_search(cfg->cudnn_search, cfg->cudnn_search_s);
+     * goes to find them: --cudnn-search (the same numbers as dt_backend_options.conv_search) */
+    dt_backend_options o = {.device = r->device,
+                            .deterministic = cfg->deterministic,
+                            .conv_search = cfg->cudnn_search,
+                            .conv_search_s = cfg->cudnn_search_s};
+    if (be->init && be->init(&o) != DT_OK)
+        return DT_ERR_INPUT;
     dt_log_set_device(r->device);
     return DT_OK;
-#else
-    dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
-    return DT_ERR_INPUT;
-#endif
 }
 
 /* The launch (rank and size), the communicators, then the first collective: every rank has the same
@@ -193,10 +200,8 @@ static int build_model(dt_run *r)
     const dt_train_cfg *cfg = r->cfg;
     /* --graph on the CPU: its backend with graphs (what CUDA's are, on the CPU: nothing is faster) */
     const dt_backend *be = cfg->graph > 0 ? dt_cpu_graph_backend() : &dt_backend_cpu;
-#ifdef HAVE_CUDA
-    if (cfg->cuda)
-        be = &dt_backend_cuda;
-#endif
+    if (cfg->cuda) /* choose_device has refused a build without CUDA */
+        be = cuda_backend();
     /* both input sizes on the layers' shapes alone, before the weights are made (VGG's take seconds) */
     dt_model shapes;
     if (dt_model_create_shapes(&shapes, cfg->arch, r->channels, r->classes, be) != DT_OK)

@@ -105,8 +105,8 @@ typedef struct dt_train_cfg {
     const char *pretrained;     /* weights to start from (checkpoint or exported torchvision weights) */
     int cuda;                   /* --device cuda: the CUDA backend on the local rank's GPU */
     int deterministic;          /* bit-reproducible: CPU runs are; recorded, and the CUDA backend's algorithm choice */
-    int cudnn_search;           /* --cudnn-search: 0 heuristic, 1 bounded (default), 2 exhaustive (nn/cuda/cuda.h's
-                                 * DT_CUDA_SEARCH_* order) */
+    int cudnn_search;           /* --cudnn-search: 0 heuristic, 1 bounded (default), 2 exhaustive (nn/backend.h's
+                                 * dt_backend_options.conv_search) */
     double cudnn_search_s;      /* bounded's cap, seconds per convolution shape (1) */
     const char *run_name;       /* appended to the run id */
     int opt_level;              /* AMP */

@@ -177,7 +177,7 @@ double dt_schedule_lr(const dt_train_cfg *cfg, double base_lr, int64_t steps_per
 
 /* "step G (epoch E [k/N])": where r->progress stands, in every message's terms (a step is the run's
  * optimiser step count, as metrics.jsonl, TensorBoard and dtreport give it; [k/N] the place in the
- * epoch, as the progress lines give it). Into buf, returned. In epoch.c. */
+ * epoch, as the progress lines give it). Into buf, returned. In rundir.c. */
 const char *dt_run_position(const dt_run *r, char *buf, size_t n);
 
 /* rundir.c */

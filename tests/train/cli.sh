@@ -26,9 +26,12 @@ touch file
 bad "results under a file" "--results" -a resnet8 --crop 32 --synthetic --results "$DT_TMP/file/sub"
 # a model that cannot take the input size is refused from its layers' shapes before its weights are
 # made (it took VGG 5-25 s): under a 700 MB address-space limit VGG-16's gigabyte of parameters cannot
-# be allocated, so the line names the layer only when the check comes first
-(ulimit -v 700000 && bad "VGG at 28x28" "vgg16: an input of 28x28 is too small for layer maxpool" -a vgg16 --crop 28 \
-  --synthetic) || exit 1
+# be allocated, so the line names the layer only when the check comes first (not in a CUDA build: its
+# CUDA libraries alone map more address space than that)
+if [ "${DT_HAVE_CUDA:-no}" != yes ]; then
+  (ulimit -v 700000 && bad "VGG at 28x28" "vgg16: an input of 28x28 is too small for layer maxpool" -a vgg16 \
+    --crop 28 --synthetic) || exit 1
+fi
 pass "bad input: one line naming it, exit 2, nothing written"
 
 expect_status 0 env OMP_NUM_THREADS=1 "$DTRAIN" -a resnet8 --crop 32 -b 8 --synthetic --max-steps 3 --epochs 1 \

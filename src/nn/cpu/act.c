@@ -14,12 +14,6 @@
 
 #include "nn/cpu/cpu.h"
 
-#define BEGIN_TILES(n)                                                                                          \
-    _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < (n); i += DT_CPU_TILE)                \
-    {                                                                                                           \
-        const int64_t k = (n) - i < DT_CPU_TILE ? (n) - i : DT_CPU_TILE;
-#define END_TILES }
-
 /* relu6 with NaN passing through (the comparisons are false for it) */
 static inline float relu6(float x)
 {

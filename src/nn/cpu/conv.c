@@ -22,22 +22,6 @@
 
 #define CHUNK_BYTES ((size_t)4 << 20)
 
-int dt_conv_desc_set(dt_conv_desc *d, int n, int h, int w, int c, int oc, int kh, int kw, int sh, int sw, int ph,
-                     int pw, int dh, int dw, int groups)
-{
-    if (n < 1 || h < 1 || w < 1 || c < 1 || oc < 1 || kh < 1 || kw < 1 || sh < 1 || sw < 1 || ph < 0 || pw < 0 ||
-        dh < 1 || dw < 1 || groups < 1 || c % groups || oc % groups)
-        return -1;
-    int oh = (h + 2 * ph - dh * (kh - 1) - 1) / sh + 1;
-    int ow = (w + 2 * pw - dw * (kw - 1) - 1) / sw + 1;
-    if (h + 2 * ph < dh * (kh - 1) + 1 || w + 2 * pw < dw * (kw - 1) + 1 || oh < 1 || ow < 1)
-        return -1;
-    *d = (dt_conv_desc){.n = n, .h = h, .w = w, .c = c, .oc = oc, .oh = oh, .ow = ow, .kh = kh, .kw = kw,
-                        .sh = sh, .sw = sw, .ph = ph, .pw = pw, .dh = dh, .dw = dw, .groups = groups, .bias = 0,
-                        .dx_accumulate = 0, .ys = 0};
-    return 0;
-}
-
 int dt_cpu_conv_pointwise(const dt_conv_desc *d)
 {
     return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;

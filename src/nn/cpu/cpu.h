@@ -80,6 +80,15 @@ float dt_cpu_get(dt_dtype t, const void *x, int64_t i);
 void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v);
 /* elements per tile of the element-wise ops (a multiple of 64: tiles stay aligned) */
 #define DT_CPU_TILE 1024
+/* Element-wise loops over tiles of DT_CPU_TILE elements (in parallel): each operand a view of fp32
+ * values (its own memory when fp32, else widened into a tile on the stack), each result stored
+ * through a tile when its type is reduced. BEGIN_TILES opens the loop with `i` (the first element)
+ * and `k` (the count); END_TILES closes it. The ops of eltwise.c, act.c and optim.c use it. */
+#define BEGIN_TILES(n)                                                                                          \
+    _Pragma("omp parallel for schedule(static)") for (int64_t i = 0; i < (n); i += DT_CPU_TILE)                \
+    {                                                                                                           \
+        const int64_t k = (n) - i < DT_CPU_TILE ? (n) - i : DT_CPU_TILE;
+#define END_TILES }
 
 /* The convolutions in fp32 (conv.c's im2col reference, conv_dnnl.c's oneDNN), with the contracts of
  * the conv ops; typed.c runs them on reduced operands by widening into the workspace. */
@@ -126,7 +135,8 @@ static inline int64_t dt_cpu_conv_rows(const dt_conv_desc *d)
 
 /* the ops, dt_cpu_<name> for each op of nn/backend.h's list: conv.c (the im2col reference
  * convolutions), bn.c, pool.c, linear.c (linear layers, xent), attn.c (ViT's tokens and attention),
- * eltwise.c (the rest) */
+ * optim.c (the optimizer step: unscale_check, grad_sumsq, the updates, tensor_sumsq, ema_update,
+ * step_end), eltwise.c (the rest) */
 #define DT_CPU_DECLARE(name, ret, params, args) ret dt_cpu_##name params;
 DT_OPS(DT_CPU_DECLARE)
 #undef DT_CPU_DECLARE

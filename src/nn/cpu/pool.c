@@ -8,26 +8,6 @@
 
 #include "nn/cpu/cpu.h"
 
-int dt_pool_desc_set_max(dt_pool_desc *d, int n, int h, int w, int c, int k, int s, int p)
-{
-    if (n < 1 || h < 1 || w < 1 || c < 1 || k < 1 || k > 16 || s < 1 || p < 0 || 2 * p > k)
-        return -1;
-    int oh = (h + 2 * p - k) / s + 1, ow = (w + 2 * p - k) / s + 1;
-    if (h + 2 * p < k || w + 2 * p < k || oh < 1 || ow < 1)
-        return -1;
-    *d = (dt_pool_desc){.n = n, .h = h, .w = w, .c = c, .oh = oh, .ow = ow, .kh = k, .kw = k, .sh = s, .sw = s,
-                        .ph = p, .pw = p};
-    return 0;
-}
-
-int dt_pool_desc_set_adaptive(dt_pool_desc *d, int n, int h, int w, int c, int oh, int ow)
-{
-    if (n < 1 || h < 1 || w < 1 || c < 1 || oh < 1 || ow < 1)
-        return -1;
-    *d = (dt_pool_desc){.n = n, .h = h, .w = w, .c = c, .oh = oh, .ow = ow};
-    return 0;
-}
-
 #define CB 256 /* channels per block: the widened values of one output pixel */
 
 /* elements from one output position of y (and dy) to the next */

@@ -39,6 +39,7 @@
 #include "libdt/comm.h" /* dt_dtype_name */
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 /* cuBLAS's workspace, given to it (cublasSetWorkspace) so that it never allocates one inside a
@@ -370,7 +371,8 @@ static _Thread_local unsigned capture_no; /* its captures, counted */
  * not leave later waits on ev once a launch has recorded ext (a bucket's all-reduce would start
  * before the launch's backward wrote its gradients) */
 static _Thread_local dt_event **capture_marks;
-static _Thread_local int n_capture_marks, cap_capture_marks, capture_marks_lost;
+static _Thread_local int n_capture_marks, capture_marks_lost;
+static _Thread_local size_t cap_capture_marks;
 
 static cudaStream_t queue_stream(int queue)
 {
@@ -411,15 +413,8 @@ void dt_cuda_event_record(dt_event *e, int queue)
     FATAL_CUDA(cudaEventRecord(e->ev, queue_stream(queue)));
     if (capturing) {
         FATAL_CUDA(cudaEventRecordWithFlags(e->ext, queue_stream(queue), cudaEventRecordExternal));
-        if (n_capture_marks == cap_capture_marks) {
-            int cap = cap_capture_marks ? 2 * cap_capture_marks : 64;
-            dt_event **m = realloc(capture_marks, (size_t)cap * sizeof *m);
-            if (m) {
-                capture_marks = m;
-                cap_capture_marks = cap;
-            }
-        }
-        if (n_capture_marks < cap_capture_marks)
+        size_t need = (size_t)n_capture_marks + 1;
+        if (dt_grow((void **)&capture_marks, &cap_capture_marks, need, sizeof *capture_marks) == DT_OK)
             capture_marks[n_capture_marks++] = e;
         else
             capture_marks_lost = 1; /* graph_end fails the capture */
@@ -718,11 +713,23 @@ void dt_cuda_download(void *dst_host, const void *src, size_t bytes, int queue)
 }
 
 /* --- the table ----------------------------------------------------------------------------------- */
+/* .init: the device, then cuDNN's choices (conv_cudnn.c) */
+static int backend_init(const dt_backend_options *o)
+{
+    _Static_assert(DT_CUDA_SEARCH_HEURISTIC == 0 && DT_CUDA_SEARCH_BOUNDED == 1 && DT_CUDA_SEARCH_EXHAUSTIVE == 2,
+                   "dt_backend_options.conv_search counts as cuda.h does");
+    DT_TRY(dt_cuda_init(o->device));
+    dt_cuda_set_deterministic(o->deterministic);
+    dt_cuda_set_conv_search(o->conv_search, o->conv_search_s);
+    return DT_OK;
+}
+
 /* .<name> = dt_cuda_<name> for each op of nn/backend.h's list */
 #define CUDA_OP(name, ret, params, args) .name = dt_cuda_##name,
 
 const dt_backend dt_backend_cuda = {
     .name = "cuda",
+    .init = backend_init,
     .host_memory = 0,
     .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16, /* real half storage (cuda.h) */
     .fuses = DT_FUSE_ALL, /* BN's kernels take the ReLU and the residual (bn.cu) */

@@ -83,6 +83,7 @@
 #include "nn/cuda/cuda.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/grow.h"
 #include "util/log.h"
 
 /* the most workspace a preferred algorithm may need */
@@ -139,7 +140,8 @@ static int padded_channels(const dt_conv_desc *d)
 }
 
 static conv_entry **cache;
-static int n_cache, cap_cache;
+static int n_cache;
+static size_t cap_cache;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 /* searches since the last dt_cuda_conv_search_report: count, seconds per pass (under cache_lock) */
 static int n_searched;
@@ -598,14 +600,8 @@ static size_t stage_bytes(const dt_conv_desc *d)
 /* a new entry for key, cached; caller holds cache_lock */
 static conv_entry *add_locked(const dt_conv_desc *key, size_t cap, int hard_cap)
 {
-    if (n_cache == cap_cache) {
-        int cap_n = cap_cache ? 2 * cap_cache : 64;
-        conv_entry **grown = realloc(cache, (size_t)cap_n * sizeof *grown);
-        if (!grown)
-            dt_cuda_fatal("cuDNN convolution cache", "out of host memory");
-        cache = grown;
-        cap_cache = cap_n;
-    }
+    if (dt_grow((void **)&cache, &cap_cache, (size_t)n_cache + 1, sizeof *cache) != DT_OK)
+        dt_cuda_fatal("cuDNN convolution cache", "out of host memory");
     conv_entry *e = calloc(1, sizeof *e);
     if (!e)
         dt_cuda_fatal("cuDNN convolution cache", "out of host memory");

@@ -197,8 +197,10 @@ void dt_cuda_graph_destroy(dt_graph *g);
  *   pool.cu        max and average pooling
  *   linear.cu      xent_scratch, xent (the rest of nn/cpu/linear.c)
  *   act.cu         act_fwd, act_bwd (relu6 ... gelu), chanmul_fwd, chanmul_bwd (nn/cpu/act.c)
- *   eltwise.cu     everything else: relu, add, copy_grad, dropout, sdepth, flatten, sgd, step_end, fill,
- *                  scale, round_half, unscale_check, normalize_scratch, normalize_u8 */
+ *   optim.cu       the optimizer step: unscale_check, grad_sumsq, sgd, adam, rmsprop, tensor_sumsq, lars,
+ *                  lamb_moments, lamb_apply, ema_update, step_end (nn/cpu/optim.c)
+ *   eltwise.cu     everything else: relu, add, copy_grad, dropout, sdepth, flatten, fill, scale,
+ *                  round_half, normalize_scratch, normalize_u8 */
 #define DT_CUDA_DECLARE(name, ret, params, args) ret dt_cuda_##name params;
 DT_OPS(DT_CUDA_DECLARE)
 #undef DT_CUDA_DECLARE

@@ -1,7 +1,8 @@
 /* kernels.h: what the CUDA backend's own kernels share: launch helpers, device helpers and the rules
  * they all follow (for the *.cu files only). The kernels are one file per family, named as the CPU
- * file each ports (nn/cpu/): act.cu, attn.cu, bn.cu, eltwise.cu, pool.cu, linear.cu (xent), ln.cu; contracts in
- * nn/cuda/cuda.h and nn/backend.h. Ports of util/half.c and util/rng.c are in eltwise.cu.
+ * file each ports (nn/cpu/): act.cu, attn.cu, bn.cu, eltwise.cu, optim.cu, pool.cu, linear.cu (xent),
+ * ln.cu; contracts in nn/cuda/cuda.h and nn/backend.h. Ports of util/half.c and util/rng.c are in
+ * eltwise.cu.
  *
  * Types (op table v2, nn/backend.h). A tensor operand is stored as float, __half (fp16) or
  * __nv_bfloat16 (bf16), as its dt_dtype says; every kernel of ours is a template on the storage type
@@ -260,7 +261,7 @@ static inline int vec8_ok(const void *a, const void *b = NULL, const void *c = N
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15) == 0;
 }
 
-/* --- the two paths of an element-wise kernel (eltwise.cu, act.cu) ------------------------------------ */
+/* --- the two paths of an element-wise kernel (eltwise.cu, optim.cu, act.cu) -------------------------- */
 
 /* An element-wise kernel on n elements gets n8: the chunks of 8 elements (8c .. 8c+7) it walks with
  * load8/store8, n / 8 when vec8_ok found every operand 16-byte aligned, else 0; then it walks
