@@ -15,6 +15,7 @@
 #include "nn/model.h"
 #include "data/augment.h"
 #include "data/image.h"
+#include "train/flags.h"
 #include "train/recipe.h"
 #include "train/trainer.h"
 #include "util/check.h"
@@ -22,24 +23,6 @@
 #include "util/log.h"
 
 enum { EXIT_USAGE = 2 };
-enum {
-    OPT_LOG_LEVEL = 256, OPT_NPROC, OPT_EPOCHS, OPT_LR, OPT_NO_LR_SCALING, OPT_WARMUP, OPT_SCHEDULE, OPT_LR_STEPS,
-    OPT_MOMENTUM, OPT_WD, OPT_NESTEROV, OPT_SMOOTH, OPT_DESIRED, OPT_SEED, OPT_SYNTHETIC, OPT_MAX_STEPS, OPT_THREADS,
-    OPT_CROP, OPT_RESULTS, OPT_RUN_NAME, OPT_OPT_LEVEL, OPT_KEEP_BN, OPT_LOSS_SCALE, OPT_MASTER, OPT_PRECISION,
-    OPT_AR_FP32, OPT_BUCKET, OPT_FIRST_BUCKET, OPT_NO_OVERLAP, OPT_GRAPH, OPT_NO_GRAPH, OPT_SYNC_BN, OPT_ACCUM, OPT_TIMEOUT, OPT_DEVICE,
-    OPT_PADDING, OPT_RESUME, OPT_CKPT_EVERY, OPT_START_EPOCH, OPT_PRETRAINED, OPT_DETERMINISTIC, OPT_SCALE_WINDOW,
-    OPT_MAX_NONFINITE, OPT_LR_GAMMA, OPT_LR_STEP_SIZE, OPT_LR_MIN, OPT_LR_POWER, OPT_LR_PER_STEP, OPT_WARMUP_METHOD,
-    OPT_WARMUP_DECAY, OPT_PRINT_LR, OPT_NORM_WD, OPT_BIAS_WD, OPT_CLIP, OPT_OPT, OPT_OPT_EPS, OPT_BETA1, OPT_BETA2,
-    OPT_ALPHA, OPT_EMA, OPT_EMA_STEPS, OPT_EMA_DECAY, OPT_RA, OPT_RA_REPS, OPT_MIXUP, OPT_CUTMIX, OPT_LARS_ETA,
-    OPT_VAL_CROP, OPT_VAL_RESIZE, OPT_INTERP, OPT_AUTO_AUG, OPT_RA_MAG, OPT_ERASE, OPT_AMP, OPT_CUDNN_SEARCH
-};
-/* the off switches of the on/off flags (a recipe's come before the command line's, so these undo
- * them), and the end of the option values, for where each came from (enum from_where) */
-enum {
-    OPT_NO_EMA = 512, OPT_NO_RA, OPT_NO_NESTEROV, OPT_LR_SCALING, OPT_NO_LR_PER_STEP, OPT_NO_SYNC_BN, OPT_NO_AMP,
-    OPT_END
-};
-_Static_assert((int)OPT_AMP < (int)OPT_NO_EMA, "the off switches' values follow the other options'");
 /* where an option's value came from: its default, the --recipe's flags, or the command line */
 enum from_where { FROM_DEFAULT = 0, FROM_RECIPE, FROM_USER };
 
@@ -49,111 +32,9 @@ static void usage(FILE *out)
             "Usage: dtrain [OPTIONS] DATA\n"
             "Data-parallel, mixed-precision training of torchvision's CNNs. DATA is a directory packed by\n"
             "dtpack (splits train and val). One process per rank: srun --mpi=pmix or mpirun for CPU ranks.\n"
-            "\n"
-            "Model and data:\n"
-            "  -a, --arch NAME           ");
-    dt_model_print_names(out, 28, 28, 80); /* the table in nn/models.c; room left for the default */
-    fprintf(out, " (default resnet50); also --model\n"
-            "  -j, --workers N           loader threads per rank (default 4)\n"
-            "  -b, --batch-size N        images per rank and step (default 64)\n"
-            "      --recipe NAME         a documented recipe's flags (torchvision's for resnet50 ...) before the\n"
-            "                            ones given here, which win; --recipe list shows them (doc/recipes.md);\n"
-            "                            one recipe (two different --recipe flags are refused)\n"
-            "      --crop N              training crop of encoded images (default 224; raw shards: their size);\n"
-            "                            also --train-crop-size\n"
-            "      --val-crop-size N     validation's centre crop of encoded images (default: the training crop)\n"
-            "      --val-resize-size N   validation's resize of the shorter side first (default: 256/224 x crop)\n"
-            "      --interpolation M     the resizes' filter, PIL's: nearest, bilinear (default), bicubic, box,\n"
-            "                            hamming, lanczos\n"
-            "      --auto-augment P      imagenet, cifar10, svhn (AutoAugment's policies), ra (RandAugment,\n"
-            "                            --ra-magnitude N, default 9) or ta_wide (TrivialAugmentWide)\n"
-            "      --random-erase P      RandomErasing's probability (default 0)\n"
-            "      --crop-padding N      raw shards: zero padding of the random crop (default 4; 0: none)\n"
-            "      --synthetic           random batches, no data (benchmark)\n"
-            "Optimisation:\n"
-            "      --epochs N            (default 90)\n"
-            "      --start-epoch N       begin at epoch N: its schedule and shuffle (default 0; --resume: the checkpoint's)\n"
-            "      --lr X                for a global batch of 256, scaled by global batch / 256 (default 0.1)\n"
-            "      --no-lr-scaling       use --lr as it is (--lr-scaling: scale it, the default)\n"
-            "      --warmup-epochs X     warm-up epochs (default 0); also --lr-warmup-epochs\n"
-            "      --lr-schedule S       the seed tutorial's step (x --lr-gamma at --lr-steps) or cosine (per step,\n"
-            "                            to --lr-min), or torch.optim.lr_scheduler's as torchvision's train.py\n"
-            "                            chains them after the warm-up: steplr, multisteplr, cosineannealinglr,\n"
-            "                            exponentiallr, polynomiallr (default step); also --lr-scheduler\n"
-            "      --lr-steps LIST       epochs of step and multisteplr (default 30,60,80); also --lr-milestones\n"
-            "      --lr-gamma X          step, steplr, multisteplr, exponentiallr factor (default 0.1)\n"
-            "      --lr-step-size N      steplr's period in epochs (default 30)\n"
-            "      --lr-min X            the cosines' floor (default 0)    --lr-power X  polynomiallr's (default 1)\n"
-            "      --lr-per-step         torchvision's schedules at every step, not every epoch (--no-lr-per-step)\n"
-            "      --lr-warmup-method M  linear (from --lr-warmup-decay) or constant (default: linear for step and\n"
-            "                            cosine, constant for torchvision's)\n"
-            "      --lr-warmup-decay X   the warm-up's first factor (default: 0 for step and cosine, 0.01 else)\n"
-            "      --print-lr N          print the lr of every step for N steps per epoch, and exit (the command\n"
-            "                            line checked as for a run; no DATA needed, none read)\n"
-            "      --opt NAME            sgd (default), sgd_nesterov, adam, adamw, rmsprop (torch.optim's), lars, lamb\n"
-            "                            (in any case, as torchvision's: SGD is sgd)\n"
-            "      --lars-eta X          LARS's trust coefficient (default 0.001)\n"
-            "      --adam-beta1 X, --adam-beta2 X  Adam's and AdamW's betas (default 0.9, 0.999)\n"
-            "      --rmsprop-alpha X     (default 0.9)    --opt-eps X  (default: Adam's 1e-8, RMSprop's 0.0316,\n"
-            "                            LAMB's 1e-6)\n"
-            "      --momentum X          (default 0.9)    --wd X  weight decay (default 1e-4)\n"
-            "      --model-ema           keep and validate the weights' moving average (torchvision's); --no-model-ema\n"
-            "      --ra-sampler          repeated augmentation (torchvision's RASampler), --ra-reps N copies (3);\n"
-            "                            --no-ra-sampler\n"
-            "      --mixup-alpha X, --cutmix-alpha X  mix each training batch (torchvision's; one per batch)\n"
-            "      --model-ema-steps N   update it every N steps (default 32)\n"
-            "      --model-ema-decay X   (default 0.99998, adjusted to the global batch as train.py)\n"
-            "      --norm-weight-decay X BN's weights and biases' own weight decay (default: --wd)\n"
-            "      --bias-weight-decay X every bias's own (BN's too; before --norm-weight-decay) (default: --wd)\n"
-            "      --clip-grad-norm X    clip the gradients' global L2 norm to X before each update\n"
-            "      --nesterov            Nesterov momentum (--no-nesterov)\n"
-            "      --label-smoothing X   (default 0)\n"
-            "      --accum-steps N       gradient accumulation (default 1)\n"
-            "      --max-steps N         stop after N optimiser steps\n"
-            "      --desired-acc X       stop once validation top-1 reaches X percent\n"
-            "      --seed N              (default 0)\n"
-            "      --deterministic       bit-reproducible runs (CPU runs always are, for the same ranks and --threads;\n"
-            "                            on GPUs it keeps cuDNN to deterministic algorithms, else the fastest)\n"
-            "      --pretrained PATH     start from these weights: a dtrain checkpoint or a file written by\n"
-            "                            tools/dt-export-torchvision (torchvision's names and shapes)\n"
-            "Mixed precision (Apex's opt levels):\n"
-            "      --opt-level O0|O1|O2|O3       (default O0); --amp: O1 (torchvision's torch.amp autocast),\n"
-            "                                    --no-amp: O0 (not with --opt-level)\n"
-            "      --precision fp16|bf16         the reduced type (default fp16; bf16 needs no loss scaling)\n"
-            "      --keep-batchnorm-fp32 BOOL    (O2, O3)\n"
-            "      --master-weights BOOL         (O2, O3)\n"
-            "      --loss-scale dynamic|X        (default: the level's)\n"
-            "      --loss-scale-window N         dynamic: clean steps before the scale doubles (default 2000)\n"
-            "      --allreduce-fp32              all-reduce gradients in fp32 at every level\n"
-            "      --max-nonfinite N             stop the run after N steps in a row whose loss or gradients\n"
-            "                                    hold NaN/inf (default 10; under a dynamic loss scale: when\n"
-            "                                    the scale is at its floor, 2^-24)\n"
-            "Data parallelism:\n"
-            "      --bucket-mb X         gradient bucket size (default 25)   --first-bucket-mb X (default 1)\n"
-            "      --no-overlap          all-reduce after backward instead of during it\n"
-            "      --graph, --no-graph   each step as captured graphs launched again (default: on with --device\n"
-            "                            cuda; not with --accum-steps or --sync-bn; on the CPU only for tests)\n"
-            "      --sync-bn             batch-norm statistics over all ranks (--no-sync-bn)\n"
-            "      --comm-timeout S      seconds before a collective fails (default 600)\n"
-            "      --nproc-per-node N    without Slurm: run N workers here, one per GPU (CPU runs use mpirun)\n"
-            "Output:\n"
-            "  -p, --print-freq N        steps between progress lines (default 10)\n"
-            "      --results DIR         runs go to DIR/<run id>/ (default results); also --output-dir\n"
-            "      --run-name NAME       appended to the run id\n"
-            "      --resume PATH|auto|job  continue from a checkpoint (auto: the newest of this arch under\n"
-            "                            --results; job: this Slurm job's, if it wrote one, else a new run)\n"
-            "      --checkpoint-every N  also write the checkpoint every N steps (default: at epoch ends)\n"
-            "  -e, --evaluate            validate the --resume checkpoint (or --pretrained weights) and exit;\n"
-            "                            also --test-only\n"
-            "                            (nothing written)\n"
-            "      --threads N           compute threads per rank (default: OMP_NUM_THREADS or all cores)\n"
-            "      --device cpu|cuda     where to compute (default cpu); cuda: the local rank's GPU (a CUDA build)\n"
-            "      --cudnn-search MODE   how cuDNN's convolution algorithms are chosen (--device cuda): heuristic\n"
-            "                            (cuDNN's heuristics, nothing timed), bounded[:S] (their first candidates\n"
-            "                            timed, at most S seconds per convolution shape; default bounded:1) or\n"
-            "                            exhaustive (every algorithm timed, as PyTorch's cudnn.benchmark)\n"
-            "      --log-level LEVEL     error, warn, info or debug (default info, or $DT_LOG_LEVEL)\n"
-            "  -h, --help                this help    -V, --version  the version and the parts built in\n"
+            "\n");
+    dt_flags_usage(out); /* every option, from the table in train/flags.h */
+    fprintf(out,
             "\n"
             "A flag that would have no effect (--ra-magnitude without --auto-augment ra, --precision at O0,\n"
             "--crop-padding on encoded images ...) is refused, exit 2; from a --recipe it is left unused\n"
@@ -171,49 +52,6 @@ static void usage(FILE *out)
  * ended (the man page's SIGNALS). Every other answer (-e, --print-lr, --help ...) is its standard
  * output, checked at exit. */
 static int stdout_is_answer = 1;
-
-static int num(const char *flag, const char *v, double lo, double hi, double *out)
-{
-    return dt_parse_double(flag, v, lo, hi, out);
-}
-
-/* --cudnn-search MODE: heuristic, bounded, bounded:SECONDS or exhaustive (cfg->cudnn_search, and
- * cfg->cudnn_search_s for bounded). DT_OK, or DT_ERR_INPUT after one line. */
-static int parse_cudnn_search(const char *text, dt_train_cfg *cfg)
-{
-    static const char *const modes[] = {"heuristic", "bounded", "exhaustive", NULL};
-    const char *colon = strchr(text, ':');
-    char mode[16], e[160];
-    if (!colon) { /* bounded alone: the default cap (dt_train_defaults), whatever an earlier flag gave */
-        cfg->cudnn_search_s = 1;
-        return dt_parse_choice("--cudnn-search", text, modes, &cfg->cudnn_search);
-    }
-    if ((size_t)(colon - text) >= sizeof mode || strncmp(text, "bounded:", 8) != 0) {
-        snprintf(mode, sizeof mode, "%.*s", (int)(colon - text), text);
-        if (dt_parse_choice("--cudnn-search", mode, modes, &cfg->cudnn_search) == DT_OK)
-            dt_error("--cudnn-search %s: only bounded takes a time cap (bounded:SECONDS)",
-                     dt_cli_escape(text, e, sizeof e));
-        return DT_ERR_INPUT;
-    }
-    cfg->cudnn_search = 1;
-    return num("--cudnn-search bounded:SECONDS", colon + 1, 0.001, 3600, &cfg->cudnn_search_s);
-}
-
-/* the option whose source an option's value is recorded under: an off switch's is its flag's */
-static int slot_of(int c)
-{
-    switch (c) {
-    case OPT_NO_EMA: return OPT_EMA;
-    case OPT_NO_RA: return OPT_RA;
-    case OPT_NO_NESTEROV: return OPT_NESTEROV;
-    case OPT_LR_SCALING: return OPT_NO_LR_SCALING;
-    case OPT_NO_LR_PER_STEP: return OPT_LR_PER_STEP;
-    case OPT_NO_SYNC_BN: return OPT_SYNC_BN;
-    case OPT_NO_AMP: return OPT_AMP;
-    case OPT_NO_GRAPH: return OPT_GRAPH;
-    default: return c;
-    }
-}
 
 /* The rule for a flag that would have no effect (doc/dtrain.1, OPTIONS), called where it would have
  * none: refused with one line naming it and why, wherever it came from, except a --recipe's flag
@@ -260,73 +98,73 @@ static int check_flags(const dt_train_cfg *cfg, const unsigned char *from, int a
         return 1;
     }
     /* two spellings of the opt level: on one command line, one would silently override the other */
-    if (USER(OPT_AMP) && USER(OPT_OPT_LEVEL)) {
+    if (USER(DT_FLAG_AMP) && USER(DT_FLAG_OPT_LEVEL)) {
         dt_error("--amp (or --no-amp) and --opt-level: give one (--amp is --opt-level O1, --no-amp O0)");
         return 1;
     }
     /* sub-flags whose parent is off */
-    REFUSE(!cfg->model_ema, OPT_EMA_STEPS, "--model-ema-steps", USER(OPT_EMA), "without --model-ema");
-    REFUSE(!cfg->model_ema, OPT_EMA_DECAY, "--model-ema-decay", USER(OPT_EMA), "without --model-ema");
-    REFUSE(!cfg->ra_sampler, OPT_RA_REPS, "--ra-reps", USER(OPT_RA), "without --ra-sampler");
-    REFUSE(cfg->auto_augment != DT_AUG_RA, OPT_RA_MAG, "--ra-magnitude", USER(OPT_AUTO_AUG),
+    REFUSE(!cfg->model_ema, DT_FLAG_MODEL_EMA_STEPS, "--model-ema-steps", USER(DT_FLAG_MODEL_EMA), "without --model-ema");
+    REFUSE(!cfg->model_ema, DT_FLAG_MODEL_EMA_DECAY, "--model-ema-decay", USER(DT_FLAG_MODEL_EMA), "without --model-ema");
+    REFUSE(!cfg->ra_sampler, DT_FLAG_RA_REPS, "--ra-reps", USER(DT_FLAG_RA_SAMPLER), "without --ra-sampler");
+    REFUSE(cfg->auto_augment != DT_AUG_RA, DT_FLAG_RA_MAGNITUDE, "--ra-magnitude", USER(DT_FLAG_AUTO_AUGMENT),
            "without --auto-augment ra");
     /* the optimiser's own settings */
     const int opt = cfg->opt, adam_like = opt == DT_OPTC_ADAM || opt == DT_OPTC_ADAMW || opt == DT_OPTC_LAMB;
-    REFUSE(opt != DT_OPTC_LARS, OPT_LARS_ETA, "--lars-eta", USER(OPT_OPT), "without --opt lars");
-    REFUSE(!adam_like, OPT_BETA1, "--adam-beta1", USER(OPT_OPT), "without --opt adam, adamw or lamb");
-    REFUSE(!adam_like, OPT_BETA2, "--adam-beta2", USER(OPT_OPT), "without --opt adam, adamw or lamb");
-    REFUSE(opt != DT_OPTC_RMSPROP, OPT_ALPHA, "--rmsprop-alpha", USER(OPT_OPT), "without --opt rmsprop");
-    REFUSE(!adam_like && opt != DT_OPTC_RMSPROP, OPT_OPT_EPS, "--opt-eps", USER(OPT_OPT),
+    REFUSE(opt != DT_OPTC_LARS, DT_FLAG_LARS_ETA, "--lars-eta", USER(DT_FLAG_OPT), "without --opt lars");
+    REFUSE(!adam_like, DT_FLAG_ADAM_BETA1, "--adam-beta1", USER(DT_FLAG_OPT), "without --opt adam, adamw or lamb");
+    REFUSE(!adam_like, DT_FLAG_ADAM_BETA2, "--adam-beta2", USER(DT_FLAG_OPT), "without --opt adam, adamw or lamb");
+    REFUSE(opt != DT_OPTC_RMSPROP, DT_FLAG_RMSPROP_ALPHA, "--rmsprop-alpha", USER(DT_FLAG_OPT), "without --opt rmsprop");
+    REFUSE(!adam_like && opt != DT_OPTC_RMSPROP, DT_FLAG_OPT_EPS, "--opt-eps", USER(DT_FLAG_OPT),
            "without --opt adam, adamw, lamb or rmsprop");
-    REFUSE(adam_like, OPT_MOMENTUM, "--momentum", USER(OPT_OPT),
+    REFUSE(adam_like, DT_FLAG_MOMENTUM, "--momentum", USER(DT_FLAG_OPT),
            "with --opt adam, adamw or lamb (their momentum is --adam-beta1)");
     /* the schedule's */
     const int s = cfg->lr_schedule, cosine = s == DT_LR_COSINE || s == DT_LR_COSINEANNEALINGLR;
-    REFUSE(s != DT_LR_STEP && s != DT_LR_MULTISTEPLR, OPT_LR_STEPS, "--lr-steps", USER(OPT_SCHEDULE),
+    REFUSE(s != DT_LR_STEP && s != DT_LR_MULTISTEPLR, DT_FLAG_LR_STEPS, "--lr-steps", USER(DT_FLAG_LR_SCHEDULE),
            "without --lr-schedule step or multisteplr");
-    REFUSE(cosine || s == DT_LR_POLYNOMIALLR, OPT_LR_GAMMA, "--lr-gamma", USER(OPT_SCHEDULE),
+    REFUSE(cosine || s == DT_LR_POLYNOMIALLR, DT_FLAG_LR_GAMMA, "--lr-gamma", USER(DT_FLAG_LR_SCHEDULE),
            "without --lr-schedule step, steplr, multisteplr or exponentiallr");
-    REFUSE(s != DT_LR_STEPLR, OPT_LR_STEP_SIZE, "--lr-step-size", USER(OPT_SCHEDULE), "without --lr-schedule steplr");
-    REFUSE(!cosine, OPT_LR_MIN, "--lr-min", USER(OPT_SCHEDULE), "without --lr-schedule cosine or cosineannealinglr");
-    REFUSE(s != DT_LR_POLYNOMIALLR, OPT_LR_POWER, "--lr-power", USER(OPT_SCHEDULE),
+    REFUSE(s != DT_LR_STEPLR, DT_FLAG_LR_STEP_SIZE, "--lr-step-size", USER(DT_FLAG_LR_SCHEDULE), "without --lr-schedule steplr");
+    REFUSE(!cosine, DT_FLAG_LR_MIN, "--lr-min", USER(DT_FLAG_LR_SCHEDULE), "without --lr-schedule cosine or cosineannealinglr");
+    REFUSE(s != DT_LR_POLYNOMIALLR, DT_FLAG_LR_POWER, "--lr-power", USER(DT_FLAG_LR_SCHEDULE),
            "without --lr-schedule polynomiallr");
-    REFUSE(cfg->lr_per_step && s <= DT_LR_COSINE, OPT_LR_PER_STEP, "--lr-per-step", USER(OPT_SCHEDULE),
+    REFUSE(cfg->lr_per_step && s <= DT_LR_COSINE, DT_FLAG_LR_PER_STEP, "--lr-per-step", USER(DT_FLAG_LR_SCHEDULE),
            "with --lr-schedule step or cosine (their warm-up and cosine run per step already, step's "
            "milestones are whole epochs)");
-    REFUSE(cfg->warmup_epochs <= 0, OPT_WARMUP_METHOD, "--lr-warmup-method", USER(OPT_WARMUP),
+    REFUSE(cfg->warmup_epochs <= 0, DT_FLAG_LR_WARMUP_METHOD, "--lr-warmup-method", USER(DT_FLAG_WARMUP_EPOCHS),
            "without --warmup-epochs above 0");
-    REFUSE(cfg->warmup_epochs <= 0, OPT_WARMUP_DECAY, "--lr-warmup-decay", USER(OPT_WARMUP),
+    REFUSE(cfg->warmup_epochs <= 0, DT_FLAG_LR_WARMUP_DECAY, "--lr-warmup-decay", USER(DT_FLAG_WARMUP_EPOCHS),
            "without --warmup-epochs above 0");
     /* mixed precision's */
-    const int level = cfg->opt_level, level_user = USER(OPT_OPT_LEVEL) || USER(OPT_AMP);
+    const int level = cfg->opt_level, level_user = USER(DT_FLAG_OPT_LEVEL) || USER(DT_FLAG_AMP);
     const int dynamic = cfg->amp.loss_scale ? !strcmp(cfg->amp.loss_scale, "dynamic")
                                             : (level == 1 || level == 2) && !cfg->amp.bf16;
-    REFUSE(level == 0, OPT_PRECISION, "--precision", level_user, "at --opt-level O0 (fp32 throughout)");
-    REFUSE(level < 2, OPT_KEEP_BN, "--keep-batchnorm-fp32", level_user,
+    REFUSE(level == 0, DT_FLAG_PRECISION, "--precision", level_user, "at --opt-level O0 (fp32 throughout)");
+    REFUSE(level < 2, DT_FLAG_KEEP_BATCHNORM_FP32, "--keep-batchnorm-fp32", level_user,
            "below --opt-level O2 (O0 and O1 keep every weight in fp32)");
-    REFUSE(level < 2, OPT_MASTER, "--master-weights", level_user,
+    REFUSE(level < 2, DT_FLAG_MASTER_WEIGHTS, "--master-weights", level_user,
            "below --opt-level O2 (O0 and O1 have fp32 weights only)");
-    REFUSE(level < 2, OPT_AR_FP32, "--allreduce-fp32", level_user,
+    REFUSE(level < 2, DT_FLAG_ALLREDUCE_FP32, "--allreduce-fp32", level_user,
            "below --opt-level O2 (O0 and O1 all-reduce fp32 gradients already)");
-    REFUSE(!dynamic, OPT_SCALE_WINDOW, "--loss-scale-window",
-           level_user || USER(OPT_LOSS_SCALE) || USER(OPT_PRECISION),
+    REFUSE(!dynamic, DT_FLAG_LOSS_SCALE_WINDOW, "--loss-scale-window",
+           level_user || USER(DT_FLAG_LOSS_SCALE) || USER(DT_FLAG_PRECISION),
            "without a dynamic loss scale (O1 or O2 with fp16, or --loss-scale dynamic)");
     /* only the CUDA backend has convolution algorithms to choose */
-    REFUSE(!cfg->cuda, OPT_CUDNN_SEARCH, "--cudnn-search", USER(OPT_DEVICE), "without --device cuda");
+    REFUSE(!cfg->cuda, DT_FLAG_CUDNN_SEARCH, "--cudnn-search", USER(DT_FLAG_DEVICE), "without --device cuda");
     /* graphs capture a step of one forward and backward with rank-local BN */
-    REFUSE(cfg->graph > 0 && (cfg->accum_steps > 1 || cfg->sync_bn), OPT_GRAPH, "--graph",
-           USER(OPT_ACCUM) || USER(OPT_SYNC_BN),
+    REFUSE(cfg->graph > 0 && (cfg->accum_steps > 1 || cfg->sync_bn), DT_FLAG_GRAPH, "--graph",
+           USER(DT_FLAG_ACCUM_STEPS) || USER(DT_FLAG_SYNC_BN),
            "with --accum-steps above 1 or --sync-bn (no step of theirs is captured)");
     /* --synthetic reads no images and validates nothing */
     static const struct { int opt; const char *flag; } data_flags[] = {
-        {OPT_INTERP, "--interpolation"}, {OPT_AUTO_AUG, "--auto-augment"}, {OPT_ERASE, "--random-erase"},
-        {OPT_PADDING, "--crop-padding"}, {OPT_VAL_CROP, "--val-crop-size"}, {OPT_VAL_RESIZE, "--val-resize-size"},
-        {OPT_MIXUP, "--mixup-alpha"}, {OPT_CUTMIX, "--cutmix-alpha"}, {OPT_RA, "--ra-sampler"},
-        {OPT_DESIRED, "--desired-acc"},
+        {DT_FLAG_INTERPOLATION, "--interpolation"}, {DT_FLAG_AUTO_AUGMENT, "--auto-augment"}, {DT_FLAG_RANDOM_ERASE, "--random-erase"},
+        {DT_FLAG_CROP_PADDING, "--crop-padding"}, {DT_FLAG_VAL_CROP_SIZE, "--val-crop-size"}, {DT_FLAG_VAL_RESIZE_SIZE, "--val-resize-size"},
+        {DT_FLAG_MIXUP_ALPHA, "--mixup-alpha"}, {DT_FLAG_CUTMIX_ALPHA, "--cutmix-alpha"}, {DT_FLAG_RA_SAMPLER, "--ra-sampler"},
+        {DT_FLAG_DESIRED_ACC, "--desired-acc"},
     };
     for (size_t i = 0; i < sizeof data_flags / sizeof data_flags[0]; i++) {
-        const int on = data_flags[i].opt != OPT_RA || cfg->ra_sampler; /* --no-ra-sampler is no data flag */
-        REFUSE(cfg->synthetic && on, data_flags[i].opt, data_flags[i].flag, USER(OPT_SYNTHETIC),
+        const int on = data_flags[i].opt != DT_FLAG_RA_SAMPLER || cfg->ra_sampler; /* --no-ra-sampler is no data flag */
+        REFUSE(cfg->synthetic && on, data_flags[i].opt, data_flags[i].flag, USER(DT_FLAG_SYNTHETIC),
                "with --synthetic (no images are read, nothing is validated)");
     }
 #undef REFUSE
@@ -334,138 +172,12 @@ static int check_flags(const dt_train_cfg *cfg, const unsigned char *from, int a
     return 0;
 }
 
-/* --recipe NAME, which main() expanded and left in argv: only its name is read here */
-enum { OPT_RECIPE = 1024 };
-
-/* The option getopt_long just returned (c, with optarg) into cfg->options, run.json's record: under
- * its first name in opts (an alias's too; an off switch's under its flag's, as false), replacing what
- * an earlier one of the same option gave, so that each is there once with the value in force. --amp
- * and --no-amp are recorded as the --opt-level they mean. */
-static void note_option(dt_train_cfg *cfg, const struct option *opts, int c, const char *arg)
-{
-    int slot = c == OPT_AMP || c == OPT_NO_AMP ? OPT_OPT_LEVEL : slot_of(c);
-    const char *value = c == OPT_AMP ? "O1" : c == OPT_NO_AMP ? "O0" : arg;
-    const struct option *o = opts;
-    while (o->name && o->val != slot)
-        o++;
-    if (!o->name)
-        return;
-    int i = 0;
-    while (i < cfg->n_options && strcmp(cfg->options[i].name, o->name))
-        i++;
-    if (i == cfg->n_options && cfg->n_options == DT_TRAIN_MAX_OPTIONS)
-        return; /* not reached: fewer options than that exist */
-    cfg->n_options += i == cfg->n_options;
-    cfg->options[i] = (dt_train_option){.name = o->name, .value = o->has_arg ? value : NULL, .on = c == slot};
-}
-
 /* argv[1 .. recipe_args] are the flags of --recipe (main), the rest the command line's */
 static int run(int argc, char **argv, int recipe_args)
 {
-    static const struct option opts[] = {
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {"arch", required_argument, NULL, 'a'},
-        {"workers", required_argument, NULL, 'j'},
-        {"batch-size", required_argument, NULL, 'b'},
-        {"evaluate", no_argument, NULL, 'e'},
-        {"print-freq", required_argument, NULL, 'p'},
-        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
-        {"nproc-per-node", required_argument, NULL, OPT_NPROC},
-        {"epochs", required_argument, NULL, OPT_EPOCHS},
-        {"lr", required_argument, NULL, OPT_LR},
-        {"no-lr-scaling", no_argument, NULL, OPT_NO_LR_SCALING},
-        {"warmup-epochs", required_argument, NULL, OPT_WARMUP},
-        {"lr-schedule", required_argument, NULL, OPT_SCHEDULE},
-        {"lr-steps", required_argument, NULL, OPT_LR_STEPS},
-        {"lr-milestones", required_argument, NULL, OPT_LR_STEPS},
-        {"lr-scheduler", required_argument, NULL, OPT_SCHEDULE},
-        {"lr-warmup-epochs", required_argument, NULL, OPT_WARMUP},
-        {"lr-gamma", required_argument, NULL, OPT_LR_GAMMA},
-        {"lr-step-size", required_argument, NULL, OPT_LR_STEP_SIZE},
-        {"lr-min", required_argument, NULL, OPT_LR_MIN},
-        {"lr-power", required_argument, NULL, OPT_LR_POWER},
-        {"lr-per-step", no_argument, NULL, OPT_LR_PER_STEP},
-        {"lr-warmup-method", required_argument, NULL, OPT_WARMUP_METHOD},
-        {"lr-warmup-decay", required_argument, NULL, OPT_WARMUP_DECAY},
-        {"print-lr", required_argument, NULL, OPT_PRINT_LR},
-        {"momentum", required_argument, NULL, OPT_MOMENTUM},
-        {"wd", required_argument, NULL, OPT_WD},
-        {"weight-decay", required_argument, NULL, OPT_WD},
-        {"norm-weight-decay", required_argument, NULL, OPT_NORM_WD},
-        {"bias-weight-decay", required_argument, NULL, OPT_BIAS_WD},
-        {"clip-grad-norm", required_argument, NULL, OPT_CLIP},
-        {"opt", required_argument, NULL, OPT_OPT},
-        {"model-ema", no_argument, NULL, OPT_EMA},
-        {"ra-sampler", no_argument, NULL, OPT_RA},
-        {"mixup-alpha", required_argument, NULL, OPT_MIXUP},
-        {"cutmix-alpha", required_argument, NULL, OPT_CUTMIX},
-        {"ra-reps", required_argument, NULL, OPT_RA_REPS},
-        {"model-ema-steps", required_argument, NULL, OPT_EMA_STEPS},
-        {"model-ema-decay", required_argument, NULL, OPT_EMA_DECAY},
-        {"opt-eps", required_argument, NULL, OPT_OPT_EPS},
-        {"lars-eta", required_argument, NULL, OPT_LARS_ETA},
-        {"adam-beta1", required_argument, NULL, OPT_BETA1},
-        {"adam-beta2", required_argument, NULL, OPT_BETA2},
-        {"rmsprop-alpha", required_argument, NULL, OPT_ALPHA},
-        {"nesterov", no_argument, NULL, OPT_NESTEROV},
-        {"label-smoothing", required_argument, NULL, OPT_SMOOTH},
-        {"desired-acc", required_argument, NULL, OPT_DESIRED},
-        {"seed", required_argument, NULL, OPT_SEED},
-        {"synthetic", no_argument, NULL, OPT_SYNTHETIC},
-        {"max-steps", required_argument, NULL, OPT_MAX_STEPS},
-        {"threads", required_argument, NULL, OPT_THREADS},
-        {"crop", required_argument, NULL, OPT_CROP},
-        {"train-crop-size", required_argument, NULL, OPT_CROP},
-        {"val-crop-size", required_argument, NULL, OPT_VAL_CROP},
-        {"val-resize-size", required_argument, NULL, OPT_VAL_RESIZE},
-        {"interpolation", required_argument, NULL, OPT_INTERP},
-        {"auto-augment", required_argument, NULL, OPT_AUTO_AUG},
-        {"ra-magnitude", required_argument, NULL, OPT_RA_MAG},
-        {"random-erase", required_argument, NULL, OPT_ERASE},
-        {"model", required_argument, NULL, 'a'},
-        {"test-only", no_argument, NULL, 'e'},
-        {"amp", no_argument, NULL, OPT_AMP},
-        {"crop-padding", required_argument, NULL, OPT_PADDING},
-        {"results", required_argument, NULL, OPT_RESULTS},
-        {"output-dir", required_argument, NULL, OPT_RESULTS},
-        {"recipe", required_argument, NULL, OPT_RECIPE},
-        {"run-name", required_argument, NULL, OPT_RUN_NAME},
-        {"resume", required_argument, NULL, OPT_RESUME},
-        {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
-        {"opt-level", required_argument, NULL, OPT_OPT_LEVEL},
-        {"keep-batchnorm-fp32", required_argument, NULL, OPT_KEEP_BN},
-        {"loss-scale", required_argument, NULL, OPT_LOSS_SCALE},
-        {"master-weights", required_argument, NULL, OPT_MASTER},
-        {"precision", required_argument, NULL, OPT_PRECISION},
-        {"allreduce-fp32", no_argument, NULL, OPT_AR_FP32},
-        {"bucket-mb", required_argument, NULL, OPT_BUCKET},
-        {"first-bucket-mb", required_argument, NULL, OPT_FIRST_BUCKET},
-        {"no-overlap", no_argument, NULL, OPT_NO_OVERLAP},
-        {"graph", no_argument, NULL, OPT_GRAPH},
-        {"no-graph", no_argument, NULL, OPT_NO_GRAPH},
-        {"sync-bn", no_argument, NULL, OPT_SYNC_BN},
-        {"no-sync-bn", no_argument, NULL, OPT_NO_SYNC_BN},
-        {"no-model-ema", no_argument, NULL, OPT_NO_EMA},
-        {"no-ra-sampler", no_argument, NULL, OPT_NO_RA},
-        {"no-nesterov", no_argument, NULL, OPT_NO_NESTEROV},
-        {"lr-scaling", no_argument, NULL, OPT_LR_SCALING},
-        {"no-lr-per-step", no_argument, NULL, OPT_NO_LR_PER_STEP},
-        {"no-amp", no_argument, NULL, OPT_NO_AMP},
-        {"accum-steps", required_argument, NULL, OPT_ACCUM},
-        {"comm-timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"device", required_argument, NULL, OPT_DEVICE},
-        {"start-epoch", required_argument, NULL, OPT_START_EPOCH},
-        {"pretrained", required_argument, NULL, OPT_PRETRAINED},
-        {"deterministic", no_argument, NULL, OPT_DETERMINISTIC},
-        {"loss-scale-window", required_argument, NULL, OPT_SCALE_WINDOW},
-        {"max-nonfinite", required_argument, NULL, OPT_MAX_NONFINITE},
-        {"cudnn-search", required_argument, NULL, OPT_CUDNN_SEARCH},
-        {NULL, 0, NULL, 0},
-    };
-    static const char *const opt_levels[] = {"O0", "O1", "O2", "O3", NULL};
-    static const char *const precisions[] = {"fp16", "bf16", NULL};
-    static const char *const devices[] = {"cpu", "cuda", NULL};
+    struct option opts[DT_FLAGS_MAX_OPTS];
+    char shortopts[DT_FLAGS_MAX_SHORT];
+    dt_flags_getopt(opts, shortopts); /* every flag, alias and off switch of the table (train/flags.h) */
     /* HDF5 1.10's exit handler crashes on a file whose H5Fclose failed (a full disk while writing a
      * checkpoint: SIGSEGV after the error was said). dtrain closes every file itself, so the handler
      * has nothing to do; this must come before any other HDF5 call. */
@@ -473,147 +185,30 @@ static int run(int argc, char **argv, int recipe_args)
     dt_train_cfg cfg;
     dt_train_defaults(&cfg);
     opterr = 0; /* our own one-line messages */
-    int c, bad = 0;
-    long nproc = 0, print_lr = 0, v;
-    double d;
-    bool bv;
-    unsigned char from[OPT_END] = {0}; /* enum from_where, by option (slot_of) */
-    while (!bad && (c = getopt_long(argc, argv, ":hVea:j:b:p:", opts, NULL)) != -1) {
-        int common = dt_cli_common(c, OPT_LOG_LEVEL, "dtrain", argv, opts, usage);
+    int c, bad = 0, off;
+    long nproc = 0, print_lr = 0;
+    unsigned char from[DT_FLAG_COUNT] = {0}; /* enum from_where, by row (an off switch's: its flag's) */
+    while (!bad && (c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
+        int common = dt_cli_common(c, DT_FLAG_VAL(DT_FLAG_LOG_LEVEL), "dtrain", argv, opts, usage);
         if (common == DT_CLI_GO_ON)
             continue;
         if (common != DT_CLI_MINE)
             return common;
+        const dt_flag *f = dt_flags_of_val(c, &off); /* getopt_long returns only the table's values */
+        if (!f)
+            return EXIT_USAGE;
         /* getopt_long reads argv in order and the recipe's flags come first (with no operand among
          * them): an option whose value ends within them is the recipe's */
-        if (c >= 0 && c < OPT_END)
-            from[slot_of(c)] = optind <= recipe_args + 1 ? FROM_RECIPE : FROM_USER;
-        if (c != OPT_RECIPE)
-            note_option(&cfg, opts, c, optarg);
-        switch (c) {
-        case 'a': cfg.arch = optarg; break;
-        case 'e': cfg.evaluate = 1; break;
-        case 'j': bad = dt_parse_long("--workers", optarg, 1, 1024, &v) || ((cfg.workers = (int)v), 0); break;
-        case 'b': bad = dt_parse_long("--batch-size", optarg, 1, 65536, &v) || ((cfg.batch = (int)v), 0); break;
-        case 'p': bad = dt_parse_long("--print-freq", optarg, 0, 1000000, &v) || ((cfg.print_freq = (int)v), 0); break;
-        case OPT_NPROC: bad = dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc); break;
-        case OPT_EPOCHS: bad = dt_parse_long("--epochs", optarg, 1, 1000000, &v) || ((cfg.epochs = (int)v), 0); break;
-        case OPT_LR: bad = num("--lr", optarg, 0, 1e6, &cfg.lr); break;
-        case OPT_START_EPOCH:
-            bad = dt_parse_long("--start-epoch", optarg, 0, 1000000, &v) || ((cfg.start_epoch = (int)v), 0);
-            break;
-        case OPT_PRETRAINED: cfg.pretrained = optarg; break;
-        case OPT_DETERMINISTIC: cfg.deterministic = 1; break;
-        case OPT_SCALE_WINDOW: bad = dt_parse_long("--loss-scale-window", optarg, 1, 1L << 40, &cfg.scale_window); break;
-        case OPT_MAX_NONFINITE: bad = dt_parse_long("--max-nonfinite", optarg, 1, 1L << 40, &cfg.max_nonfinite); break;
-        case OPT_NO_LR_SCALING: cfg.no_lr_scaling = 1; break;
-        case OPT_WARMUP: bad = num("--warmup-epochs", optarg, 0, 1e6, &cfg.warmup_epochs); break;
-        case OPT_SCHEDULE: bad = dt_parse_choice("--lr-schedule", optarg, dt_lr_schedule_names, &cfg.lr_schedule); break;
-        case OPT_LR_GAMMA: bad = num("--lr-gamma", optarg, 1e-12, 1e6, &cfg.lr_gamma); break;
-        case OPT_LR_STEP_SIZE: bad = dt_parse_long("--lr-step-size", optarg, 1, 1000000, &cfg.lr_step_size); break;
-        case OPT_LR_MIN: bad = num("--lr-min", optarg, 0, 1e6, &cfg.lr_min); break;
-        case OPT_LR_POWER: bad = num("--lr-power", optarg, 0, 1e6, &cfg.lr_power); break;
-        case OPT_LR_PER_STEP: cfg.lr_per_step = 1; break;
-        case OPT_WARMUP_METHOD:
-            bad = dt_parse_choice("--lr-warmup-method", optarg, dt_lr_warmup_names, &cfg.warmup_method);
-            break;
-        case OPT_WARMUP_DECAY: bad = num("--lr-warmup-decay", optarg, 0, 1, &cfg.warmup_decay); break;
-        case OPT_PRINT_LR: bad = dt_parse_long("--print-lr", optarg, 1, 100000000, &print_lr); break;
-        case OPT_LR_STEPS:
-            bad = dt_parse_long_list("--lr-steps", optarg, 1, 1000000, cfg.lr_steps, 16, &cfg.n_lr_steps);
-            break;
-        case OPT_MOMENTUM: bad = num("--momentum", optarg, 0, 1, &cfg.momentum); break;
-        case OPT_WD: bad = num("--wd", optarg, 0, 1, &cfg.wd); break;
-        case OPT_NORM_WD: bad = num("--norm-weight-decay", optarg, 0, 1, &cfg.norm_wd); break;
-        case OPT_BIAS_WD: bad = num("--bias-weight-decay", optarg, 0, 1, &cfg.bias_wd); break;
-        case OPT_CLIP: bad = num("--clip-grad-norm", optarg, 1e-12, 1e12, &cfg.clip_grad_norm); break;
-        case OPT_NESTEROV: cfg.nesterov = 1; break;
-        case OPT_OPT: /* any case, as torchvision's train.py lower-cases it: --opt SGD */
-            bad = dt_parse_choice_nocase("--opt", optarg, dt_opt_names, &cfg.opt);
-            break;
-        case OPT_EMA: cfg.model_ema = 1; break;
-        case OPT_RA: cfg.ra_sampler = 1; break;
-        case OPT_MIXUP: bad = num("--mixup-alpha", optarg, 0, 1e3, &cfg.mixup_alpha); break;
-        case OPT_CUTMIX: bad = num("--cutmix-alpha", optarg, 0, 1e3, &cfg.cutmix_alpha); break;
-        case OPT_RA_REPS: bad = dt_parse_long("--ra-reps", optarg, 1, 64, &v) || ((cfg.ra_reps = (int)v), 0); break;
-        case OPT_EMA_STEPS: bad = dt_parse_long("--model-ema-steps", optarg, 1, 1L << 40, &cfg.model_ema_steps); break;
-        case OPT_EMA_DECAY: bad = num("--model-ema-decay", optarg, 0, 1, &cfg.model_ema_decay); break;
-        case OPT_OPT_EPS: bad = num("--opt-eps", optarg, 1e-30, 1, &cfg.opt_eps); break;
-        case OPT_LARS_ETA: bad = num("--lars-eta", optarg, 1e-12, 1e3, &cfg.lars_eta); break;
-        case OPT_BETA1: bad = num("--adam-beta1", optarg, 0, 0.999999, &cfg.adam_beta1); break;
-        case OPT_BETA2: bad = num("--adam-beta2", optarg, 0, 0.999999, &cfg.adam_beta2); break;
-        case OPT_ALPHA: bad = num("--rmsprop-alpha", optarg, 0, 0.999999, &cfg.rmsprop_alpha); break;
-        case OPT_SMOOTH: bad = num("--label-smoothing", optarg, 0, 1, &cfg.label_smoothing); break;
-        case OPT_DESIRED: bad = num("--desired-acc", optarg, 0, 100, &cfg.desired_acc); break;
-        case OPT_SEED: bad = dt_parse_long("--seed", optarg, 0, 2147483647L, &v) || ((cfg.seed = (uint64_t)v), 0); break;
-        case OPT_SYNTHETIC: cfg.synthetic = 1; break;
-        case OPT_MAX_STEPS: bad = dt_parse_long("--max-steps", optarg, 1, 1L << 40, &cfg.max_steps); break;
-        case OPT_THREADS: bad = dt_parse_long("--threads", optarg, 1, 4096, &v) || ((cfg.threads = (int)v), 0); break;
-        case OPT_CROP: bad = dt_parse_long("--crop", optarg, 8, 4096, &v) || ((cfg.crop = (int)v), 0); break;
-        case OPT_VAL_CROP:
-            bad = dt_parse_long("--val-crop-size", optarg, 8, 4096, &v) || ((cfg.val_crop = (int)v), 0);
-            break;
-        case OPT_VAL_RESIZE:
-            bad = dt_parse_long("--val-resize-size", optarg, 8, 8192, &v) || ((cfg.val_resize = (int)v), 0);
-            break;
-        case OPT_INTERP:
-            if ((cfg.interpolation = dt_filter_parse(optarg)) < 0) {
-                dt_error("--interpolation %s: nearest, bilinear, bicubic, box, hamming or lanczos", optarg);
-                bad = 1;
-            }
-            break;
-        case OPT_AUTO_AUG:
-            if ((cfg.auto_augment = dt_aug_policy_parse(optarg)) < 0) {
-                dt_error("--auto-augment %s: imagenet, cifar10, svhn, ra or ta_wide (augmix is not built)", optarg);
-                bad = 1;
-            }
-            break;
-        case OPT_RA_MAG: bad = dt_parse_long("--ra-magnitude", optarg, 0, 30, &v) || ((cfg.ra_magnitude = (int)v), 0); break;
-        case OPT_ERASE: bad = num("--random-erase", optarg, 0, 1, &cfg.random_erase); break;
-        case OPT_PADDING:
-            bad = dt_parse_long("--crop-padding", optarg, 0, 64, &v) || ((cfg.crop_padding = v ? (int)v : -1), 0);
-            break;
-        case OPT_RESULTS: cfg.results = optarg; break;
-        case OPT_RESUME: cfg.resume = optarg; break;
-        case OPT_CKPT_EVERY: bad = dt_parse_long("--checkpoint-every", optarg, 1, 1L << 40, &cfg.checkpoint_every); break;
-        case OPT_RUN_NAME:
-            if (!*optarg || strchr(optarg, '/')) {
-                dt_error("--run-name %s: a plain name, without '/'", optarg);
-                bad = 1;
-            }
-            cfg.run_name = optarg;
-            break;
-        case OPT_OPT_LEVEL: bad = dt_parse_choice("--opt-level", optarg, opt_levels, &cfg.opt_level); break;
-        case OPT_AMP: cfg.opt_level = 1; break; /* torchvision's --amp: torch.amp's autocast, Apex's O1 */
-        case OPT_KEEP_BN:
-            bad = dt_parse_bool("--keep-batchnorm-fp32", optarg, &bv) || ((cfg.amp.keep_batchnorm_fp32 = bv), 0);
-            break;
-        case OPT_MASTER: bad = dt_parse_bool("--master-weights", optarg, &bv) || ((cfg.amp.master_weights = bv), 0); break;
-        case OPT_LOSS_SCALE:
-            if (strcmp(optarg, "dynamic") != 0)
-                bad = num("--loss-scale", optarg, 1e-30, 1e30, &d);
-            cfg.amp.loss_scale = optarg;
-            break;
-        case OPT_PRECISION: bad = dt_parse_choice("--precision", optarg, precisions, &cfg.amp.bf16); break;
-        case OPT_AR_FP32: cfg.amp.allreduce_fp32 = 1; break;
-        case OPT_BUCKET: bad = num("--bucket-mb", optarg, 1e-3, 1e5, &cfg.bucket_mb); break;
-        case OPT_FIRST_BUCKET: bad = num("--first-bucket-mb", optarg, 1e-3, 1e5, &cfg.first_bucket_mb); break;
-        case OPT_NO_OVERLAP: cfg.no_overlap = 1; break;
-        case OPT_GRAPH: cfg.graph = 1; break;
-        case OPT_NO_GRAPH: cfg.graph = 0; break;
-        case OPT_SYNC_BN: cfg.sync_bn = 1; break;
-        case OPT_NO_SYNC_BN: cfg.sync_bn = 0; break;
-        case OPT_NO_EMA: cfg.model_ema = 0; break;
-        case OPT_NO_RA: cfg.ra_sampler = 0; break;
-        case OPT_NO_NESTEROV: cfg.nesterov = 0; break;
-        case OPT_LR_SCALING: cfg.no_lr_scaling = 0; break;
-        case OPT_NO_LR_PER_STEP: cfg.lr_per_step = 0; break;
-        case OPT_NO_AMP: cfg.opt_level = 0; break;
-        case OPT_ACCUM: bad = dt_parse_long("--accum-steps", optarg, 1, 1024, &v) || ((cfg.accum_steps = (int)v), 0); break;
-        case OPT_TIMEOUT: bad = num("--comm-timeout", optarg, 1, 1e7, &cfg.comm_timeout); break;
-        case OPT_DEVICE: bad = dt_parse_choice("--device", optarg, devices, &cfg.cuda); break;
-        case OPT_CUDNN_SEARCH: bad = parse_cudnn_search(optarg, &cfg); break;
-        case OPT_RECIPE: { /* main() expanded "--recipe NAME" and "--recipe=NAME", not an abbreviation */
+        from[f->id] = optind <= recipe_args + 1 ? FROM_RECIPE : FROM_USER;
+        /* run.json's record; --amp and --no-amp as the --opt-level they mean */
+        if (f->id == DT_FLAG_AMP)
+            dt_flags_note(&cfg, &dt_flags[DT_FLAG_OPT_LEVEL], off ? "O0" : "O1", 0);
+        else if (f->id != DT_FLAG_RECIPE)
+            dt_flags_note(&cfg, f, optarg, !off);
+        switch (f->id) { /* the program's own (DT_PROGRAM); the others set their field */
+        case DT_FLAG_NPROC_PER_NODE: bad = dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc); break;
+        case DT_FLAG_PRINT_LR: bad = dt_parse_long("--print-lr", optarg, 1, 100000000, &print_lr); break;
+        case DT_FLAG_RECIPE: { /* main() expanded "--recipe NAME" and "--recipe=NAME", not an abbreviation */
             const char *flag = optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
             char e[160];
             if (strcmp(flag, "--recipe") && strncmp(flag, "--recipe=", 9)) {
@@ -624,6 +219,7 @@ static int run(int argc, char **argv, int recipe_args)
             cfg.recipe = optarg;
             break;
         }
+        default: bad = dt_flags_set(f, optarg, off, &cfg) != DT_OK; break;
         }
     }
     if (bad)

@@ -128,10 +128,12 @@ typedef struct dt_bn_desc {
  *   #define DT_OP_MEMBER(name, ret, params, args) ret(*name) params;
  *   DT_OPS(DT_OP_MEMBER)       ->  size_t (*conv_workspace)(const dt_conv_desc *d); void (*conv_fwd)(...); ...
  * Made from the list: the members of dt_backend and enum dt_backend_op below; the declarations of
- * the implementations (nn/cpu/cpu.h, nn/cuda/cuda.h) and both backends' tables; the guarded backend
- * of tests/unit/test_backend_guard.c; the table and coverage checks of tests/gpu/ops_check.c.
+ * the implementations (nn/cpu/cpu.h, nn/cuda/cuda.h) and both backends' tables; the wrapper
+ * backends' ops (nn/backend_wrap.h: the CPU's graphs, the guarded, recording and deferred test
+ * backends); the wrapped table, the table and coverage checks of tests/gpu/ops_check.c.
  * Memory (mem_alloc, mem_free, mem_put, mem_get) and events are not in the list: those members
- * are written out in dt_backend, as each backend provides them its own way.
+ * are written out in dt_backend, as each backend provides them its own way (nn/backend_wrap.h lists
+ * them in the list's form, by group, for wrappers: a new one goes there too).
  *
  * The list has two parts, the convolutions first (DT_CONV_OPS) and the rest (DT_OTHER_OPS), only
  * because the CPU backend has two convolutions (oneDNN's and the im2col reference) and one of
@@ -139,7 +141,8 @@ typedef struct dt_bn_desc {
  *
  * Adding an op: a line in the right part (with its contract as a comment), dt_cpu_<name> and
  * dt_cuda_<name>, tests in tests/unit/test_ops.c (CPU, fp32), tests/unit/test_ops_typed.c (fp16
- * and bf16 against fp32, bit for bit) and tests/gpu/ops_check.c (CUDA). */
+ * and bf16 against fp32, bit for bit) and its family's tests/gpu/ops_check_<family>.c (CUDA against the
+ * CPU in fp32, fp16 and bf16: one row helper call per case; the families mirror nn/cuda/'s files). */
 
 /* Preprocessor helpers for the list: DT_PP_MAP_(f, sep, a1, ..., an) gives f a1 sep() f a2 ... f an
  * (at most 16 items); each item here is a parameter (type, name). */

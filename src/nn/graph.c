@@ -512,11 +512,6 @@ unsigned dt_model_set_fusion(dt_model *m, unsigned patterns)
 /* ---------------------------------------------------------------------------------------------- */
 /* parameters                                                                                     */
 
-int dt_param_trainable(const dt_param *p)
-{
-    return p->kind == DT_P_WEIGHT || p->kind == DT_P_BIAS || p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS;
-}
-
 void *dt_param_data(const dt_model *m, const dt_param *p)
 {
     if (p->kind == DT_P_BN_COUNT)

@@ -26,9 +26,12 @@
  * whose lifetimes do not overlap get the same bytes (the packing is nn/plan.h's). The gradient of
  * an add's input that nothing else reads is the add's output gradient itself: no copy, no bytes.
  *
- * The code: nn/graph.c builds the graph (the dt_layer_* calls below) and owns the parameters;
- * nn/models.c holds the architectures (dt_models); nn/model.c plans memory and runs forward and
- * backward; nn/precision.c does mixed precision; nn/state.c reads and writes state_dicts. */
+ * The code: nn/graph_types.h has the graph's types and the table of node kinds (DT_KINDS); nn/graph.c builds
+ * the graph (the dt_layer_* calls below) and owns the parameters; nn/models.c holds the architectures
+ * (dt_models); nn/model_plan.c plans memory; nn/model_run.c runs forward and backward, each node by its
+ * kind's family file under nn/layers/ (nn/layer.h); nn/precision.c decides mixed precision at plan
+ * time; nn/step_io.c moves the step's numbers, nn/profile.c times it; nn/state.c reads and writes
+ * state_dicts. */
 #ifndef DT_NN_MODEL_H
 #define DT_NN_MODEL_H
 
@@ -37,16 +40,12 @@
 #include <stdint.h>
 
 #include "nn/backend.h"
+#include "nn/graph_types.h"
 #include "util/arena.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL, DT_OP_LINEAR, DT_OP_DROPOUT,
-                  DT_OP_FLATTEN, DT_OP_ADD, DT_OP_ACT, DT_OP_CHANMUL, DT_OP_SDEPTH, DT_OP_LN, DT_OP_SCALE,
-                  DT_OP_CONCAT, DT_OP_TOKENS, DT_OP_ATTN, DT_OP_TOKEN0 };
-#define DT_OP_KINDS 18 /* the number of kinds above */
 
 /* What the profile (DT_PROFILE, dt_model_prof_mark) attributes a step's time to: a node kind's
  * forward is its dt_op_kind, its backward DT_PROF_BWD + its dt_op_kind (a convolution's weight
@@ -57,88 +56,6 @@ enum dt_op_kind { DT_OP_CONV, DT_OP_BN, DT_OP_RELU, DT_OP_MAXPOOL, DT_OP_AVGPOOL
 enum dt_prof_kind { DT_PROF_BWD = DT_OP_KINDS, DT_PROF_CONV_DGRAD = 2 * DT_OP_KINDS, DT_PROF_UPLOAD,
                     DT_PROF_NORMALIZE, DT_PROF_LOSS, DT_PROF_DDP_PACK, DT_PROF_DDP_UNPACK, DT_PROF_SCALER,
                     DT_PROF_OPTIMIZER, DT_PROF_OTHER, DT_PROF_KINDS };
-
-/* how a parameter is initialised (torchvision's rules, per architecture) */
-enum dt_init { DT_INIT_ZEROS, DT_INIT_ONES, DT_INIT_KAIMING_FAN_OUT, DT_INIT_TORCH_DEFAULT, DT_INIT_NORMAL_001,
-               DT_INIT_KAIMING_FAN_IN, /* kaiming_normal_ with its default mode: std sqrt(2/fan_in) (DenseNet) */
-               DT_INIT_UNIFORM_FAN_OUT, /* U(-1/sqrt(fan_out), +): EfficientNet's linear layers */
-               DT_INIT_TRUNC_NORMAL_002, /* trunc_normal_(std 0.02), cut at +-2: ConvNeXt's and ViT's */
-               DT_INIT_CONSTANT, /* dt_param.init_value: ConvNeXt's layer scale */
-               DT_INIT_NORMAL_STD, /* normal_(std = dt_param.init_value): ViT's position embedding, MLP biases */
-               DT_INIT_XAVIER_UNIFORM, /* U(-a, a), a = sqrt(6 / (fan_in + fan_out)): ViT's attention and MLP */
-               DT_INIT_TRUNC_NORMAL_FAN_IN /* trunc_normal_(std sqrt(1/fan_in)), cut at +-2: ViT's conv_proj */ };
-
-enum dt_param_kind { DT_P_WEIGHT, DT_P_BIAS, DT_P_BN_WEIGHT, DT_P_BN_BIAS, DT_P_BN_MEAN, DT_P_BN_VAR, DT_P_BN_COUNT };
-
-#define DT_NAME_MAX 96
-
-typedef struct dt_param {
-    char name[DT_NAME_MAX]; /* state_dict name, e.g. "layer1.0.conv1.weight" */
-    enum dt_param_kind kind;
-    int ndim;
-    int shape[4];           /* PyTorch's shape */
-    int ohwi;               /* 1: stored O,KH,KW,I (a conv weight) */
-    int64_t numel;
-    int64_t off;            /* index into the fp32 layout of the trainable parameters (momentum, master
-                             * weights; n_weights elements, each tensor 64-byte aligned), into buffers'
-                             * elements, or into counts */
-    size_t boff;            /* byte offset in weights and grads (trainable) or buffers, as stored */
-    dt_dtype dtype;         /* the storage type of the data and of the gradient (model.h: mixed precision) */
-    int fan_in, fan_out;    /* for initialisation */
-    enum dt_init init;
-    float init_value;       /* DT_INIT_CONSTANT's value */
-    int zero_init;          /* the last BN weight of a residual block (zero_init_residual) */
-} dt_param;
-
-typedef struct dt_value {
-    int channels;           /* features after flatten */
-    int height, width;      /* per image, set by planning */
-    int producer;           /* node index, -1 for the model input */
-    size_t act_off;         /* data offset in the activation arena */
-    size_t grad_off;        /* gradient offset in the gradient arena */
-    int grad_ready;         /* backward bookkeeping: gradient written this pass */
-    int consumers;          /* nodes reading this value */
-    int act_alias;          /* value whose activation memory this one reuses (an in-place ReLU), or -1 */
-    dt_dtype dtype;         /* the storage type of the activation and of its gradient */
-    int reduced;            /* 1 when the opt level stores it in the reduced type (whether or not the
-                             * model emulates that: then dtype is fp32 and the values are rounded) */
-    int grad_alias;         /* value whose gradient memory this one's gradient is (an add's input), or -1 */
-    int place_in;           /* a concatenation laid out in place (planning): the concatenation's output in
-                             * whose channels this input's activation and gradient live, or -1 */
-    int place_off;          /* ... from this channel of it on */
-    int ld;                 /* planning: elements from one position's channels to the next's (channels,
-                             * or the channels of the outermost value it is laid in) */
-} dt_value;
-
-/* what dt_node.param[] holds, by position: conv and linear use WEIGHT and BIAS, batch norm all five */
-enum dt_node_param { DT_NODE_WEIGHT, DT_NODE_BIAS, DT_NODE_RUNNING_MEAN, DT_NODE_RUNNING_VAR,
-                     DT_NODE_BATCHES_TRACKED, DT_NODE_PARAMS };
-
-typedef struct dt_node {
-    enum dt_op_kind op;
-    char name[DT_NAME_MAX]; /* module name, e.g. "layer1.0.bn1" */
-    int in0, in1, out;      /* value indices (in1 only for ADD, CONCAT and CHANMUL: the scale) */
-    /* (TOKENS: param[WEIGHT] is the class token, param[BIAS] the position embedding) */
-    int param[DT_NODE_PARAMS]; /* parameter indices (enum dt_node_param), -1 when absent */
-    struct {                /* the op's settings */
-        int kernel, stride, pad, dilation, groups; /* conv; maxpool (kernel, stride, pad); attention: groups
-                                                    * is its heads */
-        int has_bias;                     /* conv, linear */
-        int pointwise;                    /* linear: on every position's channels (NHWC rows), not flattened */
-        int out_h, out_w;                 /* adaptive average pool (kernel 2: a 2x2 stride-2 pool instead) */
-        float eps, momentum;              /* batch norm; layer norm's eps */
-        float drop_prob;                  /* dropout's or stochastic depth's probability */
-        int act;                          /* the activation (enum dt_act) of an act node */
-        float depth;                      /* stochastic depth: the block's depth fraction (dt_layer_sdepth) */
-        int fused_relu;                   /* BN: the in-place ReLU node fused into it, or -1 */
-        int fused_into_bn;                /* ReLU: runs inside the BN before it (or its tail's add) */
-        /* a residual block's tail BN -> add -> in-place ReLU run as one op (bn_add_relu_*) at the
-         * add's turn, each way: the add's BN node and its ReLU node (-1 when not fused); the BN's
-         * own turn does nothing (fused_tail on the BN: its add) */
-        int tail_bn, tail_relu, fused_tail;
-    } attr;
-    size_t save_off;        /* saved state in the activation arena (BN mean/invstd, argmax, mask) */
-} dt_node;
 
 typedef struct dt_model {
     char arch[32];
@@ -174,15 +91,21 @@ typedef struct dt_model {
     int shapes_only;        /* 1: made by dt_model_create_shapes: layers and parameters' shapes, no storage */
     /* mixed precision (dt_model_set_amp; nn/precision.c): values and parameters the opt level makes
      * reduced are stored in fp16/bf16 and computed in fp32 (the ops widen and round: backend.h);
-     * emulated (amp_emulate), they are fp32 arrays rounded to the reduced type after every write,
-     * which holds exactly the same numbers */
-    int amp_level;          /* 0 (fp32), 1 (conv/linear cast), 2, 3 (reduced model) */
-    int amp_bf16;           /* the reduced type: 0 fp16, 1 bf16 */
-    int amp_keep_bn_fp32;   /* BN parameters, statistics and compute in fp32 */
-    int amp_emulate;        /* 1: the reduced type is emulated in fp32 storage (rounded values), as on a
+     * emulated (prec_emulate), they are fp32 arrays rounded to the reduced type after every write,
+     * which holds exactly the same numbers. Planning turns that into casts (graph_types.h): forward and
+     * backward run them and never ask about the level. */
+    int prec_level;         /* 0 (fp32), 1 (conv/linear cast), 2, 3 (reduced model) */
+    int prec_bf16;          /* the reduced type: 0 fp16, 1 bf16 */
+    int prec_keep_bn_fp32;  /* BN parameters, statistics and compute in fp32 */
+    int prec_emulate;       /* 1: the reduced type is emulated in fp32 storage (rounded values), as on a
                              * backend whose storage_types lacks it; set before dt_model_set_amp to
                              * force it (the oracle of the real storage) */
-    dt_arena amp_scratch;   /* rounded copies of conv/linear operands */
+    dt_dtype compute_type;  /* what conv and linear compute in: the reduced type stored for real, else fp32 */
+    int params_16;          /* 1 when a trainable parameter is stored in 16 bits (dt_model_set_amp) */
+    dt_arena prec_scratch;  /* copies of conv/linear operands and gradients in the compute type */
+    dt_cast *casts;         /* every node's casts (dt_node.cast_at), then the loss's (loss_cast_at) */
+    int n_casts, loss_cast_at, loss_casts;
+    size_t cap_casts;
     /* the step's numbers in backend memory (nn/scalars.h; made by the first plan): xent seeds backward
      * with the loss times its scale_f and writes the loss and hits there; the labels of the batch
      * (backend int32[plan_n]); a host buffer of two dt_scalars for the step's uploads and downloads
@@ -206,7 +129,7 @@ typedef struct dt_model {
     /* SyncBN, when set: every training BN sums its statistics over the replicas (backend.h) */
     int (*bn_sync)(void *ctx, double *buf, int n);
     void *bn_sync_ctx;
-    struct dt_prof *prof;   /* the profile's timers and totals (model.c): NULL until its first mark */
+    struct dt_prof *prof;   /* the profile's timers and totals (profile.c): NULL until its first mark */
 } dt_model;
 
 /* An architecture dt_model_create knows (models.c's table; doc/design.md, "Adding a model"). */
@@ -369,16 +292,17 @@ int dt_model_backward(dt_model *m, int n, int accumulate);
  * ReLU of it) reduced, O2/O3 every value and gradient, and the weights (BN's too unless
  * keep_bn_fp32); a gradient has its value's type. The parameters move to their types now (rounded).
  * Real storage when the backend stores the reduced type (its storage_types), else emulated (and
- * when amp_emulate is set before the call). DT_OK or DT_ERR_NOMEM after one line. */
+ * when prec_emulate is set before the call). DT_OK or DT_ERR_NOMEM after one line. */
 int dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32);
-/* 1 when parameter p is reduced at the model's level (stored so, or emulated) */
-int dt_param_reduced(const dt_model *m, const dt_param *p);
 /* Emulation only: rounds every reduced parameter to its type (after an optimiser changed them in
  * fp32 storage); nothing to do with real storage. */
 void dt_model_round_params(dt_model *m);
 /* 1 when every trainable parameter is stored in fp32: weights and grads are then the flat fp32
  * layout of n_weights floats (dt_param.off) */
-int dt_model_params_fp32(const dt_model *m);
+static inline int dt_model_params_fp32(const dt_model *m)
+{
+    return !m->params_16;
+}
 /* The reduced type (DT_FLOAT16 or DT_BFLOAT16) of a model with mixed precision, else DT_FLOAT32 */
 dt_dtype dt_model_reduced_type(const dt_model *m);
 
@@ -404,6 +328,18 @@ void dt_model_profile_report(dt_model *m, FILE *f);
 
 /* Parameter lookup by state_dict name: index or -1. */
 int dt_model_find_param(const dt_model *m, const char *name);
+/* 1 for a trainable parameter (a weight or bias, BN's too: it has a gradient and optimiser state) */
+static inline int dt_param_trainable(const dt_param *p)
+{
+    return p->kind == DT_P_WEIGHT || p->kind == DT_P_BIAS || p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS;
+}
+/* 1 when parameter p is reduced at the model's level (stored so, or emulated): decided by
+ * dt_model_set_amp */
+static inline int dt_param_reduced(const dt_model *m, const dt_param *p)
+{
+    (void)m;
+    return p->reduced;
+}
 /* Pointer to a parameter's storage (weights, buffers) and gradient (NULL for buffers), of type
  * p->dtype: the backend's memory (not counts: a BN_COUNT parameter's off indexes counts, on the
  * host). */
@@ -414,7 +350,6 @@ void *dt_param_grad(const dt_model *m, const dt_param *p);
 void dt_param_get(const dt_model *m, const dt_param *p, float *host);
 void dt_param_get_grad(const dt_model *m, const dt_param *p, float *host);
 void dt_param_put(const dt_model *m, const dt_param *p, const float *host);
-int dt_param_trainable(const dt_param *p);
 /* Copy between PyTorch layout (src/dst in O,I,KH,KW order for conv weights) and our storage. */
 void dt_param_from_torch(const dt_param *p, const float *torch, float *ours);
 void dt_param_to_torch(const dt_param *p, const float *ours, float *torch);

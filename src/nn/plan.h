@@ -3,8 +3,8 @@
  * A plain interval problem. Buffer i needs `bytes` from step `first` to step `last` (both
  * inclusive). Two buffers whose step ranges overlap must not overlap in memory; two whose ranges
  * are disjoint may share bytes. dt_plan_pack gives every buffer an offset and returns the arena
- * size (the peak of the packing). Nothing here knows about models: nn/model.c turns activation and
- * gradient lifetimes into these problems (model.h says which lifetimes).
+ * size (the peak of the packing). Nothing here knows about models: nn/model_plan.c turns activation
+ * and gradient lifetimes into these problems (model.h says which lifetimes).
  *
  *     dt_plan_buffer b[3] = {{.bytes = 100, .first = 0, .last = 1},
  *                            {.bytes = 100, .first = 1, .last = 2},

@@ -1,15 +1,16 @@
-/* precision.c: mixed precision at Apex's opt levels (model.h: dt_model_set_amp; the parts planning,
- * forward and backward call are declared in model_internal.h). Master weights, loss scaling and the
- * optimiser's side are train/amp.c's.
+/* precision.c: mixed precision at Apex's opt levels (model.h: dt_model_set_amp), decided once, when
+ * the model is planned (model_internal.h). Master weights, loss scaling and the optimiser's side are
+ * train/amp.c's.
  *
- * Each value, gradient and parameter is reduced or not by the opt level (dt_amp_value_types,
+ * Each value, gradient and parameter is reduced or not by the opt level (dt_prec_value_types,
  * dt_param_reduced). Stored for real, a reduced one is fp16/bf16 memory and the ops round what they
- * store (backend.h, "Types"); emulated, it is fp32 memory that is rounded in place after each write
- * (round_half). Both hold the same numbers: the emulation is the real storage's oracle. Conv and
- * linear layers compute in the compute type (the reduced type, stored; fp32, emulated): an operand
- * stored otherwise gets a copy in it (O1's casts, the model's fp32 input), and a result whose
- * target is not reduced (O1's fp32 parameter gradients, an fp32 value's gradient) is made apart in
- * that type, then added to its target (the "join"). */
+ * store (backend.h, "Types"); emulated, it is fp32 memory that is rounded in place after each write.
+ * Both hold the same numbers: the emulation is the real storage's oracle, a plan mode of its own
+ * (its rounding casts). Conv and linear layers compute in the compute type (the reduced type, stored;
+ * fp32, emulated): an operand stored otherwise gets a copy in it (O1's casts, the model's fp32
+ * input), and a result whose target is not reduced (O1's fp32 parameter gradients, an fp32 value's
+ * gradient) is made apart in that type, then added to its target (the "join"). dt_prec_plan writes
+ * all of that as casts (graph_types.h); forward and backward run them (layer.h) and ask nothing. */
 #include "config.h"
 
 #include <stdint.h>
@@ -18,84 +19,56 @@
 #include "nn/model.h"
 #include "nn/model_internal.h"
 #include "util/check.h"
+#include "util/grow.h"
+#include "util/log.h"
 
 static dt_dtype reduced_type(const dt_model *m)
 {
-    return m->amp_bf16 ? DT_BFLOAT16 : DT_FLOAT16;
+    return m->prec_bf16 ? DT_BFLOAT16 : DT_FLOAT16;
 }
 
 dt_dtype dt_model_reduced_type(const dt_model *m)
 {
-    return m->amp_level ? reduced_type(m) : DT_FLOAT32;
+    return m->prec_level ? reduced_type(m) : DT_FLOAT32;
 }
 
-int dt_param_reduced(const dt_model *m, const dt_param *p)
+/* the opt level's rule for parameter p: reduced or not */
+static int param_rule(const dt_model *m, const dt_param *p)
 {
-    if (m->amp_level < 2 || p->kind == DT_P_BN_COUNT)
+    if (m->prec_level < 2 || p->kind == DT_P_BN_COUNT)
         return 0;
     int bn = p->kind == DT_P_BN_WEIGHT || p->kind == DT_P_BN_BIAS || p->kind == DT_P_BN_MEAN || p->kind == DT_P_BN_VAR;
-    return !(bn && m->amp_keep_bn_fp32);
-}
-
-int dt_model_params_fp32(const dt_model *m)
-{
-    for (int i = 0; i < m->n_params; i++)
-        if (dt_param_trainable(&m->params[i]) && m->params[i].dtype != DT_FLOAT32)
-            return 0;
-    return 1;
-}
-
-dt_dtype dt_amp_compute_type(const dt_model *m)
-{
-    return m->amp_level && !m->amp_emulate ? reduced_type(m) : DT_FLOAT32;
-}
-
-/* emulation: x (n fp32 values of something reduced) rounded in place */
-static void emulate_round(const dt_model *m, int reduced, void *x, int64_t n)
-{
-    if (m->amp_emulate && reduced && x)
-        m->be->round_half(n, x, m->amp_bf16);
-}
-
-void dt_amp_round_value(const dt_model *m, int v, void *x, int64_t n)
-{
-    emulate_round(m, m->values[v].reduced, x, n);
-}
-
-void dt_amp_round_param(const dt_model *m, int idx, void *x)
-{
-    if (idx >= 0)
-        emulate_round(m, dt_param_reduced(m, &m->params[idx]), x, m->params[idx].numel);
+    return !(bn && m->prec_keep_bn_fp32);
 }
 
 void dt_model_round_params(dt_model *m)
 {
+    if (!m->prec_emulate)
+        return;
     for (int i = 0; i < m->n_params; i++)
-        if (m->params[i].kind != DT_P_BN_COUNT)
-            dt_amp_round_param(m, i, dt_param_data(m, &m->params[i]));
+        if (m->params[i].kind != DT_P_BN_COUNT && dt_param_reduced(m, &m->params[i]))
+            m->be->round_half(m->params[i].numel, dt_param_data(m, &m->params[i]), m->prec_bf16);
 }
 
-void dt_amp_value_types(dt_model *m)
+void dt_prec_value_types(dt_model *m)
 {
     for (int v = 0; v < m->n_values; v++) {
         dt_value *val = &m->values[v];
         int r = 0;
-        if (v != m->input && m->amp_level >= 2) {
+        if (v != m->input && m->prec_level >= 2) {
             r = 1;
-        } else if (v != m->input && m->amp_level == 1) {
-            /* what conv and linear make; activations, flatten, stochastic depth, attention (autocast's
-             * reduced matmuls) and a class token keep their input's; a
-             * channel scale or a concatenation is reduced when both its inputs are (autocast's type
-             * promotion) */
+        } else if (v != m->input && m->prec_level == 1) {
+            /* each kind's rule (its dt_kind's o1): what conv and linear make is reduced; activations,
+             * flatten, stochastic depth, attention (autocast's reduced matmuls) and a class token keep
+             * their input's; a channel scale or a concatenation is reduced when both its inputs are
+             * (autocast's type promotion) */
             const dt_node *nd = &m->nodes[val->producer];
-            const int keeps = nd->op == DT_OP_RELU || nd->op == DT_OP_FLATTEN || nd->op == DT_OP_ACT ||
-                              nd->op == DT_OP_SDEPTH || nd->op == DT_OP_CHANMUL || nd->op == DT_OP_CONCAT ||
-                              nd->op == DT_OP_ATTN || nd->op == DT_OP_TOKEN0;
-            r = nd->op == DT_OP_CONV || nd->op == DT_OP_LINEAR ||
-                (keeps && m->values[nd->in0].reduced && (nd->in1 < 0 || m->values[nd->in1].reduced));
+            const enum dt_o1_rule o1 = dt_kinds[nd->op]->o1;
+            r = o1 == DT_O1_REDUCES ||
+                (o1 == DT_O1_KEEPS && m->values[nd->in0].reduced && (nd->in1 < 0 || m->values[nd->in1].reduced));
         }
         val->reduced = r;
-        val->dtype = r && !m->amp_emulate ? reduced_type(m) : DT_FLOAT32;
+        val->dtype = r && !m->prec_emulate ? reduced_type(m) : DT_FLOAT32;
     }
     for (int v = 0; v < m->n_values; v++) { /* a gradient shared across types becomes a copy */
         int a = m->values[v].grad_alias;
@@ -106,13 +79,16 @@ void dt_amp_value_types(dt_model *m)
 
 int dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32)
 {
-    m->amp_level = level;
-    m->amp_bf16 = bf16;
-    m->amp_keep_bn_fp32 = keep_bn_fp32;
+    m->prec_level = level;
+    m->prec_bf16 = bf16;
+    m->prec_keep_bn_fp32 = keep_bn_fp32;
     if (level && !(m->be->storage_types & 1u << reduced_type(m)))
-        m->amp_emulate = 1;
-    dt_amp_value_types(m);
-    if (!level || m->amp_emulate) {
+        m->prec_emulate = 1;
+    m->compute_type = level && !m->prec_emulate ? reduced_type(m) : DT_FLOAT32;
+    for (int i = 0; i < m->n_params; i++)
+        m->params[i].reduced = param_rule(m, &m->params[i]);
+    dt_prec_value_types(m);
+    if (!level || m->prec_emulate) {
         dt_model_round_params(m);
         return DT_OK;
     }
@@ -123,6 +99,7 @@ int dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32)
         old[i] = m->params[i].boff;
         if (dt_param_reduced(m, &m->params[i]))
             m->params[i].dtype = reduced_type(m);
+        m->params_16 |= dt_param_trainable(&m->params[i]) && m->params[i].dtype != DT_FLOAT32;
     }
     void *w0 = m->weights, *g0 = m->grads, *b0 = m->buffers, *w, *g, *b;
     dt_param_layout(m);
@@ -149,22 +126,245 @@ int dt_model_set_amp(dt_model *m, int level, int bf16, int keep_bn_fp32)
     return DT_OK;
 }
 
+/* --- the plan: casts ---------------------------------------------------------------------------- */
+
 /* does an operand (of type t, `reduced` when the opt level reduces it) need a copy in the compute type? */
 static int needs_copy(const dt_model *m, dt_dtype t, int reduced)
 {
-    return !(t == dt_amp_compute_type(m) && (!m->amp_emulate || reduced));
+    return !(t == m->compute_type && (!m->prec_emulate || reduced));
 }
 
-/* Scratch for conv/linear under mixed precision, in the compute type, laid out per node as
- * scratch_at's regions say: [x copy or conv's dx: nx][w copy: nw][b copy: nb][dw: nw][db: nb][linear's
- * dx: nx]. Only what some node uses counts: under O2/O3 stored for real, that is the copy of the
- * model's fp32 input and nothing else. */
-size_t dt_amp_scratch_bytes(const dt_model *m, int n)
+/* the sizes a conv/linear node's scratch regions are counted in: its input's elements (per image:
+ * they follow the batch and the input size) and its parameters' */
+typedef struct regions {
+    int x;          /* the input value */
+    int64_t nw, nb; /* weight and bias elements (nb 0: no bias) */
+} regions;
+
+static regions regions_of(const dt_model *m, const dt_node *nd)
+{
+    const int bi = nd->param[DT_NODE_BIAS];
+    return (regions){.x = nd->in0, .nw = m->params[nd->param[DT_NODE_WEIGHT]].numel,
+                     .nb = bi >= 0 ? m->params[bi].numel : 0};
+}
+
+/* k times the input's elements plus fixed */
+static dt_extent sz(const regions *r, int k, int64_t fixed)
+{
+    return (dt_extent){.v = k ? r->x : -1, .k = k, .fixed = fixed};
+}
+
+static dt_at scratch(const regions *r, int k, int64_t fixed)
+{
+    return (dt_at){.space = DT_AT_SCRATCH, .at = sz(r, k, fixed)};
+}
+
+static dt_at at(int space, int idx)
+{
+    return (dt_at){.space = space, .idx = idx};
+}
+
+/* the size of a value (per image) or of a parameter */
+static dt_extent value_size(int v)
+{
+    return (dt_extent){.v = v, .k = 1};
+}
+
+static dt_extent param_size(const dt_model *m, int idx)
+{
+    return (dt_extent){.v = -1, .fixed = m->params[idx].numel};
+}
+
+static int emit(dt_model *m, dt_cast c)
+{
+    if (dt_grow((void **)&m->casts, &m->cap_casts, (size_t)m->n_casts + 1, sizeof *m->casts) != DT_OK)
+        return DT_ERR_NOMEM;
+    m->casts[m->n_casts++] = c;
+    return DT_OK;
+}
+
+static int copy(dt_model *m, dt_at src, dt_dtype st, dt_at dst, dt_dtype dt, dt_extent count, int acc)
+{
+    return emit(m, (dt_cast){.kind = DT_CAST_COPY, .acc = acc, .src = src, .dst = dst, .st = st, .dt = dt,
+                             .count = count});
+}
+
+/* the emulation's rounding of dst (count elements) when it is reduced; nothing stored for real */
+static int round_if(dt_model *m, int reduced, dt_at dst, dt_extent count, int when)
+{
+    if (!m->prec_emulate || !reduced)
+        return DT_OK;
+    return emit(m, (dt_cast){.kind = DT_CAST_ROUND, .when = when, .dst = dst, .count = count});
+}
+
+static int round_act(dt_model *m, int v)
+{
+    return round_if(m, m->values[v].reduced, at(DT_AT_ACT, v), value_size(v), DT_WHEN_ALWAYS);
+}
+
+/* a parameter's data (running statistics: in training) or gradient (space) */
+static int round_param(dt_model *m, int idx, int space, int when)
+{
+    if (idx < 0)
+        return DT_OK;
+    return round_if(m, dt_param_reduced(m, &m->params[idx]), at(space, idx), param_size(m, idx), when);
+}
+
+/* after a backward other than conv's and linear's: the gradients it wrote of reduced values and
+ * parameters */
+static int round_grads(dt_model *m, const dt_node *nd)
+{
+    const int ins[2] = {nd->in0, nd->in1};
+    for (int k = 0; k < 2; k++)
+        if (ins[k] >= 0 && ins[k] != m->input)
+            DT_TRY(round_if(m, m->values[ins[k]].reduced, at(DT_AT_GRAD, ins[k]), value_size(ins[k]),
+                            DT_WHEN_GRAD_WRITTEN));
+    for (int j = 0; j < 2; j++)
+        DT_TRY(round_param(m, nd->param[j], DT_AT_PGRAD, DT_WHEN_ALWAYS));
+    return DT_OK;
+}
+
+/* Scratch for conv/linear under mixed precision, in the compute type, laid out per node in regions
+ * of its input's elements (nx) and its parameters': [x copy or conv's dx: nx][w copy: nw][b copy:
+ * nb][dw: nw][db: nb][linear's dx: nx]. Only what some node uses counts: under O2/O3 stored for
+ * real, that is the copy of the model's fp32 input and nothing else. */
+
+/* operand k of node nd (src, of type t, `reduced` at the opt level) read from a copy at dst when it
+ * needs one */
+static int operand(dt_model *m, dt_node *nd, int k, dt_at src, dt_dtype t, int reduced, dt_extent count, dt_at dst)
+{
+    if (!needs_copy(m, t, reduced))
+        return DT_OK;
+    nd->operand[k] = dst;
+    DT_TRY(copy(m, src, t, dst, m->compute_type, count, DT_ACC_NONE));
+    return round_if(m, 1, dst, count, DT_WHEN_ALWAYS);
+}
+
+/* the operands' copies (x, w and, forward, b) of conv/linear node nd */
+static int operands(dt_model *m, dt_node *nd, const regions *r, int with_bias)
+{
+    const int wi = nd->param[DT_NODE_WEIGHT], bi = nd->param[DT_NODE_BIAS];
+    const int red = dt_param_reduced(m, &m->params[wi]);
+    DT_TRY(operand(m, nd, DT_X, at(DT_AT_ACT, nd->in0), vtype(m, nd->in0), m->values[nd->in0].reduced,
+                   value_size(nd->in0), scratch(r, 0, 0)));
+    DT_TRY(operand(m, nd, DT_W, at(DT_AT_PARAM, wi), ptype(m, wi), red, param_size(m, wi), scratch(r, 1, 0)));
+    if (with_bias && bi >= 0)
+        DT_TRY(operand(m, nd, DT_B, at(DT_AT_PARAM, bi), ptype(m, bi), red, param_size(m, bi), scratch(r, 1, r->nw)));
+    return DT_OK;
+}
+
+/* A gradient result k of conv/linear node nd, for target (of type t, `reduced` at the opt level):
+ * written into the target itself when it is reduced (the compute type's values), else apart, then
+ * rounded (emulated) and joined to the target (added when acc says). */
+static int result(dt_model *m, dt_node *nd, int k, dt_at target, dt_dtype t, int reduced, dt_extent count, dt_at apart,
+                  int acc)
+{
+    dt_at where = reduced ? target : apart;
+    nd->result[k] = reduced ? (dt_at){.space = DT_AT_OWN} : apart;
+    DT_TRY(round_if(m, 1, where, count, DT_WHEN_ALWAYS));
+    return reduced ? DT_OK : copy(m, apart, m->compute_type, target, t, count, acc);
+}
+
+/* a conv or linear node's casts, each way */
+static int plan_casting(dt_model *m, dt_node *nd)
+{
+    const int wi = nd->param[DT_NODE_WEIGHT], bi = nd->param[DT_NODE_BIAS];
+    const int red = dt_param_reduced(m, &m->params[wi]), need_dx = nd->in0 != m->input;
+    const regions r = regions_of(m, nd);
+#define PHASE(ph, body)                                                                                                \
+    do {                                                                                                               \
+        nd->cast_at[ph] = m->n_casts;                                                                                  \
+        DT_TRY(body);                                                                                                  \
+        nd->casts[ph] = m->n_casts - nd->cast_at[ph];                                                                  \
+    } while (0)
+    PHASE(DT_PH_FWD_PRE, operands(m, nd, &r, 1));
+    PHASE(DT_PH_FWD_POST, round_act(m, nd->out));
+    /* backward reads x and w again: the same copies (the bias's is not read) */
+    PHASE(DT_PH_BWD_PRE, operands(m, nd, &r, 0));
+    const int conv = nd->op == DT_OP_CONV;
+    /* the parameters' gradients: after the weight gradient's op (a conv's comes before its dx's) */
+    nd->cast_at[conv ? DT_PH_BWD_MID : DT_PH_BWD_POST] = m->n_casts;
+    DT_TRY(result(m, nd, DT_W, at(DT_AT_PGRAD, wi), ptype(m, wi), red, param_size(m, wi), scratch(&r, 1, r.nw + r.nb),
+                  DT_ACC_PASS));
+    if (bi >= 0)
+        DT_TRY(result(m, nd, DT_B, at(DT_AT_PGRAD, bi), ptype(m, bi), red, param_size(m, bi),
+                      scratch(&r, 1, 2 * r.nw + r.nb), DT_ACC_PASS));
+    if (conv) {
+        nd->casts[DT_PH_BWD_MID] = m->n_casts - nd->cast_at[DT_PH_BWD_MID];
+        nd->cast_at[DT_PH_BWD_POST] = m->n_casts;
+    }
+    /* the input's: apart where the input's copy was (a conv: done with it once the filter gradient is
+     * made), or after the parameters' gradients (linear: its one op still reads the copy) */
+    if (need_dx)
+        DT_TRY(result(m, nd, DT_X, at(DT_AT_GRAD, nd->in0), vtype(m, nd->in0), m->values[nd->in0].reduced,
+                      value_size(nd->in0), conv ? scratch(&r, 0, 0) : scratch(&r, 1, 2 * (r.nw + r.nb)), DT_ACC_DX));
+    nd->casts[DT_PH_BWD_POST] = m->n_casts - nd->cast_at[DT_PH_BWD_POST];
+    return DT_OK;
+#undef PHASE
+}
+
+/* any other node's: the emulation's roundings of what it wrote, each way */
+static int plan_rounding(dt_model *m, dt_node *nd)
+{
+    const int bn = nd->op == DT_OP_BN, tail = nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0;
+    const dt_node *tb = tail ? &m->nodes[nd->attr.tail_bn] : nd;
+    nd->cast_at[DT_PH_FWD_POST] = m->n_casts;
+    if (tail) { /* the tail's running statistics, then its output (the ReLU's) */
+        DT_TRY(round_param(m, tb->param[DT_NODE_RUNNING_MEAN], DT_AT_PARAM, DT_WHEN_TRAINING));
+        DT_TRY(round_param(m, tb->param[DT_NODE_RUNNING_VAR], DT_AT_PARAM, DT_WHEN_TRAINING));
+        DT_TRY(round_act(m, m->nodes[nd->attr.tail_relu].out));
+    } else { /* its output, then a BN's running statistics */
+        DT_TRY(round_act(m, nd->out));
+        if (bn) {
+            DT_TRY(round_param(m, nd->param[DT_NODE_RUNNING_MEAN], DT_AT_PARAM, DT_WHEN_TRAINING));
+            DT_TRY(round_param(m, nd->param[DT_NODE_RUNNING_VAR], DT_AT_PARAM, DT_WHEN_TRAINING));
+        }
+    }
+    nd->casts[DT_PH_FWD_POST] = m->n_casts - nd->cast_at[DT_PH_FWD_POST];
+    nd->cast_at[DT_PH_BWD_POST] = m->n_casts;
+    if (m->prec_level) {
+        if (tail) /* the BN's and the add's, as the three ops would */
+            DT_TRY(round_grads(m, tb));
+        DT_TRY(round_grads(m, nd));
+    }
+    nd->casts[DT_PH_BWD_POST] = m->n_casts - nd->cast_at[DT_PH_BWD_POST];
+    return DT_OK;
+}
+
+int dt_prec_plan(dt_model *m)
+{
+    m->n_casts = 0;
+    for (int i = 0; i < m->n_nodes; i++) {
+        dt_node *nd = &m->nodes[i];
+        for (int k = 0; k < DT_OPERANDS; k++)
+            nd->operand[k] = nd->result[k] = (dt_at){.space = DT_AT_OWN};
+        for (int ph = 0; ph < DT_PHASES; ph++)
+            nd->cast_at[ph] = nd->casts[ph] = 0;
+        if (dt_node_folded(nd))
+            continue;
+        int rc = dt_kinds[nd->op]->casts && m->prec_level ? plan_casting(m, nd) : plan_rounding(m, nd);
+        if (rc != DT_OK) {
+            dt_error("model %s: out of memory planning its precision", m->arch);
+            return rc;
+        }
+    }
+    /* the loss's gradient of the logits */
+    m->loss_cast_at = m->n_casts;
+    if (round_if(m, m->values[m->output].reduced, at(DT_AT_GRAD, m->output), value_size(m->output),
+                 DT_WHEN_ALWAYS) != DT_OK) {
+        dt_error("model %s: out of memory planning its precision", m->arch);
+        return DT_ERR_NOMEM;
+    }
+    m->loss_casts = m->n_casts - m->loss_cast_at;
+    return DT_OK;
+}
+
+size_t dt_prec_scratch_bytes(const dt_model *m, int n)
 {
     int64_t most = 0;
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
-        if (nd->op != DT_OP_CONV && nd->op != DT_OP_LINEAR)
+        if (!dt_kinds[nd->op]->casts)
             continue;
         const dt_value *x = &m->values[nd->in0];
         const dt_param *pw = &m->params[nd->param[DT_NODE_WEIGHT]];
@@ -181,125 +381,5 @@ size_t dt_amp_scratch_bytes(const dt_model *m, int n)
             end = 2 * nx + 2 * (nw + nb);
         most = end > most ? end : most;
     }
-    return (size_t)(most + 64) * dtype_bytes(dt_amp_compute_type(m));
-}
-
-/* the scratch as regions of the compute type: the x copy (or dx) at 0, the weight copy after nx
- * elements, the bias copy after it, the weight gradient after that, its bias part after it */
-static char *scratch_at(const dt_model *m, int64_t elems)
-{
-    return (char *)dt_arena_at(&m->amp_scratch, 0) + (size_t)elems * dtype_bytes(dt_amp_compute_type(m));
-}
-
-/* *x (of type t, n values; `reduced` when the opt level reduces it already) in the compute type:
- * itself, or a copy at dst (rounded when emulated) */
-static void operand(const dt_model *m, const void **x, dt_dtype t, int reduced, int64_t n, void *dst)
-{
-    if (!needs_copy(m, t, reduced))
-        return;
-    m->be->copy_grad(n, *x, t, dst, dt_amp_compute_type(m), 0);
-    emulate_round(m, 1, dst, n);
-    *x = dst;
-}
-
-void dt_amp_operands(dt_model *m, const dt_node *nd, int n, const void **x, const void **w, const void **b)
-{
-    const int wi = nd->param[DT_NODE_WEIGHT], bi = nd->param[DT_NODE_BIAS];
-    const dt_param *pw = &m->params[wi];
-    int64_t nx = value_numel(&m->values[nd->in0], n);
-    operand(m, x, vtype(m, nd->in0), m->values[nd->in0].reduced, nx, scratch_at(m, 0));
-    int red = dt_param_reduced(m, pw);
-    operand(m, w, pw->dtype, red, pw->numel, scratch_at(m, nx));
-    if (*b)
-        operand(m, b, m->params[bi].dtype, red, m->params[bi].numel, scratch_at(m, nx + pw->numel));
-}
-
-/* Where a conv/linear backward writes a result for target (n values of type t, `reduced` when the
- * opt level reduces it): the target itself when it is reduced (the compute type's values: added to
- * when accumulate), else apart at `apart`, to be joined after. */
-typedef struct result_to {
-    void *target, *at;
-    dt_dtype t;
-    int64_t n;
-    int direct, accumulate;
-} result_to;
-
-static result_to result_for(void *target, dt_dtype t, int reduced, int64_t n, void *apart, int accumulate)
-{
-    return (result_to){.target = target, .at = reduced ? target : apart, .t = t, .n = n, .direct = reduced,
-                       .accumulate = accumulate};
-}
-
-/* after the op: rounded (emulated), then joined to its target when made apart */
-static void result_done(const dt_model *m, const result_to *r)
-{
-    if (!r->target)
-        return;
-    emulate_round(m, 1, r->at, r->n);
-    if (!r->direct)
-        m->be->copy_grad(r->n, r->at, dt_amp_compute_type(m), r->target, r->t, r->accumulate);
-}
-
-/* the gradient results of conv/linear node nd: weight, bias, and (need_dx) the input's */
-static void results(dt_model *m, const dt_node *nd, int n, int need_dx, int accumulate, result_to *rw,
-                    result_to *rb, result_to *rx)
-{
-    const int wi = nd->param[DT_NODE_WEIGHT], bi = nd->param[DT_NODE_BIAS];
-    const dt_param *pw = &m->params[wi];
-    int64_t nx = value_numel(&m->values[nd->in0], n), nb = bi >= 0 ? m->params[bi].numel : 0;
-    int red = dt_param_reduced(m, pw);
-    *rw = result_for(param_grad_of(m, wi), pw->dtype, red, pw->numel, scratch_at(m, nx + pw->numel + nb), accumulate);
-    *rb = result_for(param_grad_of(m, bi), ptype(m, bi), red, nb, scratch_at(m, nx + 2 * pw->numel + nb), accumulate);
-    *rx = (result_to){0};
-    if (need_dx) /* apart: where the input's copy was (done with once the filter gradient is made) */
-        *rx = result_for(grad_of(m, nd->in0), vtype(m, nd->in0), m->values[nd->in0].reduced, nx, scratch_at(m, 0),
-                         grad_accumulate(m, nd->in0));
-}
-
-void dt_amp_conv_bwd(dt_model *m, const dt_node *nd, int n, const dt_conv_desc *d, const void *xin, void *dy,
-                     int need_dx, int accumulate, void *ws)
-{
-    const dt_backend *be = m->be;
-    const void *cx = xin, *cw = param_of(m, nd->param[DT_NODE_WEIGHT]), *cb = param_of(m, nd->param[DT_NODE_BIAS]);
-    dt_amp_operands(m, nd, n, &cx, &cw, &cb);
-    result_to rw, rb, rx;
-    results(m, nd, n, need_dx, accumulate, &rw, &rb, &rx);
-    be->conv_bwd_filter(d, cx, dy, rw.at, rb.target ? rb.at : NULL, rw.direct && accumulate, ws);
-    result_done(m, &rw);
-    result_done(m, &rb);
-    if (!need_dx)
-        return;
-    dt_model_prof_mark(m, DT_PROF_CONV_DGRAD);
-    be->conv_bwd_data(d, dy, cw, rx.at, rx.direct && rx.accumulate, ws);
-    result_done(m, &rx);
-}
-
-void dt_amp_linear_bwd(dt_model *m, const dt_node *nd, int n, const void *xin, void *dy, int need_dx, int accumulate)
-{
-    const dt_value *xv = &m->values[nd->in0], *yv = &m->values[nd->out];
-    int rows, in, out = yv->channels;
-    linear_shape(m, nd, n, &rows, &in);
-    const void *lx = xin, *lw = param_of(m, nd->param[DT_NODE_WEIGHT]), *lb = param_of(m, nd->param[DT_NODE_BIAS]);
-    dt_amp_operands(m, nd, n, &lx, &lw, &lb);
-    result_to rw, rb, rx;
-    results(m, nd, n, need_dx, accumulate, &rw, &rb, &rx);
-    if (need_dx && !rx.direct) /* the input's copy is still read: dx apart after the weight gradient */
-        rx.at = scratch_at(m, value_numel(xv, n) + 2 * (rw.n + rb.n));
-    m->be->linear_bwd(rows, in, out, dt_amp_compute_type(m), lx, lw, dy, need_dx ? rx.at : NULL, rw.at,
-                      rb.target ? rb.at : NULL, rx.direct && rx.accumulate, rw.direct && accumulate);
-    result_done(m, &rw);
-    result_done(m, &rb);
-    result_done(m, &rx);
-}
-
-void dt_amp_round_grads(dt_model *m, const dt_node *nd, int n)
-{
-    if (!m->amp_emulate)
-        return;
-    int ins[2] = {nd->in0, nd->in1};
-    for (int k = 0; k < 2; k++)
-        if (ins[k] >= 0 && ins[k] != m->input && m->values[ins[k]].grad_ready)
-            dt_amp_round_value(m, ins[k], grad_of(m, ins[k]), value_numel(&m->values[ins[k]], n));
-    for (int j = 0; j < 2; j++)
-        dt_amp_round_param(m, nd->param[j], param_grad_of(m, nd->param[j]));
+    return (size_t)(most + 64) * dtype_bytes(m->compute_type);
 }

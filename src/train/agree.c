@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train/flags.h"
 #include "util/check.h"
 #include "util/log.h"
 
@@ -87,88 +88,73 @@ static void put_tri(dt_agree_set *s, const char *name, int v)
     put_str(s, name, v < 0 ? NULL : v ? "true" : "false");
 }
 
+/* the texts of the options whose meaning depends on another (DT_FP_OWN in train/flags.h) */
+static void put_own(dt_agree_set *out, const dt_flag *f, const char *name, const dt_train_cfg *cfg)
+{
+    switch (f->id) {
+    case DT_FLAG_CROP_PADDING: /* 0 is "not given" (4), -1 "none" (0) */
+        put_long(out, name, cfg->crop_padding == 0 ? 4 : cfg->crop_padding < 0 ? 0 : cfg->crop_padding, -1);
+        break;
+    case DT_FLAG_LR_STEPS: { /* the milestones where the schedule has them */
+        char steps[16 * 24] = "";
+        int milestones = cfg->lr_schedule == DT_LR_STEP || cfg->lr_schedule == DT_LR_MULTISTEPLR;
+        for (int i = 0; i < cfg->n_lr_steps && i < 16 && milestones; i++)
+            snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%ld", i ? "," : "", cfg->lr_steps[i]);
+        put_str(out, name, milestones ? steps : NULL);
+        break;
+    }
+    case DT_FLAG_LR_WARMUP_METHOD: /* the schedule's default filled in */
+        put_str(out, name, dt_lr_warmup_names[dt_schedule_warmup_method(cfg)]);
+        break;
+    case DT_FLAG_LR_WARMUP_DECAY: put_double(out, name, dt_schedule_warmup_decay(cfg)); break;
+    case DT_FLAG_NORM_WEIGHT_DECAY: put_double(out, name, cfg->norm_wd < 0 ? cfg->wd : cfg->norm_wd); break;
+    case DT_FLAG_BIAS_WEIGHT_DECAY: /* not a group: not the same as a bias decay equal to --wd (BN's biases) */
+        if (cfg->bias_wd < 0)
+            put_str(out, name, NULL);
+        else
+            put_double(out, name, cfg->bias_wd);
+        break;
+    default: break;
+    }
+}
+
+/* one row of the table, by its field's kind and type (train/flags.h, enum dt_flag_fp) */
+static void put_row(dt_agree_set *out, const dt_flag *f, const dt_train_cfg *cfg)
+{
+    char name[DT_AGREE_NAME];
+    if (f->kind == DT_FK_OPERAND)
+        snprintf(name, sizeof name, "%s", f->name);
+    else if (f->fp == DT_FP_SHORT)
+        snprintf(name, sizeof name, "-%c", f->key);
+    else
+        snprintf(name, sizeof name, "--%s", f->name);
+    const void *p = (const char *)cfg + f->offset;
+    if (f->fp == DT_FP_OWN)
+        put_own(out, f, name, cfg);
+    else if (f->kind == DT_FK_CHOICE)
+        put_str(out, name, f->choices[*(const int *)p]);
+    else if (f->kind == DT_FK_BOOL || (f->kind == DT_FK_SWITCH && f->def < 0)) /* -1: not given */
+        put_tri(out, name, *(const int *)p);
+    else if (f->kind == DT_FK_SWITCH)
+        put_flag(out, name, *(const int *)p);
+    else if (f->type == DT_FT_TEXT)
+        put_str(out, name, *(const char *const *)p);
+    else if (f->type == DT_FT_DOUBLE)
+        put_double(out, name, *(const double *)p);
+    else { /* an integer; a default below the range means "not given" */
+        long v = f->type == DT_FT_INT ? *(const int *)p : f->type == DT_FT_LONG ? *(const long *)p
+                                                                            : (long)*(const uint64_t *)p;
+        put_long(out, name, v, f->def < f->lo ? (long)f->def : -1);
+    }
+}
+
 int dt_agree_fingerprint(const dt_train_cfg *cfg, dt_agree_set *out)
 {
-    static const char *const levels[] = {"O0", "O1", "O2", "O3"};
     memset(out, 0, sizeof *out);
     out->used = 1; /* slot 0, the version, is made last: it lists the options */
-    put_str(out, "-a", cfg->arch);
-    put_str(out, "DATA", cfg->data);
-    put_flag(out, "--synthetic", cfg->synthetic);
-    put_long(out, "-b", cfg->batch, -1);
-    put_long(out, "--crop", cfg->crop, 0);
-    put_long(out, "--crop-padding", cfg->crop_padding == 0 ? 4 : cfg->crop_padding < 0 ? 0 : cfg->crop_padding, -1);
-    put_long(out, "--epochs", cfg->epochs, -1);
-    put_long(out, "--start-epoch", cfg->start_epoch, -1);
-    put_long(out, "--max-steps", cfg->max_steps, 0);
-    put_double(out, "--lr", cfg->lr);
-    put_flag(out, "--no-lr-scaling", cfg->no_lr_scaling);
-    put_double(out, "--warmup-epochs", cfg->warmup_epochs);
-    put_str(out, "--lr-schedule", dt_lr_schedule_names[cfg->lr_schedule]);
-    char steps[16 * 24] = "";
-    /* the milestones where the schedule has them */
-    int milestones = cfg->lr_schedule == DT_LR_STEP || cfg->lr_schedule == DT_LR_MULTISTEPLR;
-    for (int i = 0; i < cfg->n_lr_steps && i < 16 && milestones; i++)
-        snprintf(steps + strlen(steps), sizeof steps - strlen(steps), "%s%ld", i ? "," : "", cfg->lr_steps[i]);
-    put_str(out, "--lr-steps", milestones ? steps : NULL);
-    put_double(out, "--lr-gamma", cfg->lr_gamma);
-    put_long(out, "--lr-step-size", cfg->lr_step_size, -1);
-    put_double(out, "--lr-min", cfg->lr_min);
-    put_double(out, "--lr-power", cfg->lr_power);
-    put_flag(out, "--lr-per-step", cfg->lr_per_step);
-    put_str(out, "--lr-warmup-method", dt_lr_warmup_names[dt_schedule_warmup_method(cfg)]);
-    put_double(out, "--lr-warmup-decay", dt_schedule_warmup_decay(cfg));
-    put_double(out, "--momentum", cfg->momentum);
-    put_double(out, "--wd", cfg->wd);
-    put_double(out, "--norm-weight-decay", cfg->norm_wd < 0 ? cfg->wd : cfg->norm_wd);
-    put_double(out, "--clip-grad-norm", cfg->clip_grad_norm);
-    if (cfg->bias_wd < 0) /* not a group: not the same as a bias decay equal to --wd (BN's biases) */
-        put_str(out, "--bias-weight-decay", NULL);
-    else
-        put_double(out, "--bias-weight-decay", cfg->bias_wd);
-    put_flag(out, "--nesterov", cfg->nesterov);
-    put_str(out, "--opt", dt_opt_names[cfg->opt]);
-    put_flag(out, "--model-ema", cfg->model_ema);
-    put_flag(out, "--ra-sampler", cfg->ra_sampler);
-    put_double(out, "--mixup-alpha", cfg->mixup_alpha);
-    put_double(out, "--cutmix-alpha", cfg->cutmix_alpha);
-    put_long(out, "--ra-reps", cfg->ra_reps, -1);
-    put_long(out, "--model-ema-steps", cfg->model_ema_steps, -1);
-    put_long(out, "--val-crop-size", cfg->val_crop, 0);
-    put_long(out, "--val-resize-size", cfg->val_resize, 0);
-    put_long(out, "--interpolation", cfg->interpolation, -1);
-    put_long(out, "--auto-augment", cfg->auto_augment, -1);
-    put_long(out, "--ra-magnitude", cfg->ra_magnitude, -1);
-    put_double(out, "--random-erase", cfg->random_erase);
-    put_double(out, "--model-ema-decay", cfg->model_ema_decay);
-    put_double(out, "--opt-eps", cfg->opt_eps);
-    put_double(out, "--adam-beta1", cfg->adam_beta1);
-    put_double(out, "--adam-beta2", cfg->adam_beta2);
-    put_double(out, "--rmsprop-alpha", cfg->rmsprop_alpha);
-    put_double(out, "--lars-eta", cfg->lars_eta);
-    put_double(out, "--label-smoothing", cfg->label_smoothing);
-    put_long(out, "--accum-steps", cfg->accum_steps, -1);
-    put_double(out, "--desired-acc", cfg->desired_acc);
-    put_long(out, "--seed", (long)cfg->seed, -1);
-    put_flag(out, "--deterministic", cfg->deterministic);
-    put_str(out, "--device", cfg->cuda ? "cuda" : "cpu");
-    put_str(out, "--opt-level", cfg->opt_level >= 0 && cfg->opt_level < 4 ? levels[cfg->opt_level] : "?");
-    put_str(out, "--precision", cfg->amp.bf16 ? "bf16" : "fp16");
-    put_tri(out, "--keep-batchnorm-fp32", cfg->amp.keep_batchnorm_fp32);
-    put_tri(out, "--master-weights", cfg->amp.master_weights);
-    put_str(out, "--loss-scale", cfg->amp.loss_scale);
-    put_long(out, "--loss-scale-window", cfg->scale_window, 0);
-    put_flag(out, "--allreduce-fp32", cfg->amp.allreduce_fp32);
-    put_long(out, "--max-nonfinite", cfg->max_nonfinite, 0);
-    put_double(out, "--bucket-mb", cfg->bucket_mb);
-    put_double(out, "--first-bucket-mb", cfg->first_bucket_mb);
-    put_flag(out, "--no-overlap", cfg->no_overlap);
-    put_tri(out, "--graph", cfg->graph);
-    put_flag(out, "--sync-bn", cfg->sync_bn);
-    put_str(out, "--resume", cfg->resume);
-    put_str(out, "--pretrained", cfg->pretrained);
-    put_flag(out, "--evaluate", cfg->evaluate);
-    put_long(out, "--checkpoint-every", cfg->checkpoint_every, 0);
+    for (int i = 0; i < DT_FLAG_COUNT; i++) /* the table's order: -a, DATA, -b ... */
+        if (dt_flags[i].fp != DT_FP_NOT)
+            put_row(out, &dt_flags[i], cfg);
     /* slot 0: the version and the options compared, so that builds comparing other options (or the
      * same ones in another order) disagree here, before any option */
     char list[DT_AGREE_SLOTS * DT_AGREE_NAME] = "", version[DT_AGREE_SLOTS * DT_AGREE_NAME + 64];

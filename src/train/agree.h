@@ -13,8 +13,9 @@
  * optimiser option, the seed, --deterministic, --device cpu|cuda, the AMP flags, the DDP flags,
  * --resume, --pretrained, --evaluate, --checkpoint-every. Not compared, since each rank may have its
  * own or only rank 0 uses them: -j, --threads, -p, --log-level, --comm-timeout, --results and
- * --run-name (rank 0 makes the run directory), the GPU index (the local rank's). A new option that
- * every rank must share goes into dt_agree_fingerprint. */
+ * --run-name (rank 0 makes the run directory), the GPU index (the local rank's). The options and
+ * their order come from the table in train/flags.h: a new option is compared unless its row says
+ * .fp = DT_FP_NOT. */
 #ifndef DT_TRAIN_AGREE_H
 #define DT_TRAIN_AGREE_H
 

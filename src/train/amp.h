@@ -106,9 +106,9 @@ void dt_amp_free(dt_amp *a);
  * 0 logs an overflow of the dynamic scale. comm must be able to reduce the backend's memory (a
  * device's communicator for a device backend). */
 int dt_amp_step(dt_scaler *s, dt_comm *comm, dt_optim *opt, dt_model *m, float *master, const dt_scalars **out);
-/* dt_amp_step in its four parts, for a step captured as graphs (train/step.c): the ones that only
- * issue ops (check, update: a capture keeps them) apart from the collective (agree) and the wait
- * (finish, which returns *out's pointer). */
+/* dt_amp_step in its four parts, as train/step.c runs every step (issued or captured as graphs):
+ * the ones that only issue ops (check, update: a capture keeps them) apart from the collective
+ * (agree) and the wait (finish, which returns *out's pointer). */
 void dt_amp_check(dt_model *m);
 int dt_amp_agree(dt_comm *comm, dt_model *m);
 void dt_amp_update(dt_optim *opt, dt_model *m, float *master);

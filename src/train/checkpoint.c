@@ -189,11 +189,10 @@ static int same_optimizer(hid_t g, const char *path, const dt_optim *opt)
     return DT_OK;
 }
 
-/* opens path read-only after checking its schema (a checkpoint, or with weights_ok also an
- * exported weights file) and architecture; -1 after one line */
-static hid_t open_for(const char *path, const dt_model *m, int weights_ok)
+/* f (open read-only: path) after checking its schema (a checkpoint, or with weights_ok also an
+ * exported weights file) and architecture; f is closed and -1 returned after one line */
+static hid_t checked(hid_t f, const char *path, const dt_model *m, int weights_ok)
 {
-    hid_t f = dt_h5_open_ro(path, weights_ok ? "weights file" : "checkpoint");
     if (f < 0)
         return -1;
     char schema[64] = "", arch[64] = "";
@@ -221,6 +220,17 @@ static hid_t open_for(const char *path, const dt_model *m, int weights_ok)
     return f;
 }
 
+/* opens path read-only (probed first) and checks it as checked() does; -1 after one line */
+static hid_t open_for(const char *path, const dt_model *m, int weights_ok)
+{
+    return checked(dt_h5_open_ro(path, weights_ok ? "weights file" : "checkpoint"), path, m, weights_ok);
+}
+
+hid_t dt_checkpoint_open(const char *path, hid_t f, const dt_model *m)
+{
+    return checked(f >= 0 ? f : dt_h5_open_ro(path, "checkpoint"), path, m, 0);
+}
+
 /* group `name` of f, or -1 after one line naming the file and the group */
 static hid_t open_group(hid_t f, const char *path, const char *name)
 {
@@ -244,14 +254,9 @@ static int load_model(hid_t f, const char *path, dt_model *m)
     return rc;
 }
 
-int dt_checkpoint_config(const char *path, char *buf, size_t n)
+int dt_checkpoint_config(hid_t f, const char *path, char *buf, size_t n)
 {
-    hid_t f = dt_h5_open_ro(path, "checkpoint");
-    if (f < 0)
-        return DT_ERR_INPUT;
-    int rc = dt_h5_attr_read_str(f, path, "config", buf, n);
-    H5Fclose(f);
-    return rc;
+    return dt_h5_attr_read_str(f, path, "config", buf, n);
 }
 
 int64_t dt_checkpoint_epoch(const char *path)
@@ -306,6 +311,14 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp
     hid_t f = open_for(path, m, 0);
     if (f < 0)
         return DT_ERR_INPUT;
+    int rc = dt_checkpoint_read(f, path, m, opt, amp, ema, pr);
+    H5Fclose(f);
+    return rc;
+}
+
+int dt_checkpoint_read(hid_t f, const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_ema *ema,
+                       dt_progress *pr)
+{
     int rc = DT_ERR_INPUT;
     int64_t mstep;
     hid_t g = -1;
@@ -361,7 +374,6 @@ int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp
 out:
     if (g >= 0)
         H5Gclose(g);
-    H5Fclose(f);
     return rc;
 }
 
@@ -376,10 +388,11 @@ static int of_job(const char *name, const char *job)
     return 0;
 }
 
-int dt_checkpoint_find(const char *results, const char *arch, const char *job, char *out, size_t n)
+int dt_checkpoint_find(const char *results, const char *arch, const char *job, char *out, size_t n, hid_t *file)
 {
     DIR *d = opendir(results);
     time_t newest = 0;
+    hid_t kept = -1; /* the newest so far, open */
     out[0] = 0;
     if (d) {
         struct dirent *de;
@@ -399,13 +412,19 @@ int dt_checkpoint_find(const char *results, const char *arch, const char *job, c
                 continue;
             }
             int ok = H5Aexists(f, "arch") > 0 && dt_h5_attr_read_str(f, p, "arch", a, sizeof a) == DT_OK && !strcmp(a, arch);
-            H5Fclose(f);
             if (ok) {
                 newest = st.st_mtime;
                 snprintf(out, n, "%s", p);
+                if (kept >= 0)
+                    H5Fclose(kept);
+                kept = file ? f : -1;
             }
+            if (f != kept)
+                H5Fclose(f);
         }
         closedir(d);
     }
+    if (file)
+        *file = kept;
     return out[0] ? DT_OK : DT_ERR_INPUT;
 }

@@ -46,20 +46,30 @@ typedef struct dt_progress {
 int dt_checkpoint_save(const char *path, const dt_model *m, const dt_optim *opt, const dt_amp *amp,
                        const dt_ema *ema, const dt_progress *pr, const char *config_json);
 int dt_checkpoint_load(const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_ema *ema, dt_progress *pr);
+/* A checkpoint opened once for a resume, its record and its state read from the one open file (so
+ * it is probed once: dt_h5_probe forks a child that reads all of its metadata): f, the file
+ * dt_checkpoint_find kept open, or -1 to open path (probed, read-only); then its schema and
+ * architecture checked (m's). The file (the caller closes it with H5Fclose), or -1 after one line
+ * (f closed). */
+hid_t dt_checkpoint_open(const char *path, hid_t f, const dt_model *m);
+/* dt_checkpoint_load's reads from an open checkpoint f (path names it in messages) */
+int dt_checkpoint_read(hid_t f, const char *path, dt_model *m, dt_optim *opt, dt_amp *amp, dt_ema *ema,
+                       dt_progress *pr);
 /* Only the weights (/model) of a checkpoint, or of a weights file (schema "dtrain-weights" version 1,
  * as tools/dt-export-torchvision writes from a torchvision model or state_dict; its arch attribute is
  * optional), for --pretrained. Names and shapes are checked; DT_OK or DT_ERR_INPUT after one line. */
 int dt_checkpoint_load_weights(const char *path, dt_model *m);
-/* The run.json text the checkpoint was written with (its "config" attribute; "{}" in one written
- * without) into buf, cut to n - 1 bytes; DT_OK, or DT_ERR_INPUT after one line */
-int dt_checkpoint_config(const char *path, char *buf, size_t n);
+/* The run.json text the open checkpoint f (path) was written with (its "config" attribute; "{}" in
+ * one written without) into buf, cut to n - 1 bytes; DT_OK, or DT_ERR_INPUT after one line */
+int dt_checkpoint_config(hid_t f, const char *path, char *buf, size_t n);
 /* The epoch attribute of a checkpoint (model_best.h5: the epoch after the best one), or -1 when path
  * is absent (nothing logged) or cannot be read (one line) */
 int64_t dt_checkpoint_epoch(const char *path);
 /* The newest readable checkpoint.h5 of this architecture in a run directory under results, into out; with
  * job, only in the directories of that Slurm job (names with -job<job>). DT_OK, or DT_ERR_INPUT (nothing
- * logged) when there is none. */
-int dt_checkpoint_find(const char *results, const char *arch, const char *job, char *out, size_t n);
+ * logged) when there is none. file (or NULL): the one found, kept open (probed) for dt_checkpoint_open,
+ * else -1. */
+int dt_checkpoint_find(const char *results, const char *arch, const char *job, char *out, size_t n, hid_t *file);
 
 #ifdef __cplusplus
 }

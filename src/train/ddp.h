@@ -56,7 +56,7 @@ int dt_ddp_before_forward(dt_ddp *d);
 int dt_ddp_sync_buffers(dt_ddp *d);
 /* dt_model_backward, plus (when sync) the averaged gradients on every rank at return. */
 int dt_ddp_backward(dt_ddp *d, int n, int accumulate, int sync);
-/* dt_ddp_backward in three parts, for a step captured as graphs (train/step.c):
+/* dt_ddp_backward in three parts, as train/step.c runs every step (issued or captured as graphs):
  * dt_ddp_backward_issue: the backward and, when sync, each bucket's event (and its copies into the
  *   device wire) recorded at its point; capture 1: nothing goes to the communication thread (a
  *   capture runs nothing), else buckets go as they are final (overlap);

@@ -1,10 +1,11 @@
 /* metrics.c: what a run records as it goes, all on rank 0 (contract in trainer_int.h).
  *
- * In the run directory: run.json (the resolved configuration, written once at start and kept in every
- * checkpoint), metrics.jsonl (one JSON object a line: "step" lines every print_freq steps, an "epoch"
- * line per epoch with its validation, an "end" line saying why the run stopped) and TensorBoard
- * events (the seed tutorial's scalars per epoch). On the terminal: the progress line of each
- * print_freq steps. JSON has no NaN or infinity: such values are written as null. A failed write to
+ * In the run directory: run.json (the resolved configuration and what the command line said, written
+ * once at start, whole, and kept in every checkpoint; rewritten only when a failed capture turns the
+ * run's graphs off: the record says what the steps ran as), metrics.jsonl (one JSON object a line:
+ * "step" lines every print_freq steps, an "epoch" line per epoch with its validation, an "end" line
+ * saying why the run stopped) and TensorBoard events (the seed tutorial's scalars per epoch). On the
+ * terminal: the progress line of each print_freq steps. JSON has no NaN or infinity: such values are written as null. A failed write to
  * metrics.jsonl is said once and the run goes on (its checkpoints matter more than its log), to exit
  * 1 at the end; TensorBoard events that cannot be written are dropped with a warning. */
 #include "config.h"
@@ -16,10 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "data/augment.h"
 #include "data/image.h"
 #include "train/trainer_int.h"
+#include "util/atomic.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -39,6 +42,76 @@ static json_t *jnum(double x)
 }
 
 /* run.json: the resolved configuration; its compact text is kept for the checkpoints (r->run_json) */
+
+/* j (taken) as the run's record: run.json replaced whole under a temporary name (a crash or a full
+ * disk leaves the one before, or none), then its compact text in r->run_json. DT_OK, or DT_ERR_SYS
+ * / DT_ERR_NOMEM after one line. */
+static int record_run(dt_run *r, json_t *j)
+{
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/run.json", r->dir);
+    char *text = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    if (!text) {
+        json_decref(j);
+        dt_error("%s: out of memory", path);
+        return DT_ERR_NOMEM;
+    }
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    dt_remove_stale_tmp(r->dir, "run.json");
+    errno = 0;
+    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
+    int err = errno;
+    json_decref(j);
+    if (rc != DT_OK) {
+        dt_error("%s: cannot write: %s", path, err ? strerror(err) : "jansson's json_dump_file failed");
+        unlink(tmp);
+        free(text);
+        return rc;
+    }
+    if ((rc = dt_commit_file(r->dir, tmp, path)) != DT_OK) {
+        free(text);
+        return rc;
+    }
+    free(r->run_json); /* the checkpoints keep the record too */
+    r->run_json = text;
+    return DT_OK;
+}
+
+/* a JSON string of text; bytes that are not UTF-8 (a path's) become '?' (jansson takes UTF-8 only) */
+static json_t *json_text(const char *text)
+{
+    json_t *j = json_string(text);
+    char *c = j ? NULL : strdup(text);
+    if (c) {
+        for (char *p = c; *p; p++)
+            if ((unsigned char)*p >= 0x80)
+                *p = '?';
+        j = json_string(c);
+        free(c);
+    }
+    return j;
+}
+
+/* what the command line said: "recipe" (cfg->recipe, or null) and "options" (cfg->options: {name:
+ * its text, or true/false for a flag}) into j; 0, or -1 when out of memory */
+static int record_options(const dt_train_cfg *cfg, json_t *j)
+{
+    json_t *opts = json_object();
+    int bad = !opts;
+    for (int i = 0; i < cfg->n_options && !bad; i++) {
+        const dt_train_option *o = &cfg->options[i];
+        json_t *v = o->value ? json_text(o->value) : json_boolean(o->on);
+        bad = !v || json_object_set_new(opts, o->name, v) != 0; /* a set takes the value, also when it fails */
+    }
+    if (bad) {
+        json_decref(opts);
+        return -1;
+    }
+    bad = json_object_set_new(j, "recipe", cfg->recipe ? json_text(cfg->recipe) : json_null()) != 0;
+    bad |= json_object_set_new(j, "options", opts) != 0;
+    return bad ? -1 : 0;
+}
+
 /* the optimizer and its settings (run.json's "optimizer") */
 static json_t *optimizer_json(const dt_optim *o)
 {
@@ -117,16 +190,26 @@ static int write_run_json(dt_run *r)
                                       "per_step", cfg->lr_per_step, "warmup_method",
                                       dt_lr_warmup_names[dt_schedule_warmup_method(cfg)], "warmup_decay",
                                       dt_schedule_warmup_decay(cfg)));
-    char path[4200];
-    snprintf(path, sizeof path, "%s/run.json", r->dir);
-    errno = 0;
-    int rc = j && json_dump_file(j, path, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
-    if (rc != DT_OK)
-        dt_error("%s: cannot write: %s", path, errno ? strerror(errno) : "jansson's json_dump_file failed");
-    else if (!(r->run_json = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS)))
-        rc = DT_ERR_NOMEM;
-    json_decref(j);
-    return rc;
+    if (j) /* a failed capture's step (dt_metrics_graphs_off) */
+        json_object_set_new(j, "graphs_off_at_step", json_null());
+    if (j && record_options(cfg, j) != 0) {
+        json_decref(j);
+        j = NULL;
+    }
+    return record_run(r, j);
+}
+
+int dt_metrics_graphs_off(dt_run *r, int64_t step)
+{
+    if (r->launch.rank != 0 || !r->run_json)
+        return DT_OK;
+    json_t *j = json_loads(r->run_json, 0, NULL);
+    if (j && (json_object_set_new(j, "graphs", json_false()) != 0 ||
+              json_object_set_new(j, "graphs_off_at_step", json_integer(step)) != 0)) {
+        json_decref(j);
+        j = NULL;
+    }
+    return record_run(r, j);
 }
 
 int dt_metrics_open(dt_run *r)

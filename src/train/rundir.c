@@ -101,13 +101,13 @@ static int lock_run_dir(dt_run *r)
     return DT_OK;
 }
 
-/* rank 0: the checkpoint --resume names (or the newest, for auto and job), and its run directory,
- * locked unless only evaluating */
-static int find_resume(dt_run *r)
+/* rank 0: the checkpoint --resume names (or the newest, for auto and job: *f, kept open by the
+ * search; else -1), and its run directory, locked unless only evaluating */
+static int find_resume(dt_run *r, hid_t *f)
 {
     const dt_train_cfg *cfg = r->cfg;
     if (!strcmp(cfg->resume, "auto")) {
-        if (dt_checkpoint_find(cfg->results, cfg->arch, NULL, r->resume_path, sizeof r->resume_path) != DT_OK) {
+        if (dt_checkpoint_find(cfg->results, cfg->arch, NULL, r->resume_path, sizeof r->resume_path, f) != DT_OK) {
             dt_error("--resume auto: no readable checkpoint of %s in the runs under %s", cfg->arch, cfg->results);
             return DT_ERR_INPUT;
         }
@@ -117,7 +117,7 @@ static int find_resume(dt_run *r)
             dt_error("--resume job: not inside a Slurm job (SLURM_JOB_ID is unset); use --resume auto or PATH");
             return DT_ERR_INPUT;
         }
-        if (dt_checkpoint_find(cfg->results, cfg->arch, job, r->resume_path, sizeof r->resume_path) != DT_OK) {
+        if (dt_checkpoint_find(cfg->results, cfg->arch, job, r->resume_path, sizeof r->resume_path, f) != DT_OK) {
             if (cfg->evaluate) {
                 dt_error("--resume job: no checkpoint of %s from Slurm job %s under %s", cfg->arch, job, cfg->results);
                 return DT_ERR_INPUT;
@@ -204,23 +204,19 @@ static void differs(char *line, size_t n, const char *what, const char *was, con
  * counts batches of that size: another one skips or repeats images). A difference is refused in one
  * line naming each, both ways alike; --pretrained starts a new run from the weights. Schedules,
  * epochs, lr and the rest steer what comes next and may change. A checkpoint without a record
- * ("{}", or text that is not JSON) is not checked. */
-static int same_run(dt_run *r)
+ * ("{}", or text that is not JSON) is not checked. f: the checkpoint, open, its architecture
+ * checked (dt_checkpoint_open). */
+static int same_run(dt_run *r, hid_t f)
 {
     const dt_train_cfg *cfg = r->cfg;
     char *text = malloc(1 << 16);
     if (!text)
         return DT_ERR_NOMEM;
-    int rc = dt_checkpoint_config(r->resume_path, text, 1 << 16);
+    int rc = dt_checkpoint_config(f, r->resume_path, text, 1 << 16);
     json_t *j = rc == DT_OK ? json_loads(text, 0, NULL) : NULL;
     free(text);
     if (rc != DT_OK || !j)
         return rc;
-    json_t *arch = json_object_get(j, "arch");
-    if (json_is_string(arch) && strcmp(json_string_value(arch), cfg->arch)) {
-        json_decref(j); /* another model's checkpoint: the loader says so */
-        return DT_OK;
-    }
     char line[1024] = "", was[64], now[64];
     const dt_amp_props *p = &r->amp.props;
     json_t *amp = json_object_get(j, "amp"), *opt = json_object_get(j, "optimizer"), *v;
@@ -280,13 +276,22 @@ static int same_run(dt_run *r)
 int dt_rundir_resume(dt_run *r)
 {
     const dt_train_cfg *cfg = r->cfg;
-    DT_TRY(find_resume(r));
-    if (!r->resuming)
-        return DT_OK;
-    if (!cfg->evaluate)
-        DT_TRY(same_run(r));
-    DT_TRY(dt_checkpoint_load(r->resume_path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL,
-                              &r->progress));
+    hid_t f = -1;
+    int rc = find_resume(r, &f);
+    if (rc != DT_OK || !r->resuming) {
+        if (f >= 0)
+            H5Fclose(f);
+        return rc;
+    }
+    /* the checkpoint opened (and probed) once: its schema and architecture, its record, its state */
+    if ((f = dt_checkpoint_open(r->resume_path, f, &r->model)) < 0)
+        return DT_ERR_INPUT;
+    rc = cfg->evaluate ? DT_OK : same_run(r, f);
+    if (rc == DT_OK)
+        rc = dt_checkpoint_read(f, r->resume_path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL,
+                                &r->progress);
+    H5Fclose(f);
+    DT_TRY(rc);
     DT_TRY(check_progress(r));
     if (cfg->scale_window) /* given again: it wins over the checkpoint's */
         r->amp.scaler.growth_interval = cfg->scale_window;
@@ -428,63 +433,4 @@ int dt_rundir_save_best(dt_run *r)
     snprintf(path, sizeof path, "%s/model_best.h5", r->dir);
     return dt_checkpoint_save(path, &r->model, &r->opt, &r->amp, r->have_ema ? &r->ema : NULL, &r->progress,
                               r->run_json);
-}
-
-/* a JSON string of text; bytes that are not UTF-8 (a path's) become '?' (jansson takes UTF-8 only) */
-static json_t *json_text(const char *text)
-{
-    json_t *j = json_string(text);
-    char *c = j ? NULL : strdup(text);
-    if (c) {
-        for (char *p = c; *p; p++)
-            if ((unsigned char)*p >= 0x80)
-                *p = '?';
-        j = json_string(c);
-        free(c);
-    }
-    return j;
-}
-
-int dt_rundir_record_options(dt_run *r)
-{
-    const dt_train_cfg *cfg = r->cfg;
-    json_t *j = r->run_json ? json_loads(r->run_json, 0, NULL) : NULL, *opts = json_object();
-    int bad = !j || !opts;
-    for (int i = 0; i < cfg->n_options && !bad; i++) {
-        const dt_train_option *o = &cfg->options[i];
-        json_t *v = o->value ? json_text(o->value) : json_boolean(o->on);
-        bad = !v || json_object_set_new(opts, o->name, v) != 0;
-    }
-    if (!bad) { /* a set takes the value, also when it fails */
-        bad = json_object_set_new(j, "recipe", cfg->recipe ? json_text(cfg->recipe) : json_null()) != 0;
-        bad |= json_object_set_new(j, "options", opts) != 0;
-        opts = NULL;
-    }
-    json_decref(opts);
-    char *text = bad ? NULL : json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
-    if (!text) {
-        json_decref(j);
-        dt_error("%s/run.json: out of memory recording the options", r->dir);
-        return DT_ERR_NOMEM;
-    }
-    /* replaced whole, under a temporary name: a crash leaves the run.json written before */
-    char path[4200], tmp[4300];
-    snprintf(path, sizeof path, "%s/run.json", r->dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    dt_remove_stale_tmp(r->dir, "run.json");
-    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS) == 0 ? DT_OK : DT_ERR_SYS;
-    json_decref(j);
-    if (rc != DT_OK) {
-        dt_error("%s: cannot write: %s", tmp, strerror(errno));
-        unlink(tmp);
-        free(text);
-        return rc;
-    }
-    if ((rc = dt_commit_file(r->dir, tmp, path)) != DT_OK) {
-        free(text);
-        return rc;
-    }
-    free(r->run_json); /* the checkpoints keep the record too */
-    r->run_json = text;
-    return DT_OK;
 }

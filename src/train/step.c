@@ -2,17 +2,21 @@
  *
  * A step is PyTorch's training loop body with Apex's AMP and DDP, accum_steps times over:
  *
- *     for x, y in loader:                        next_batch: uint8 batch and labels uploaded, normalised
+ *     for x, y in loader:                        take_batch, next_batch_upload: uint8 batch and labels
+ *                                                uploaded, normalised
  *         out = model(x)                         dt_model_forward
  *         loss = criterion(out, y)               dt_model_loss_async (cross-entropy, label smoothing)
- *         scaler.scale(loss).backward()          dt_ddp_backward: gradients all-reduced in buckets
- *     scaler.step(optimizer); scaler.update()    dt_amp_step: unscale, skip on NaN/inf, SGD
+ *         scaler.scale(loss).backward()          dt_ddp_backward_issue, then dt_ddp_reduce after the
+ *                                                last: gradients all-reduced in buckets
+ *     scaler.step(optimizer); scaler.update()    dt_amp_check, _agree, _update, _finish: unscale,
+ *                                                skip on NaN/inf, SGD
  *
  * with the step's numbers on the backend (nn/scalars.h): its lr uploaded at its start, the loss and
  * top-1/top-5 hits summed there by the loss (the host reads the epoch's sums only when it prints or
  * saves), and one download at its end (the agreed overflow and stop signal, the scaler,
- * divergence). A validation pass is the forward half over the validation loader, every image
- * counted once over the ranks. */
+ * divergence). The loop is written once (run_step, micro_batch, step_segments), whether the step is
+ * issued or launched as graphs: a graph is the same calls, captured (run_graph). A validation pass
+ * is the forward half over the validation loader, every image counted once over the ranks. */
 #include "config.h"
 
 #include <math.h>
@@ -162,10 +166,12 @@ int dt_run_sums_from_backend(dt_run *r, dt_epoch_sums *sums, double *loss)
     return DT_OK;
 }
 
-/* --- a step as graphs (--graph: the default on CUDA; doc/design.md, "CUDA v2") -------------------------
- * Captured once, at the second full batch of the run, and launched at every full batch after it (the
- * first is issued: what a library does at its first call, CUDA's lazy loading of a kernel, cuDNN's
- * and cuBLAS's first-use set-up, happens outside the graph):
+/* --- the step, issued or as graphs (--graph: the default on CUDA; doc/design.md, "CUDA v2") -----------
+ * Every step is the same segments, written once; a run without graphs issues them (the micro-batches
+ * of gradient accumulation before the last as segment A alone), one with graphs captures them once,
+ * at the second full batch of the run, and launches them at every full batch after it (the first is
+ * issued: what a library does at its first call, CUDA's lazy loading of a kernel, cuDNN's and
+ * cuBLAS's first-use set-up, happens outside the graph):
  *   A  the uploads (in scalars, labels, pixels), normalisation, forward, loss and backward, with each
  *      DDP bucket's event (and its copies into the device wire) at its point;
  *   B  the device wire's averages back into the gradients, the loss scaler's check;
@@ -219,19 +225,30 @@ static int plant_fault(dt_run *r)
     return DT_OK;
 }
 
-/* segment(s) segs of a step on n images, issued; capture: while capturing (DDP then holds its buckets
- * until dt_ddp_reduce) */
-static int issue_segments(dt_run *r, unsigned segs, int n, int capture)
+/* Micro-batch micro of the step (0 to accum_steps - 1) on the n images in the host buffers: the
+ * step's in scalars with the first, then uploads, forward, loss and backward, issued; capture:
+ * while capturing (DDP then holds its buckets until dt_ddp_reduce). The one spelling of a
+ * micro-batch's work, issued or captured: segment A of a step. */
+static int micro_batch(dt_run *r, int micro, int n, int capture)
 {
-    if (segs & SEG_A) {
+    const int accum = r->cfg->accum_steps;
+    if (micro == 0) /* the step's lr, number and stop signal */
         dt_model_step_upload(&r->model);
-        next_batch_upload(r, n);
-        DT_TRY(dt_model_forward(&r->model, r->input, n));
-        if (capture && plant)
-            DT_TRY(plant_fault(r));
-        DT_TRY(dt_model_loss_async(&r->model, n, (float)r->cfg->label_smoothing));
-        DT_TRY(dt_ddp_backward_issue(r->ddp, n, 0, 1, capture));
-    }
+    next_batch_upload(r, n);
+    DT_TRY(dt_model_forward(&r->model, r->input, n)); /* out = model(x) */
+    if (capture && plant)
+        DT_TRY(plant_fault(r));
+    DT_TRY(dt_model_loss_async(&r->model, n, (float)r->cfg->label_smoothing)); /* loss = criterion(out, y) */
+    /* scaler.scale(loss).backward(): accumulated after the first; the last's buckets are all-reduced */
+    return dt_ddp_backward_issue(r->ddp, n, micro > 0, micro == accum - 1, capture);
+}
+
+/* segment(s) segs of a step, issued: A, micro-batch micro on n images; B and C, the step's end
+ * around the ranks' agreement. capture: while capturing. */
+static int issue_segments(dt_run *r, unsigned segs, int micro, int n, int capture)
+{
+    if (segs & SEG_A)
+        DT_TRY(micro_batch(r, micro, n, capture));
     if (segs & SEG_B) {
         dt_ddp_unpack(r->ddp);
         dt_amp_check(&r->model);
@@ -242,7 +259,8 @@ static int issue_segments(dt_run *r, unsigned segs, int n, int capture)
 }
 
 /* the graph of segments segs (slot k): captured the first time, then launched; *failed: the capture
- * failed (one line) and nothing of it ran. A capture issues the segments' work once, so the host
+ * failed (one line) and nothing of it ran. Its segment A is the step's one micro-batch (a run with
+ * graphs has no accumulation). A capture issues the segments' work once, so the host
  * counts what forward and backward count (BN's batches, the model's step) as it goes; a failed one
  * puts them back as they were, so that the step issued again counts them once. */
 static int run_graph(dt_run *r, int k, unsigned segs, int n, int *failed)
@@ -267,7 +285,7 @@ static int run_graph(dt_run *r, int k, unsigned segs, int n, int *failed)
         *failed = 1;
         return DT_OK;
     }
-    int rc = issue_segments(r, segs, n, 1);
+    int rc = issue_segments(r, segs, 0, n, 1);
     dt_graph *g = be->graph_end();
     if (planted) { /* DT_PLANT_CAPTURE_FAULT=alloc's, now that nothing captures */
         be->mem_free(planted);
@@ -311,9 +329,9 @@ void dt_run_graphs_free(dt_run *r)
         }
 }
 
-/* segments segs (graph slot k) on n images: launched as a graph when graphs is set and the run has
- * them, else issued */
-static int segment(dt_run *r, int k, unsigned segs, int n, int graphs)
+/* segments segs (graph slot k; A: micro-batch micro) on n images: launched as a graph when graphs is
+ * set and the run has them, else issued */
+static int segment(dt_run *r, int k, unsigned segs, int micro, int n, int graphs)
 {
     if (graphs && r->graphs) {
         int failed;
@@ -324,8 +342,9 @@ static int segment(dt_run *r, int k, unsigned segs, int n, int graphs)
                 "step and the rest of the run without graphs", (long long)r->comm->step + 1);
         r->graphs = 0;
         dt_run_graphs_free(r);
+        DT_TRY(dt_metrics_graphs_off(r, r->comm->step + 1)); /* run.json says what the steps ran as */
     }
-    return issue_segments(r, segs, n, 0);
+    return issue_segments(r, segs, micro, n, 0);
 }
 
 /* The next batch's host part (the loader's batch into the host buffers: labels, pixels into the
@@ -350,68 +369,56 @@ static int take_batch(dt_run *r, dt_epoch_sums *sums, int *n)
     return r->ahead;
 }
 
-/* the step's issued part on n images, in segments with the collectives between them; graphs: as
- * graphs where the run has them. The next batch is staged after segment A is on its way. */
-static int step_segments(dt_run *r, int n, dt_comm *comm, int graphs, dt_epoch_sums *sums)
+/* The step's last micro-batch (micro) on n images and the step's end, in segments with the
+ * collectives between them; graphs: as graphs where the run has them. ahead: the next batch is
+ * staged once segment A is on its way (a step of a run with graphs). */
+static int step_segments(dt_run *r, int micro, int n, dt_comm *comm, int graphs, int ahead, dt_epoch_sums *sums)
 {
     if (!comm || comm->size < 2) { /* no collective: one graph */
-        DT_TRY(segment(r, 0, SEG_A | SEG_B | SEG_C, n, graphs));
-        stage_ahead(r, sums);
+        DT_TRY(segment(r, 0, SEG_A | SEG_B | SEG_C, micro, n, graphs));
+        if (ahead)
+            stage_ahead(r, sums);
         return DT_OK;
     }
-    DT_TRY(segment(r, 0, SEG_A, n, graphs));
-    stage_ahead(r, sums);
-    DT_TRY(dt_ddp_reduce(r->ddp));
-    DT_TRY(segment(r, 1, SEG_B, n, graphs));
+    DT_TRY(segment(r, 0, SEG_A, micro, n, graphs));
+    if (ahead)
+        stage_ahead(r, sums);
+    DT_TRY(dt_ddp_reduce(r->ddp)); /* the gradients averaged over the ranks */
+    DT_TRY(segment(r, 1, SEG_B, micro, n, graphs));
+    /* scaler.step(optimizer); scaler.update(): skipped on every rank when any saw NaN or inf, which
+     * they agree on in the step's one other collective (with the stop signal) */
     DT_TRY(dt_amp_agree(comm, &r->model));
-    return segment(r, 2, SEG_C, n, graphs);
+    return segment(r, 2, SEG_C, micro, n, graphs);
 }
 
-/* dt_run_step's step (the profile aside) */
+/* dt_run_step's step (the profile aside): accum_steps micro-batches, the last with the step's end;
+ * then the one wait. A run with graphs has one micro-batch, launched as graphs once warm (its
+ * second full batch on: the first is issued), a short batch or a profiled step issued. */
 static int run_step(dt_run *r, int64_t step, double lr, dt_epoch_sums *sums)
 {
     const dt_train_cfg *cfg = r->cfg;
-    float label_smoothing = (float)cfg->label_smoothing;
     dt_comm *comm = r->device_comm ? r->device_comm : r->comm;
-    int n;
+    const int graphs = r->graphs; /* as the step starts: a capture that fails turns them off inside it */
     /* the step's lr, number and this rank's stop signal into the model's host buffer */
     dt_model_step_write(&r->model, (float)lr, step, dt_run_local_signal());
     r->comm->step = step;
-    if (r->graphs) { /* one batch (no accumulation): the host part, then the graphs (a short batch: issued) */
-        int got = take_batch(r, sums, &n); /* x, y = next(loader) */
-        if (got <= 0)
+    for (int micro = 0; micro < cfg->accum_steps; micro++) {
+        int n, got = take_batch(r, sums, &n); /* x, y = next(loader) */
+        if (got <= 0) /* an error, or the epoch's data ran out (not met: an epoch is whole steps) */
             return got;
         sums->images += n;
         sums->steps++;
         DT_TRY(dt_ddp_before_forward(r->ddp));
+        if (micro < cfg->accum_steps - 1) { /* gradient accumulation: issued (a run with it has no graphs) */
+            DT_TRY(issue_segments(r, SEG_A, micro, n, 0));
+            continue;
+        }
         int full = n == cfg->batch, warm = r->graph_warm >= 1;
-        if (full && !warm)
+        if (graphs && full && !warm)
             r->graph_warm++;
-        DT_TRY(step_segments(r, n, comm, full && warm && !r->model.profiling, sums));
-        step_outcome(r, dt_amp_finish(&r->amp.scaler, comm, &r->opt, &r->model));
-        return DT_OK;
+        DT_TRY(step_segments(r, micro, n, comm, graphs && full && warm && !r->model.profiling, graphs, sums));
     }
-    dt_model_step_upload(&r->model);
-    for (int micro = 0; micro < cfg->accum_steps; micro++) { /* gradient accumulation: sync after the last */
-        int got = take_batch(r, sums, &n);                  /* x, y = next(loader) */
-        if (got < 0)
-            return got;
-        if (got == 0) /* the epoch's data ran out: the step ends with the batches it had */
-            break;
-        next_batch_upload(r, n);
-        DT_TRY(dt_ddp_before_forward(r->ddp));
-        DT_TRY(dt_model_forward(&r->model, r->input, n)); /* out = model(x) */
-        DT_TRY(dt_model_loss_async(&r->model, n, label_smoothing)); /* loss = criterion(out, y): on the backend */
-        sums->images += n;
-        sums->steps++;
-        int sync = micro == cfg->accum_steps - 1;
-        DT_TRY(dt_ddp_backward(r->ddp, n, micro > 0, sync)); /* scaler.scale(loss).backward(), all-reduce */
-    }
-    /* scaler.step(optimizer); scaler.update(): skipped on every rank when any saw NaN or inf; the one
-     * collective of the step (overflow and stop signal) and the one wait */
-    const dt_scalars *out;
-    DT_TRY(dt_amp_step(&r->amp.scaler, comm, &r->opt, &r->model, r->amp.master, &out));
-    step_outcome(r, out);
+    step_outcome(r, dt_amp_finish(&r->amp.scaler, comm, &r->opt, &r->model));
     return DT_OK;
 }
 

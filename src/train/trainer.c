@@ -32,49 +32,7 @@
 #include "util/cli.h"
 #include "util/log.h"
 
-void dt_train_defaults(dt_train_cfg *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->arch = "resnet50";
-    cfg->workers = 4;
-    cfg->epochs = 90;
-    cfg->batch = 64;
-    cfg->lr = 0.1;
-    cfg->lr_schedule = DT_LR_STEP;
-    cfg->lr_gamma = 0.1;
-    cfg->norm_wd = cfg->bias_wd = -1;
-    cfg->lr_step_size = 30;
-    cfg->lr_power = 1;
-    cfg->warmup_method = -1;
-    cfg->warmup_decay = -1;
-    cfg->lr_steps[0] = 30;
-    cfg->lr_steps[1] = 60;
-    cfg->lr_steps[2] = 80;
-    cfg->n_lr_steps = 3;
-    cfg->momentum = 0.9;
-    cfg->adam_beta1 = 0.9;
-    cfg->adam_beta2 = 0.999;
-    cfg->opt_eps = -1;
-    cfg->rmsprop_alpha = 0.9;
-    cfg->lars_eta = 0.001;
-    cfg->ra_reps = 3;
-    cfg->ra_magnitude = 9;
-    cfg->interpolation = -1; /* bilinear, unless given (which raw shards check) */
-    cfg->model_ema_steps = 32;
-    cfg->model_ema_decay = 0.99998;
-    cfg->wd = 1e-4;
-    cfg->print_freq = 10;
-    cfg->results = "results";
-    cfg->amp = (dt_amp_overrides){.keep_batchnorm_fp32 = -1, .master_weights = -1};
-    cfg->bucket_mb = 25;
-    cfg->first_bucket_mb = 1;
-    cfg->accum_steps = 1;
-    cfg->comm_timeout = 600;
-    cfg->max_nonfinite = 10;
-    cfg->graph = -1;
-    cfg->cudnn_search = 1; /* bounded: a measured choice at a bounded cost (doc/dtrain.1, --cudnn-search) */
-    cfg->cudnn_search_s = 1;
-}
+/* dt_train_defaults: train/flags.c, from the table of options */
 
 /* every rank's verdict on a start-up phase: the worst status wins (a rank that passed gets
  * DT_ERR_INPUT when another failed) */
@@ -406,8 +364,7 @@ static int start_records(dt_run *r)
         dt_schedule_warn(cfg, r->base_lr);
     if (r->launch.rank != 0)
         return DT_OK;
-    DT_TRY(dt_metrics_open(r));
-    return dt_rundir_record_options(r); /* run.json's "recipe" and "options" */
+    return dt_metrics_open(r);
 }
 
 /* the exit code after training (trainer.h) */

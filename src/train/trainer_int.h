@@ -204,15 +204,17 @@ int dt_rundir_save_best(dt_run *r);
  * epoch's end whose model_best.h5 was not written (a full disk after the checkpoint: epoch.c writes
  * the checkpoint, the metrics line, then model_best.h5). DT_OK, or the write's failure. */
 int dt_rundir_repair_best(dt_run *r);
-/* Rank 0, after dt_metrics_open wrote run.json: run.json (replaced atomically) and r->run_json
- * gain what the command line said, "recipe" (cfg->recipe, or null) and "options" (cfg->options:
- * {name: its text, or true/false for a flag}). DT_OK, DT_ERR_SYS or DT_ERR_NOMEM after one line. */
-int dt_rundir_record_options(dt_run *r);
 
 /* metrics.c (rank 0) */
-/* The start-up print (AMP properties, the run in one line), run.json, metrics.jsonl (appended to
- * when resuming) and a new TensorBoard events file. DT_OK or DT_ERR_SYS / DT_ERR_NOMEM. */
+/* The start-up print (AMP properties, the run in one line), run.json (written once, whole and
+ * atomically: the resolved configuration with what the command line said, "recipe" and "options";
+ * its text kept in r->run_json for the checkpoints), metrics.jsonl (appended to when resuming) and
+ * a new TensorBoard events file. DT_OK or DT_ERR_SYS / DT_ERR_NOMEM after one line. */
 int dt_metrics_open(dt_run *r);
+/* A capture failed at step `step` (counted as metrics.jsonl counts) and the run's graphs are off:
+ * run.json and r->run_json say so, "graphs" false and "graphs_off_at_step" the step, rewritten
+ * whole (rank 0; elsewhere, or before run.json, nothing). DT_OK, or the write's error after one line. */
+int dt_metrics_graphs_off(dt_run *r, int64_t step);
 void dt_metrics_close(dt_run *r);
 /* the progress lines' clock, per epoch */
 typedef struct dt_progress_clock {

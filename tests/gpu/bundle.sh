@@ -14,15 +14,18 @@
 #    check never uses), and the reference BLAS (Debian's libblas3, 0.4 MB, with the CBLAS interface)
 #    instead of OpenBLAS (36 MB): on the GPU machine only ops_check's CPU reference multiplies
 #    matrices, on small shapes. tools/install-deps installs all of these;
-# 2. builds dtrain, tests/gpu/ops_check and tests/gpu/nccl_one there (JOBS parallel jobs, default 2)
-#    and strips them;
+# 2. builds dtrain, tests/gpu/ops_check and tests/gpu/nccl_one there (JOBS parallel jobs, default 2),
+#    strips them, and packs each as PROGRAM.gz beside it (gzip -9: dtrain and ops_check, static with
+#    the CUDA kernels, from 13 MiB each to under 4), which is what travels: check.sh unpacks them in
+#    place before its first stage, on the device as in the rehearsal;
 # 3. copies the shared libraries they still need, except the C library's and the CUDA ones (the GPU
 #    machine's driver gives libcuda, PyTorch's wheels cudart, cuBLAS, cuDNN and NCCL under the same
 #    sonames, which check.sh puts on the library path), stripped, into BUILD_DIR/lib; libstdc++,
 #    libgcc_s and libgomp go to BUILD_DIR/lib/fallback, which check.sh uses only for those the GPU
 #    machine lacks (or has older than the programs need);
-# 4. prints the sizes and fails when what is carried plus the working tree passes half of the
-#    device tool's 64 MiB (DT_BUNDLE_MAX_MIB, default 32), then the carry list for the device tool.
+# 4. prints the sizes and fails when what is carried (the packed programs and lib/) plus the working
+#    tree passes half of the device tool's 64 MiB (DT_BUNDLE_MAX_MIB, default 32), then the carry
+#    list for the device tool.
 #    `bundle.sh --size [BUILD_DIR]` does this step alone, on a bundle made before.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # a bash script, also when started as `sh script`
 set -euo pipefail
@@ -46,19 +49,19 @@ sizes() {
     echo "bundle.sh: the CUDA libraries the programs need (from PyTorch's wheels on the GPU machine):"
     ldd "${BINS[@]}" | awk '$2 == "=>" {print "  " $1}' | grep -E '^  (libcuda|libcudart|libcublas|libcudnn|libnccl|libnvrtc|libnvJitLink)' | sort -u
     echo "bundle.sh: bundled programs and libraries:"
-    for f in "${BINS[@]}"; do echo "  $f $(mib "$(du -b "$f" | cut -f1)")"; done
+    for f in "${BINS[@]}"; do echo "  $f.gz $(mib "$(du -b "$f.gz" | cut -f1)") ($(mib "$(du -b "$f" | cut -f1)") unpacked)"; done
     (cd "$B/lib" && find . -type f -printf '%P %s\n' | sort | while read -r f s; do echo "  $B/lib/$f $(mib "$s")"; done)
-    carried=$(du -cb "${BINS[@]}" "$B/lib" | tail -1 | cut -f1)
+    carried=$(du -cb "${BINS[@]/%/.gz}" "$B/lib" | tail -1 | cut -f1)
     tree=$(git ls-files -z -co --exclude-standard | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
     echo "bundle.sh: carried $(mib "$carried") + working tree $(mib "$tree") = $(mib $((carried + tree))) of 64 MiB" \
         "(at most $MAX_MIB MiB allowed)"
     [ $((carried + tree)) -le $((MAX_MIB * 1048576)) ] ||
         die "the bundle and the working tree pass $MAX_MIB MiB, half of what a device call may carry"
     echo "bundle.sh: on the GPU machine: run(command=\"tests/gpu/check.sh $B\", timeout_s=400," \
-        "carry=[\"$B/dtrain\", \"$B/tests/gpu/ops_check\", \"$B/tests/gpu/nccl_one\", \"$B/lib\"])"
+        "carry=[\"$B/dtrain.gz\", \"$B/tests/gpu/ops_check.gz\", \"$B/tests/gpu/nccl_one.gz\", \"$B/lib\"])"
 }
 if [ "$SIZE_ONLY" = 1 ]; then
-    for f in "${BINS[@]}" "$B/lib"; do [ -e "$f" ] || die "--size: no $f (make the bundle first: bash tests/gpu/bundle.sh $B)"; done
+    for f in "${BINS[@]}" "${BINS[@]/%/.gz}" "$B/lib"; do [ -e "$f" ] || die "--size: no $f (make the bundle first: bash tests/gpu/bundle.sh $B)"; done
     sizes
     exit
 fi
@@ -99,6 +102,9 @@ make -C "$B" -j"$JOBS" dtrain tests/gpu/ops_check tests/gpu/nccl_one
 for f in "${BINS[@]}"; do
     [[ $(file -L "$f") == *ELF* ]] || die "$f is not an ELF program (a libtool wrapper?)"
     strip --strip-unneeded "$f"
+    # what travels (-n: no name or time inside, the same program packs the same); made after the
+    # strip, so a program newer than its .gz was built since (check.sh --dry-run refuses it)
+    gzip -9 -n -c "$f" > "$f.gz"
 done
 
 # --- 3. the libraries ------------------------------------------------------------------------------------

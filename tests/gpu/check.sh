@@ -4,7 +4,8 @@
 # rehearsal of that call on a machine without a GPU.
 #
 #   tests/gpu/check.sh [BUILD_DIR]              on the GPU machine (BUILD_DIR: default build-gpu, made
-#                                               here by tests/gpu/bundle.sh and carried)
+#                                               here by tests/gpu/bundle.sh and carried; its programs
+#                                               travel as PROGRAM.gz, unpacked in place first)
 #   tests/gpu/check.sh --dry-run [BUILD_DIR]    here: everything but the GPU
 #   tests/gpu/check.sh --only S1,S2 ...         only those stages (names below)
 #
@@ -16,7 +17,8 @@
 #               functions missing from the CUDA wheels), dtrain --version (the CUDA, cuBLAS, cuDNN and
 #               NCCL versions it was built with and finds)
 #   ops_check   every op of the CUDA table against the CPU in fp32/fp16/bf16, then two training steps
-#               of a model on both (tests/gpu/ops_check.c); a failing op costs its row, not the run
+#               of a model on both (tests/gpu/ops_check.c, the driver, and ops_check_<family>.c); a
+#               failing op costs its row, not the run
 #   dtrain-O2, torch-fp16  resnet50, batch DT_CHECK_BATCH (256), dtrain --device cuda --synthetic at O2
 #               (fp16) against bench/torch_gpu_resnet50.py (PyTorch eager, channels_last, autocast)
 #   nccl        a world-of-one NCCL communicator on the device: allreduce, broadcast, allgather,
@@ -41,6 +43,8 @@
 # included, so comparable between the two), and PyTorch's own max_memory_allocated.
 #
 # The rehearsal (--dry-run) runs on the build machine what the device run runs, except the GPU:
+#   - the programs are unpacked from the bundle's .gz files first, as on the device (one made
+#     before the program was last built is refused);
 #   - every bundled program is started inside a clean root file system (a user and mount namespace:
 #     no root needed) that holds only the bundle, the C library and the CUDA libraries laid out as
 #     PyTorch's wheels lay them out (site/nvidia/*/lib), so a library missing from the bundle, a
@@ -64,8 +68,8 @@
 # summary.txt (the table, printed last), stages.log (every stage's command and output, written as
 # each stage ends, so it comes back even from a call stopped at its limit), ops_check.txt (every
 # row), results (one line per stage: name, exit status, seconds, limit, peak MiB).
-# Exit status on the device: ops_check's (0 every row passed, 1 a row failed, 2 the binaries are
-# missing, 124 timed out, other: it crashed); summary.py's verdicts are in summary.txt.
+# Exit status on the device: ops_check's (0 every row passed, 1 a row failed, 2 the programs are
+# missing or do not unpack, 124 timed out, other: it crashed); summary.py's verdicts are in summary.txt.
 [ -n "${BASH_VERSION:-}" ] || exec bash "$0" "$@" # a bash script, also when started as `sh script`
 set -u
 
@@ -117,9 +121,27 @@ rehearsal_fail() { REHEARSAL_FAIL+=("$*"); say "rehearsal: FAILED: $*"; }
 
 say "$([ "$DRY" = 1 ] && echo "rehearsal (--dry-run)" || echo "device run"): repository $(pwd), build $B," \
     "budget ${BUDGET}s, batch $BATCH, ops_check seed $SEED"
+# The programs travel packed (PROGRAM.gz, tests/gpu/bundle.sh): each is unpacked in place first, over
+# any copy a call before left on the machine, so that only what this call carried runs. Here (the
+# rehearsal) a program newer than its .gz was built since the bundle was made: refused, not
+# overwritten with the older one.
 missing=0
 for p in "${PROGS[@]}"; do
-    [ -x "$B/$p" ] || { say "missing: $B/$p (build it with tests/gpu/bundle.sh and carry it)"; missing=1; }
+    gz=$B/$p.gz
+    if [ ! -f "$gz" ]; then
+        say "missing: $gz (make it with tests/gpu/bundle.sh and carry it)"
+        missing=1
+    elif [ "$DRY" = 1 ] && [ "$B/$p" -nt "$gz" ]; then
+        say "stale: $gz is older than $B/$p (built since the bundle was made): make the bundle again"
+        missing=1
+    elif ! err=$(gzip -dc "$gz" 2>&1 > "$B/$p.unpacking"); then
+        rm -f "$B/$p.unpacking"
+        say "corrupt: $gz does not unpack ($(echo "$err" | grep -m1 .)): make the bundle again and carry it"
+        missing=1
+    else # its time the .gz's, so that make, here, sees the program as built when the bundle was made
+        chmod 755 "$B/$p.unpacking" && touch -r "$gz" "$B/$p.unpacking" && mv -f "$B/$p.unpacking" "$B/$p" ||
+            { say "cannot unpack $gz into $B/$p"; missing=1; }
+    fi
 done
 [ -d "$B/lib" ] || { say "missing: $B/lib (tests/gpu/bundle.sh makes it)"; missing=1; }
 

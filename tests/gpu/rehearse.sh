@@ -8,6 +8,7 @@
 # 2. tests/gpu/check.sh --dry-run BUILD_DIR: every stage as on the device but the GPU (see check.sh);
 #    it must end "rehearsal: passed";
 # 3. the same bundle less one library (lib/fallback/libgomp.so.1): the rehearsal must fail, naming it;
+#    and with its packed dtrain cut short: it must fail with one line naming dtrain.gz, before any stage;
 # 4. the logs of 2, with one stage's output format changed at a time (dtrain's progress lines and
 #    the line saying its step was captured as graphs, the profile of dtrain-O2's last step, the
 #    PyTorch script's RESULT line, ops_check's last line): tests/gpu/summary.py must fail, naming the
@@ -62,7 +63,9 @@ check "the rehearsal passes on the bundle" passes
 no_lib() { # the bundle less libgomp: the rehearsal must fail and name it
     rm -rf "$B-nolib"
     mkdir -p "$B-nolib/tests/gpu"
-    cp -a "$B/dtrain" "$B/lib" "$B-nolib/" && cp -a "$B/tests/gpu/ops_check" "$B/tests/gpu/nccl_one" "$B-nolib/tests/gpu/" || return 1
+    # as the device gets it: the packed programs and lib/
+    cp -a "$B/dtrain.gz" "$B/lib" "$B-nolib/" && cp -a "$B/tests/gpu/ops_check.gz" "$B/tests/gpu/nccl_one.gz" "$B-nolib/tests/gpu/" ||
+        return 1
     rm -f "$B-nolib/lib/fallback/libgomp.so.1"
     dry "$WORK/nolib" --only machine,dtrain-O0 "$B-nolib"
     local rc=$?
@@ -70,6 +73,19 @@ no_lib() { # the bundle less libgomp: the rehearsal must fail and name it
     [ "$rc" = 1 ] && grep -q 'libgomp.so.1' "$WORK/nolib.out" && tail -1 "$WORK/nolib.out" | grep -q '^rehearsal: FAILED: '
 }
 check "the rehearsal fails, naming libgomp.so.1, when the bundle lacks it" no_lib
+
+bad_gz() { # the packed dtrain cut short (a transfer cut off): one line naming it, and no stage runs
+    rm -rf "$B-nolib"
+    mkdir -p "$B-nolib/tests/gpu"
+    cp -a "$B/lib" "$B-nolib/" && cp -a "$B/tests/gpu/ops_check.gz" "$B/tests/gpu/nccl_one.gz" "$B-nolib/tests/gpu/" &&
+        head -c 100000 "$B/dtrain.gz" > "$B-nolib/dtrain.gz" || return 1
+    dry "$WORK/badgz" "$B-nolib"
+    local rc=$?
+    grep -E 'corrupt|rehearsal: FAILED' "$WORK/badgz.out" | head -3
+    [ "$rc" = 1 ] && [ "$(grep -c "corrupt: $B-nolib/dtrain.gz does not unpack (gzip: " "$WORK/badgz.out")" = 1 ] &&
+        ! grep -q '^\[check.sh +[0-9]*s\] machine (limit' "$WORK/badgz.out" && tail -1 "$WORK/badgz.out" | grep -q '^rehearsal: FAILED: '
+}
+check "the rehearsal fails with one line naming dtrain.gz when it does not unpack (cut short), before any stage" bad_gz
 
 format_change() { # format_change STAGE SED-EXPRESSION: summary.py must fail naming STAGE
     local stage=$1 expr=$2 logs=$WORK/fmt.$1

@@ -27,7 +27,7 @@
 
 #include "libdt/comm.h"
 #include "libdt/launch.h"
-#include "nn/backend.h"
+#include "nn/backend_wrap.h"
 #include "nn/model.h"
 #include "train/ddp.h"
 #include "train/optim.h"
@@ -95,35 +95,28 @@ static void after_op(void)
     pthread_mutex_unlock(&lk);
 }
 
-/* each op of nn/backend.h's list: rec_<name> runs the CPU backend's op, then notes what it changed */
+/* each op of nn/backend.h's list: wrap_<name> runs the CPU backend's op, then notes what it changed */
 #define CPU dt_backend_cpu
-#define RETURN_void(call) call; after_op();
-#define RETURN_int(call) int r_ = call; after_op(); return r_;
-#define RETURN_double(call) double r_ = call; after_op(); return r_;
-#define RETURN_size_t(call) size_t r_ = call; after_op(); return r_;
-#define RECORD(name, ret, params, args) \
-    static ret rec_##name params        \
-    {                                   \
-        RETURN_##ret(CPU.name args)     \
-    }
+#define RECORD(name, ret, params, args) DT_WRAP_AROUND(name, ret, params, , CPU.name args, after_op())
 DT_OPS(RECORD)
+#undef RECORD
 
 /* events: one in-order queue, so an event reached means every op up to its record is complete */
 struct dt_event {
     uint64_t seq; /* the ops issued before its record */
 };
 
-static dt_event *rec_event_create(void)
+static dt_event *wrap_event_create(void)
 {
     return calloc(1, sizeof(dt_event));
 }
 
-static void rec_event_destroy(dt_event *e)
+static void wrap_event_destroy(dt_event *e)
 {
     free(e);
 }
 
-static void rec_event_record(dt_event *e, int queue)
+static void wrap_event_record(dt_event *e, int queue)
 {
     (void)queue;
     pthread_mutex_lock(&lk);
@@ -131,13 +124,13 @@ static void rec_event_record(dt_event *e, int queue)
     pthread_mutex_unlock(&lk);
 }
 
-static void rec_event_wait(int queue, dt_event *e)
+static void wrap_event_wait(int queue, dt_event *e)
 {
     (void)queue;
     (void)e;
 }
 
-static void rec_event_sync(dt_event *e)
+static void wrap_event_sync(dt_event *e)
 {
     pthread_mutex_lock(&lk);
     synced = e->seq > synced ? e->seq : synced; /* ops 1..seq are complete */
@@ -148,10 +141,10 @@ static void rec_event_sync(dt_event *e)
 /* all ops issued so far complete (what DDP does before a broadcast) */
 static void rec_drain(void)
 {
-    dt_event *e = rec_event_create();
-    rec_event_record(e, DT_QUEUE_COMPUTE);
-    rec_event_sync(e);
-    rec_event_destroy(e);
+    dt_event *e = wrap_event_create();
+    wrap_event_record(e, DT_QUEUE_COMPUTE);
+    wrap_event_sync(e);
+    wrap_event_destroy(e);
 }
 
 static void rec_put(void *dst, const void *src, size_t bytes)
@@ -170,14 +163,8 @@ static void make_recording(void)
     recording.name = "cpu-recorded";
     recording.host_memory = 0;
     recording.mem_put = rec_put;
-    recording.event_create = rec_event_create;
-    recording.event_destroy = rec_event_destroy;
-    recording.event_record = rec_event_record;
-    recording.event_wait = rec_event_wait;
-    recording.event_sync = rec_event_sync;
-#define SET(name, ret, params, args) recording.name = rec_##name;
-    DT_OPS(SET)
-#undef SET
+    DT_WRAP_SET(&recording, &CPU, DT_BACKEND_EVENTS);
+    DT_WRAP_SET(&recording, &CPU, DT_OPS);
 }
 
 static void watch_add(const char *name, const float *p, int64_t n)

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "deferred.h"
+#include "nn/backend_wrap.h"
 #include "nn/jobs.h"
 
 #include <pthread.h>
@@ -101,50 +102,44 @@ static void submit(job *j)
 }
 
 /* --- the ops ------------------------------------------------------------------------------------
- * For op `name`, def_name (the member): queues dt_job_name (nn/jobs.h) on the compute queue, or, for
+ * For op `name`, wrap_name (the member): queues dt_job_name (nn/jobs.h) on the compute queue, or, for
  * an op with a result, waits for the compute queue and runs it at once. */
-#define QUEUED_void(name, params, args) submit(dt_job_##name(&CPU, DT_PP_UNPAREN_ args));
-#define AT_ONCE_(name, params, args)                                                                          \
+#define QUEUED(name, args) submit(dt_job_##name(&CPU, DT_PP_UNPAREN_ args));
+#define AT_ONCE(name, args)                                                                                   \
     drain(DT_QUEUE_COMPUTE);                                                                                  \
-    return CPU.name(DT_PP_UNPAREN_ args);
-#define QUEUED_int AT_ONCE_
-#define QUEUED_double AT_ONCE_
-#define QUEUED_size_t AT_ONCE_
+    return CPU.name args;
 #define DEFER(name, ret, params, args)                                                                        \
-    static ret def_##name params                                                                              \
-    {                                                                                                         \
-        QUEUED_##ret(name, params, args)                                                                      \
-    }
+    DT_WRAP_DEFINE(name, ret, params, DT_WRAP_IF_VOID(ret, QUEUED, AT_ONCE)(name, args))
 DT_OPS(DEFER)
 #undef DEFER
 
 /* upload and download: a copy job on the queue they name, reading its source when it runs (the host
  * keeps the host buffer until an event after the copy) */
-static void def_copy_queued(void *dst, const void *src, size_t bytes, int queue)
+static void copy_queued(void *dst, const void *src, size_t bytes, int queue)
 {
     submit_to(dt_job_copy(dst, src, bytes), queue);
 }
 
 /* --- memory: ordered after the compute queue, complete on return ------------------------------- */
-static void def_mem_put(void *dst, const void *src, size_t bytes)
+static void wrap_mem_put(void *dst, const void *src, size_t bytes)
 {
     drain(DT_QUEUE_COMPUTE);
     CPU.mem_put(dst, src, bytes);
 }
 
-static void def_mem_get(void *dst, const void *src, size_t bytes)
+static void wrap_mem_get(void *dst, const void *src, size_t bytes)
 {
     drain(DT_QUEUE_COMPUTE);
     CPU.mem_get(dst, src, bytes);
 }
 
-static void def_mem_free(void *p)
+static void wrap_mem_free(void *p)
 {
     drain(DT_QUEUE_COMPUTE);
     CPU.mem_free(p);
 }
 
-static int def_reserve_scratch(size_t bytes)
+static int wrap_reserve_scratch(size_t bytes)
 {
     drain(DT_QUEUE_COMPUTE);
     return CPU.reserve_scratch(bytes);
@@ -156,17 +151,17 @@ struct dt_event {
     uint64_t mark; /* reached once the queue has run this many jobs (0: never recorded) */
 };
 
-static dt_event *def_event_create(void)
+static dt_event *wrap_event_create(void)
 {
     return calloc(1, sizeof(dt_event));
 }
 
-static void def_event_destroy(dt_event *e)
+static void wrap_event_destroy(dt_event *e)
 {
     free(e);
 }
 
-static void def_event_record(dt_event *e, int queue)
+static void wrap_event_record(dt_event *e, int queue)
 {
     pthread_mutex_lock(&q.mu);
     e->queue = queue;
@@ -174,7 +169,7 @@ static void def_event_record(dt_event *e, int queue)
     pthread_mutex_unlock(&q.mu);
 }
 
-static void def_event_sync(dt_event *e)
+static void wrap_event_sync(dt_event *e)
 {
     if (!q.ignore_events)
         wait_done(e->queue, e->mark);
@@ -188,10 +183,10 @@ struct job_wait {
 static void run_wait(job *h)
 {
     struct job_wait *j = (struct job_wait *)(void *)h;
-    def_event_sync(&j->e);
+    wrap_event_sync(&j->e);
 }
 
-static void def_event_wait(int queue, dt_event *e)
+static void wrap_event_wait(int queue, dt_event *e)
 {
     struct job_wait *j = calloc(1, sizeof *j);
     if (!j)
@@ -212,20 +207,14 @@ static void make_table(dt_backend *t)
     *t = CPU;
     t->name = "cpu-deferred";
     t->host_memory = 0; /* code takes a device backend's paths */
-#define SET(name, ret, params, args) t->name = def_##name;
-    DT_OPS(SET)
-#undef SET
-    t->mem_put = def_mem_put;
-    t->mem_get = def_mem_get;
-    t->upload = def_copy_queued;
-    t->download = def_copy_queued;
-    t->mem_free = def_mem_free;
-    t->reserve_scratch = def_reserve_scratch;
-    t->event_create = def_event_create;
-    t->event_destroy = def_event_destroy;
-    t->event_record = def_event_record;
-    t->event_wait = def_event_wait;
-    t->event_sync = def_event_sync;
+    DT_WRAP_SET(t, &CPU, DT_OPS);
+    DT_WRAP_SET(t, &CPU, DT_BACKEND_EVENTS);
+    t->mem_put = wrap_mem_put;
+    t->mem_get = wrap_mem_get;
+    t->upload = copy_queued;
+    t->download = copy_queued;
+    t->mem_free = wrap_mem_free;
+    t->reserve_scratch = wrap_reserve_scratch;
 }
 
 const dt_backend *dt_deferred_backend(unsigned delay_us, int ignore_events)

@@ -2,7 +2,7 @@
 # graph.sh: training steps run as graphs (--graph) end where the same steps issued op by op end, bit
 # for bit. On the CPU, --graph captures each step on dt_cpu_graph_backend (its ops kept, not run, then
 # launched: nn/cpu/capture.c, whose capture fails on a host wait or an allocation inside it, as CUDA's
-# does, and the run goes on without graphs: graph_fallback.sh) in the segments the CUDA backend captures (train/step.c, "a step as graphs"), with the
+# does, and the run goes on without graphs: graph_fallback.sh) in the segments the CUDA backend captures (train/step.c, "the step, issued or as graphs"), with the
 # collectives between them. resnet8 on Fashion-MNIST (make check: its first 12000 training and 1000
 # validation images; make check-long: all of it):
 #   - 2 MPI ranks at batch 256: at O2 one epoch, 23 full batches per rank (117 in make check-long;

@@ -4,6 +4,9 @@
 # warning from the trainer naming the step, exit 0, and the run ends where the same run without
 # --graph ends, bit for bit (every step's loss; with h5py, the final checkpoints too: the model's
 # step and BN's batch counts, which the failed capture counted once already, counted once).
+# run.json says what the steps ran as at the end: "graphs" false and "graphs_off_at_step" 2 after
+# the failed capture (it said true), true and null for the run whose capture held, false and null
+# without --graph; the last checkpoint's record (its config) says the same.
 # DT_PLANT_CAPTURE_FAULT (train/step.c) makes the call inside the capture of the second step, through
 # the backend, after the forward: alloc (mem_alloc of 4 KiB) or hostwait (event_sync on the model's
 # io_event, recorded inside the capture). On the CPU, --graph captures on dt_cpu_graph_backend
@@ -32,12 +35,27 @@ losses() {
 count() {
   grep -c -F "$2" "$DT_TMP/$1.err" || true
 }
+# record NAME GRAPHS STEP: NAME's run.json says "graphs": GRAPHS and "graphs_off_at_step": STEP
+record() {
+  grep -q "\"graphs\": $2," "$DT_TMP/$1"/*/run.json && grep -q "\"graphs_off_at_step\": $3," "$DT_TMP/$1"/*/run.json ||
+    { grep graphs "$DT_TMP/$1"/*/run.json; fail "$1: run.json does not say graphs $2 and graphs_off_at_step $3"; }
+  if [ -n "$py" ]; then
+    "$py" - "$DT_TMP/$1" "$2" "$3" <<'PY' || fail "$1: the checkpoint's record differs from run.json"
+import glob, json, sys, h5py
+d, graphs, step = sys.argv[1:]
+c = json.loads(h5py.File(glob.glob(d + "/*/checkpoint.h5")[0], "r").attrs["config"])
+sys.exit(0 if (json.dumps(c["graphs"]), json.dumps(c["graphs_off_at_step"])) == (graphs, step) else 1)
+PY
+  fi
+}
 
 run issued "" --no-graph
 [ "$(losses issued | wc -l)" = 6 ] || { losses issued; fail "the run without --graph logged no 5 steps and an epoch"; }
+record issued false null
 run graph "" --graph
 [ "$(count graph 'step 2: the training step captured as graphs')" = 1 ] ||
   { cat "$DT_TMP/graph.err"; fail "the --graph run without a planted fault did not capture its second step"; }
+record graph true null
 
 for fault in alloc:'mem_alloc of 4096 bytes (an allocation)' hostwait:'event_sync (a host wait)'; do
   kind=${fault%%:*} call=${fault#*:}
@@ -53,7 +71,8 @@ for fault in alloc:'mem_alloc of 4096 bytes (an allocation)' hostwait:'event_syn
   if [ -n "$py" ]; then
     "$py" "$top_srcdir/tests/train/same_run.py" "$DT_TMP" issued "$kind" || fail "$kind: the checkpoints differ"
   fi
-  pass "$kind: the capture fails naming $call, the run goes on without graphs and equals --no-graph's, bit for bit${py:+ (checkpoints too)}"
+  record "$kind" false 2
+  pass "$kind: the capture fails naming $call, the run goes on without graphs and equals --no-graph's, bit for bit${py:+ (checkpoints too)}; run.json says graphs off at step 2"
 done
 
 # a value it does not know: one line naming it, and the run fails (a test's typo must not pass)

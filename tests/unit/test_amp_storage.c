@@ -3,7 +3,7 @@
  * At every opt level (O1, O2, O3, O3 with fp32 BN, and O1/O2 in bf16), two copies of a model train
  * on the CPU backend from the same weights on the same batches: one stores the reduced type for
  * real (16 bits in memory, the ops widening and rounding), one emulates it (fp32 arrays rounded
- * after every write: the engine before op table v2, model.h's amp_emulate). Both hold the same
+ * after every write: the engine before op table v2, model.h's prec_emulate). Both hold the same
  * numbers, so after each of STEPS steps (forward, loss, backward, the loss scaler's unscale and
  * check, SGD with momentum and weight decay, O2's fp32 master weights) every parameter, gradient,
  * BN statistic, momentum, master weight, logit, loss and the loss scale must be equal bit for bit,
@@ -81,7 +81,7 @@ static int start(run *r, const char *arch, int hw, int level, const dt_amp_overr
     if (!r->ok)
         return 0;
     dt_model_init_weights(&r->m, 7, 0);
-    r->m.amp_emulate = emulate;
+    r->m.prec_emulate = emulate;
     r->m.training = 1;
     r->ok = dt_amp_attach(&r->amp, &r->m, &p) == DT_OK && dt_model_plan(&r->m, N, hw, hw) == DT_OK &&
             dt_optim_init(&r->opt, &r->m, 0.05f, 0.9f, 0, 1e-4f, 0, 0) == DT_OK &&
@@ -130,7 +130,7 @@ static int stores_16_bits(const dt_model *m)
     for (int v = 0; v < m->n_values; v++)
         right &= m->values[v].reduced ? m->values[v].dtype == dt_model_reduced_type(m)
                                       : m->values[v].dtype == DT_FLOAT32;
-    return right && (m->amp_level < 2 || reduced > 0);
+    return right && (m->prec_level < 2 || reduced > 0);
 }
 
 /* the two runs of one setting, compared after every step; returns the first step's real state
@@ -143,7 +143,7 @@ static void compare(const char *arch, int hw, const char *name, int level, int b
     dt_amp_overrides ov = {.keep_batchnorm_fp32 = keep_bn, .master_weights = -1, .bf16 = bf16, .loss_scale = scale};
     run real, emu;
     int ok = start(&real, arch, hw, level, &ov, 0) && start(&emu, arch, hw, level, &ov, 1);
-    int typed = ok && stores_16_bits(&real.m) && emu.m.amp_emulate && !real.m.amp_emulate;
+    int typed = ok && stores_16_bits(&real.m) && emu.m.prec_emulate && !real.m.prec_emulate;
     size_t values = (size_t)N * hw * hw * 3, compared = 0;
     uint8_t *u = malloc(values);
     int32_t y[N];

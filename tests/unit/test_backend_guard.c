@@ -23,6 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "nn/backend_wrap.h"
 #include "nn/model.h"
 #include "nn/state.h"
 #include "tap.h"
@@ -106,19 +107,11 @@ static void g_copy_queued(void *dst, const void *src, size_t n, int queue)
     leave();
 }
 
-/* each op of nn/backend.h's list: g_<name> opens the memory, runs the CPU backend's op, closes the
- * memory again and returns what the op returned. RETURN_<type> is the end of the wrapper for each
- * return type in the list. */
-#define CPU dt_backend_cpu
-#define RETURN_void(call) call; leave();
-#define RETURN_size_t(call) size_t r_ = call; leave(); return r_;
-#define GUARD(name, ret, params, args) \
-    static ret g_##name params         \
-    {                                  \
-        enter();                       \
-        RETURN_##ret(CPU.name args)    \
-    }
+/* each op of nn/backend.h's list: wrap_<name> opens the memory, runs the CPU backend's op, closes the
+ * memory again and returns what the op returned */
+#define GUARD(name, ret, params, args) DT_WRAP_AROUND(name, ret, params, enter(), dt_backend_cpu.name args, leave())
 DT_OPS(GUARD)
+#undef GUARD
 
 static dt_backend guarded;
 
@@ -133,9 +126,7 @@ static void make_guarded(void)
     guarded.mem_get = g_get;
     guarded.upload = g_copy_queued;
     guarded.download = g_copy_queued;
-#define SET(name, ret, params, args) guarded.name = g_##name;
-    DT_OPS(SET)
-#undef SET
+    DT_WRAP_SET(&guarded, &dt_backend_cpu, DT_OPS);
 }
 
 /* --- training on either backend ---------------------------------------------------------------- */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "nn/backend_wrap.h"
 #include "nn/cpu/cpu.h"
 #include "nn/jobs.h"
 #include "util/check.h"
@@ -72,84 +73,85 @@ static void keep(dt_job *j)
 }
 
 /* --- the ops: kept while capturing (an op with a result cannot be) ----------------------------------- */
-#define CAPTURE_void(name, args)                                                                              \
+/* wrap_<name> (nn/backend_wrap.h): an op with no result kept as a job while this thread captures, run
+ * otherwise; an op with a result (a planning op) run at once, failing a capture under way */
+#define KEPT(name, args)                                                                                      \
     if (capturing) {                                                                                          \
         keep(dt_job_##name(&BASE, DT_PP_UNPAREN_ args));                                                      \
         return;                                                                                               \
-    }                                                                                                         \
-    BASE.name(DT_PP_UNPAREN_ args);
-#define AT_ONCE_(name, args)                                                                                  \
-    refused("%s (a planning op: its result)", #name);                                                         \
-    return BASE.name(DT_PP_UNPAREN_ args);
-#define CAPTURE_int AT_ONCE_
-#define CAPTURE_double AT_ONCE_
-#define CAPTURE_size_t AT_ONCE_
-#define WRAP(name, ret, params, args)                                                                         \
-    static ret g_##name params                                                                                \
-    {                                                                                                         \
-        CAPTURE_##ret(name, args)                                                                             \
     }
-DT_OPS(WRAP)
-#undef WRAP
+#define AT_ONCE(name, args) refused("%s (a planning op: its result)", #name)
+#define CAPTURE(name, ret, params, args)                                                                      \
+    DT_WRAP_AROUND(name, ret, params, DT_WRAP_IF_VOID(ret, KEPT, AT_ONCE)(name, args), BASE.name args, )
+DT_OPS(CAPTURE)
+#undef CAPTURE
 
 /* --- memory, copies and events ---------------------------------------------------------------------------- */
 /* what a capture cannot hold: done at once (an allocation, a free), or not done (a host wait, a put),
  * the capture failed with the call as its reason */
-static void *g_mem_alloc(size_t bytes)
+static void *wrap_mem_alloc(size_t bytes)
 {
     refused("mem_alloc of %zu bytes (an allocation)", bytes);
     return BASE.mem_alloc(bytes);
 }
 
-static void g_mem_free(void *p)
+static void wrap_mem_free(void *p)
 {
     refused("mem_free (a free)");
     BASE.mem_free(p);
 }
 
-static void g_mem_put(void *dst, const void *src, size_t bytes)
+static void wrap_mem_put(void *dst, const void *src, size_t bytes)
 {
     if (!refused("mem_put of %zu bytes (a copy that waits on the host)", bytes))
         BASE.mem_put(dst, src, bytes);
 }
 
-static void g_mem_get(void *dst, const void *src, size_t bytes)
+static void wrap_mem_get(void *dst, const void *src, size_t bytes)
 {
     if (!refused("mem_get of %zu bytes (a host wait)", bytes))
         BASE.mem_get(dst, src, bytes);
 }
 
-static void *g_host_alloc(size_t bytes)
+static void *wrap_host_alloc(size_t bytes)
 {
     refused("host_alloc of %zu bytes (an allocation)", bytes);
     return BASE.host_alloc(bytes);
 }
 
-static void g_host_free(void *p)
+static void wrap_host_free(void *p)
 {
     refused("host_free (a free)");
     BASE.host_free(p);
 }
 
-static void g_event_sync(dt_event *e)
+static void wrap_event_sync(dt_event *e)
 {
     if (!refused("event_sync (a host wait)"))
         BASE.event_sync(e);
 }
 
-static int g_reserve_scratch(size_t bytes)
+static int wrap_reserve_scratch(size_t bytes)
 {
     refused("reserve_scratch of %zu bytes (an allocation)", bytes);
     return BASE.reserve_scratch(bytes);
 }
 
 /* upload and download: a copy job that reads its source when the graph runs */
-static void g_copy(void *dst, const void *src, size_t bytes, int queue)
+static void wrap_upload(void *dst, const void *src, size_t bytes, int queue)
 {
     if (capturing)
         keep(dt_job_copy(dst, src, bytes));
     else
         BASE.upload(dst, src, bytes, queue);
+}
+
+static void wrap_download(void *dst, const void *src, size_t bytes, int queue)
+{
+    if (capturing)
+        keep(dt_job_copy(dst, src, bytes));
+    else
+        BASE.download(dst, src, bytes, queue);
 }
 
 /* --- the graph members -------------------------------------------------------------------------------- */
@@ -212,19 +214,9 @@ static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static void make_table(void)
 {
     table = BASE;
-#define SET(name, ret, params, args) table.name = g_##name;
-    DT_OPS(SET)
-#undef SET
-    table.mem_alloc = g_mem_alloc;
-    table.mem_free = g_mem_free;
-    table.mem_put = g_mem_put;
-    table.mem_get = g_mem_get;
-    table.host_alloc = g_host_alloc;
-    table.host_free = g_host_free;
-    table.upload = g_copy;
-    table.download = g_copy;
-    table.event_sync = g_event_sync;
-    table.reserve_scratch = g_reserve_scratch;
+    DT_WRAP_SET(&table, &BASE, DT_OPS);
+    DT_WRAP_SET(&table, &BASE, DT_BACKEND_MEMORY); /* every one: kept, or refused while capturing */
+    table.event_sync = wrap_event_sync;
     table.graph_begin = g_graph_begin;
     table.graph_end = g_graph_end;
     table.graph_launch = g_graph_launch;

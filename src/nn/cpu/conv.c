@@ -10,8 +10,9 @@
  * after the packed op's own part (the forward runs into a packed y there and copies it out into the
  * slice; the backward passes copy dy's slice in first), so that every BLAS call is the packed op's,
  * with the same arguments, and the slice gets the packed op's bits. (Given a leading dimension ys
- * instead of oc, a GEMM may block, and so sum, otherwise.) These are the fp32 convolutions
- * (dt_cpu_conv32_ref); typed.c runs them on fp16/bf16 operands. */
+ * instead of oc, a GEMM may block, and so sum, otherwise; the staging copies are here, for
+ * conv_dnnl.c too.) These are the fp32 convolutions (dt_cpu_conv32_ref); typed.c runs them on
+ * fp16/bf16 operands. */
 #include "config.h"
 
 #include <cblas.h>
@@ -25,6 +26,17 @@
 int dt_cpu_conv_pointwise(const dt_conv_desc *d)
 {
     return d->kh == 1 && d->kw == 1 && d->sh == 1 && d->sw == 1 && d->ph == 0 && d->pw == 0;
+}
+
+/* a channel slice's staging, both CPU backends' (cpu.h) */
+void dt_cpu_conv_stage_in(const dt_conv_desc *d, dt_dtype t, const void *dy, void *packed)
+{
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, t, packed, d->oc, 0, t, 0);
+}
+
+void dt_cpu_conv_stage_out(const dt_conv_desc *d, dt_dtype t, const void *packed, void *y)
+{
+    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, packed, d->oc, 0, t, y, dt_cpu_conv_ys(d), 0, t, 0);
 }
 
 static int64_t col_k(const dt_conv_desc *d)

@@ -5,9 +5,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "nn/backend.h"
 #include "util/clones.h"
+#include "util/half.h"
 
 /* OpenMP thread count and id inside a parallel region (1 and 0 without OpenMP) */
 int dt_omp_threads(void);
@@ -20,7 +22,9 @@ static inline size_t dt_cpu_align64(size_t b)
 }
 
 /* --- typed tensors (nn/backend.h, "Types"): the ops widen reduced operands to fp32 when they load
- * them and round results to the destination's type when they store them (typed.c) --- */
+ * them and round results to the destination's type when they store them. The loads and stores are
+ * here, on util/half.h, so that the tile helpers below stand on nothing of cpu/; the whole-tensor
+ * forms and the convolutions on reduced operands are typed.c's --- */
 
 /* DT_FLOAT32, DT_FLOAT16, DT_BFLOAT16: bytes per element */
 static inline size_t dt_cpu_type_bytes(dt_dtype t)
@@ -28,10 +32,26 @@ static inline size_t dt_cpu_type_bytes(dt_dtype t)
     return t == DT_FLOAT32 ? 4 : 2;
 }
 /* dst[0..n) = x[i..i+n) of type t, widened (exact) */
-void dt_cpu_load(dt_dtype t, const void *x, int64_t i, int64_t n, float *dst);
+static inline void dt_cpu_load(dt_dtype t, const void *x, int64_t i, int64_t n, float *dst)
+{
+    if (t == DT_FLOAT16)
+        dt_f16_to_f32_n((size_t)n, (const uint16_t *)x + i, dst);
+    else if (t == DT_BFLOAT16)
+        dt_bf16_to_f32_n((size_t)n, (const uint16_t *)x + i, dst);
+    else
+        memcpy(dst, (const float *)x + i, (size_t)n * sizeof(float));
+}
 /* x[i..i+n) = src[0..n) rounded to type t (nearest even) */
-void dt_cpu_store(dt_dtype t, void *x, int64_t i, int64_t n, const float *src);
-/* the same for whole tensors, in parallel */
+static inline void dt_cpu_store(dt_dtype t, void *x, int64_t i, int64_t n, const float *src)
+{
+    if (t == DT_FLOAT16)
+        dt_f32_to_f16_n((size_t)n, src, (uint16_t *)x + i);
+    else if (t == DT_BFLOAT16)
+        dt_f32_to_bf16_n((size_t)n, src, (uint16_t *)x + i);
+    else
+        memcpy((float *)x + i, src, (size_t)n * sizeof(float));
+}
+/* the same for whole tensors, in parallel (typed.c) */
 void dt_cpu_widen(dt_dtype t, const void *x, int64_t n, float *dst);
 void dt_cpu_narrow(dt_dtype t, const float *src, int64_t n, void *x);
 /* n fp32 values of x (type t) from element i: x's own memory when fp32, else tile, widened into */
@@ -76,8 +96,23 @@ static inline void dt_cpu_put(dt_dtype t, void *x, int64_t i, int64_t n, const f
 /* dt_cpu_put on a whole tensor, in parallel: x = src rounded, or with accumulate x + src rounded */
 void dt_cpu_put_all(dt_dtype t, void *x, int64_t n, const float *src, int accumulate);
 /* one element */
-float dt_cpu_get(dt_dtype t, const void *x, int64_t i);
-void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v);
+static inline float dt_cpu_get(dt_dtype t, const void *x, int64_t i)
+{
+    if (t == DT_FLOAT16)
+        return dt_f16_to_f32(((const uint16_t *)x)[i]);
+    if (t == DT_BFLOAT16)
+        return dt_bf16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+static inline void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v)
+{
+    if (t == DT_FLOAT16)
+        ((uint16_t *)x)[i] = dt_f32_to_f16(v);
+    else if (t == DT_BFLOAT16)
+        ((uint16_t *)x)[i] = dt_f32_to_bf16(v);
+    else
+        ((float *)x)[i] = v;
+}
 /* elements per tile of the element-wise ops (a multiple of 64: tiles stay aligned) */
 #define DT_CPU_TILE 1024
 /* Element-wise loops over tiles of DT_CPU_TILE elements (in parallel): each operand a view of fp32
@@ -155,14 +190,9 @@ static inline dt_conv_desc dt_cpu_conv_packed(const dt_conv_desc *d)
     p.ys = 0;
     return p;
 }
-static inline void dt_cpu_conv_stage_in(const dt_conv_desc *d, dt_dtype t, const void *dy, void *packed)
-{
-    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, dy, dt_cpu_conv_ys(d), 0, t, packed, d->oc, 0, t, 0);
-}
-static inline void dt_cpu_conv_stage_out(const dt_conv_desc *d, dt_dtype t, const void *packed, void *y)
-{
-    dt_cpu_chan_copy(dt_cpu_conv_rows(d), d->oc, packed, d->oc, 0, t, y, dt_cpu_conv_ys(d), 0, t, 0);
-}
+/* (conv.c: they copy with the chan_copy op, eltwise.c's) */
+void dt_cpu_conv_stage_in(const dt_conv_desc *d, dt_dtype t, const void *dy, void *packed);
+void dt_cpu_conv_stage_out(const dt_conv_desc *d, dt_dtype t, const void *packed, void *y);
 
 /* the convolutions through oneDNN, dt_cpu_dnnl_<name> (builds with HAVE_DNNL); shapes oneDNN refuses
  * fall back to the reference's */

@@ -1,36 +1,13 @@
-/* typed.c: the CPU backend's typed tensors (nn/backend.h, "Types"): loads that widen fp16/bf16 to
- * fp32 (exact) and stores that round fp32 to them (nearest even), and the convolutions on reduced
- * operands. A convolution on fp16/bf16 widens its operands into the caller's workspace, runs the
+/* typed.c: the CPU backend's typed tensors (nn/backend.h, "Types"): whole tensors widened from
+ * fp16/bf16 to fp32 (exact) and rounded back (nearest even), in parallel, on cpu.h's loads and
+ * stores; and the convolutions on reduced operands. A convolution on fp16/bf16 widens its operands into the caller's workspace, runs the
  * fp32 convolution there and rounds its results into place: the same arithmetic as the fp32
  * convolution on arrays holding the same values, so the results are those of the emulation bit
  * for bit. (conv_dnnl.c runs bf16 on oneDNN's own bf16 kernels instead where the CPU has them and
  * dt_cpu_set_half_kernels allows: they sum in another order.) */
 #include "config.h"
 
-#include <string.h>
-
 #include "nn/cpu/cpu.h"
-#include "util/half.h"
-
-void dt_cpu_load(dt_dtype t, const void *x, int64_t i, int64_t n, float *dst)
-{
-    if (t == DT_FLOAT16)
-        dt_f16_to_f32_n((size_t)n, (const uint16_t *)x + i, dst);
-    else if (t == DT_BFLOAT16)
-        dt_bf16_to_f32_n((size_t)n, (const uint16_t *)x + i, dst);
-    else
-        memcpy(dst, (const float *)x + i, (size_t)n * sizeof(float));
-}
-
-void dt_cpu_store(dt_dtype t, void *x, int64_t i, int64_t n, const float *src)
-{
-    if (t == DT_FLOAT16)
-        dt_f32_to_f16_n((size_t)n, src, (uint16_t *)x + i);
-    else if (t == DT_BFLOAT16)
-        dt_f32_to_bf16_n((size_t)n, src, (uint16_t *)x + i);
-    else
-        memcpy((float *)x + i, src, (size_t)n * sizeof(float));
-}
 
 void dt_cpu_widen(dt_dtype t, const void *x, int64_t n, float *dst)
 {
@@ -57,25 +34,6 @@ void dt_cpu_put_all(dt_dtype t, void *x, int64_t n, const float *src, int accumu
         float tile[DT_CPU_TILE];
         dt_cpu_put(t, x, i, n - i < DT_CPU_TILE ? n - i : DT_CPU_TILE, src + i, 1, tile);
     }
-}
-
-float dt_cpu_get(dt_dtype t, const void *x, int64_t i)
-{
-    if (t == DT_FLOAT16)
-        return dt_f16_to_f32(((const uint16_t *)x)[i]);
-    if (t == DT_BFLOAT16)
-        return dt_bf16_to_f32(((const uint16_t *)x)[i]);
-    return ((const float *)x)[i];
-}
-
-void dt_cpu_set(dt_dtype t, void *x, int64_t i, float v)
-{
-    if (t == DT_FLOAT16)
-        ((uint16_t *)x)[i] = dt_f32_to_f16(v);
-    else if (t == DT_BFLOAT16)
-        ((uint16_t *)x)[i] = dt_f32_to_bf16(v);
-    else
-        ((float *)x)[i] = v;
 }
 
 /* --- convolutions on reduced operands ---------------------------------------------------------

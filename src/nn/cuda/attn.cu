@@ -10,7 +10,7 @@
  * no atomics.
  *
  * Attention. The products are cuBLAS's fp32 strided-batched GEMMs (CUBLAS_COMPUTE_32F on fp32
- * operands; the handle's CUBLAS_DEFAULT_MATH keeps them off TF32: backend_cuda.c), the rest small
+ * operands; the handle's CUBLAS_DEFAULT_MATH keeps them off TF32: runtime.c), the rest small
  * kernels of ours. qkv's layout [n, s, 3D] puts a head's queries of one sequence in rows 3D apart,
  * and its sequences and heads at strides (s*3D, dh) that no single batch stride covers, so a kernel
  * first copies the operands into fp32 scratch laid out head-major, [n, heads, s, dh] (one contiguous

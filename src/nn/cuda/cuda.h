@@ -1,4 +1,5 @@
-/* cuda.h: the CUDA backend's functions (the table is in backend_cuda.c) and its shared state.
+/* cuda.h: the CUDA backend's functions (the table is in backend_cuda.c; the state, memory, events
+ * and graphs that the ops and the table share in runtime.c, beneath both) and its shared state.
  *
  * Contracts are those of the matching dt_backend members in nn/backend.h, on device memory, with the
  * CPU backend (nn/cpu) as the reference: each op must compute what the CPU op computes, to float
@@ -37,7 +38,7 @@
 extern "C" {
 #endif
 
-/* --- state (backend_cuda.c) ---------------------------------------------------------------------- */
+/* --- state (runtime.c) -------------------------------------------------------------------------- */
 /* Selects the device, creates the stream and the cuDNN and cuBLAS handles. DT_OK, or DT_ERR_CUDA /
  * DT_ERR_CUDNN / DT_ERR_CUBLAS after one line. Idempotent for the same device. */
 int dt_cuda_init(int device);
@@ -121,6 +122,14 @@ void dt_cuda_broadcast_rows(int64_t n, int k, dt_dtype t, const void *b, void *y
  * the cuDNN searches since the last call (dt_cuda_conv_search_report). DT_OK, or DT_ERR_NOMEM after
  * one line. */
 int dt_cuda_reserve_scratch(size_t bytes);
+/* runtime.c's side of it, for backend_cuda.c: dt_cuda_ready makes the backend ready on this thread
+ * (initialised, device 0 when nobody chose; its device current), as every accessor and member does
+ * first; dt_cuda_grow_scratch grows the scratch to at least bytes (whole MiB, at least one), zeroed
+ * on the compute stream: DT_OK, or DT_ERR_NOMEM after one line with the old scratch kept;
+ * dt_cuda_scratch_bytes is its size now. */
+void dt_cuda_ready(void);
+int dt_cuda_grow_scratch(size_t bytes);
+size_t dt_cuda_scratch_bytes(void);
 /* The scratch for an op: at least bytes. More than was reserved (an op called on a shape no model
  * planned: ops_check calls ops directly) grows it here, the safety net: it waits for the stream,
  * reallocates, and counts as an unplanned allocation (logged at debug level). */

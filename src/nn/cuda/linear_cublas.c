@@ -25,7 +25,7 @@
  * with beta = 0 to overwrite or 1 to accumulate. Every product is cublasGemmEx with the operands'
  * type (CUDA_R_32F, _16F, _16BF) and CUBLAS_COMPUTE_32F: half operands go to tensor cores, their
  * products exact and summed in fp32; fp32 stays fp32 (the handle's math mode is
- * CUBLAS_DEFAULT_MATH, no TF32: backend_cuda.c). cuBLAS runs without atomics, so results are
+ * CUBLAS_DEFAULT_MATH, no TF32: runtime.c). cuBLAS runs without atomics, so results are
  * reproducible run to run.
  *
  * The vectors of ones are this file's own device buffers, one per type (filled from the host, so
