@@ -5,6 +5,9 @@ set -eu
 DT_TMP=$(mktemp -d "${TMPDIR:-/tmp}/dtrain-test.XXXXXX")
 trap 'rm -rf "$DT_TMP"' EXIT
 DTRAIN="$top_builddir/dtrain"
+# the suite checks the CPU backend (the GPU's checks are tests/gpu/check.sh's): --device auto, the
+# default, would take a GPU where the machine has one; a test of auto itself unsets it
+export DT_DEVICE="${DT_DEVICE:-cpu}"
 
 skip() { echo "SKIP: $*"; exit 77; }
 fail() { echo "FAIL: $*"; exit 1; }

@@ -1,6 +1,6 @@
 /* dtpack.c: packs datasets into dtrain's HDF5 shards (doc/dtpack.1 is the manual).
  *   dtpack imagenet SRC -o OUT [--split S]... [--resize-short N] [--quality Q] [--shard-size MiB]
- *                                [--threads N] [--strict]
+ *                                [--threads N] [--strict] [--val-labels FILE [--synsets meta.mat]]
  *   dtpack fashion-mnist|mnist SRC -o OUT        IDX files (gzip'd or not)
  *   dtpack cifar10 SRC -o OUT                    CIFAR-10 binary batches
  *   dtpack verify OUT                            dtrain's start-up checks, every split, every CRC-32
@@ -22,7 +22,8 @@
 #include "util/log.h"
 
 enum { EXIT_USAGE = 2, EXIT_INPUT = 2 };
-enum { OPT_SPLIT = 256, OPT_RESIZE, OPT_QUALITY, OPT_SHARD, OPT_THREADS, OPT_STRICT, OPT_NO_PROGRESS, OPT_LOG };
+enum { OPT_SPLIT = 256, OPT_RESIZE, OPT_QUALITY, OPT_SHARD, OPT_THREADS, OPT_STRICT, OPT_NO_PROGRESS, OPT_LOG,
+       OPT_VAL_LABELS, OPT_SYNSETS };
 
 static void usage(FILE *out)
 {
@@ -48,6 +49,10 @@ static void usage(FILE *out)
             "      --shard-size MIB  target shard size in MiB (default 256)\n"
             "      --threads N       decoding threads (default: all cores)\n"
             "      --strict          stop at the first unreadable image instead of skipping it\n"
+            "      --val-labels FILE imagenet: SRC/val/ is ILSVRC2012's flat folder, labelled by FILE:\n"
+            "                        Kaggle's LOC_val_solution.csv, or the devkit's\n"
+            "                        ILSVRC2012_validation_ground_truth.txt with --synsets\n"
+            "      --synsets FILE    the devkit's data/meta.mat: which WNID each class ID is\n"
             "      --no-progress     no progress line (it shows only on a terminal anyway)\n"
             "      --log-level LEVEL error, warn, info or debug\n"
             "  -h, --help            show this help;  -V, --version  show the version\n");
@@ -73,6 +78,8 @@ static int run(int argc, char **argv)
         {"threads", required_argument, NULL, OPT_THREADS},
         {"strict", no_argument, NULL, OPT_STRICT},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+        {"val-labels", required_argument, NULL, OPT_VAL_LABELS},
+        {"synsets", required_argument, NULL, OPT_SYNSETS},
         {"log-level", required_argument, NULL, OPT_LOG},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -125,6 +132,12 @@ static int run(int argc, char **argv)
             break;
         case OPT_STRICT: o.strict = 1; break;
         case OPT_NO_PROGRESS: o.progress = 0; break;
+        case OPT_VAL_LABELS:
+        case OPT_SYNSETS:
+            if (dt_parse_text(c == OPT_SYNSETS ? "--synsets" : "--val-labels", optarg) != DT_OK)
+                return EXIT_USAGE; /* it goes into messages */
+            *(c == OPT_SYNSETS ? &o.synsets : &o.val_labels) = optarg;
+            break;
         }
     }
     int nargs = argc - optind;
@@ -153,6 +166,15 @@ static int run(int argc, char **argv)
     }
     if (n_splits && fmt != 0) {
         dt_error("--split: only for imagenet trees (%s has fixed splits train and val)", argv[optind]);
+        return EXIT_USAGE;
+    }
+    if ((o.val_labels || o.synsets) && fmt != 0) {
+        dt_error("%s: only for imagenet trees (ILSVRC2012's flat val/)", o.val_labels ? "--val-labels" : "--synsets");
+        return EXIT_USAGE;
+    }
+    if (o.synsets && !o.val_labels) {
+        dt_error("--synsets %s: maps the class IDs of the devkit's ground truth: give that with --val-labels",
+                 o.synsets);
         return EXIT_USAGE;
     }
     dt_pack_stats st;

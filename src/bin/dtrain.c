@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "libdt/comm.h"
+#include "libdt/launch.h"
 #include "libdt/spawn.h"
 #include "nn/model.h"
 #include "data/augment.h"
@@ -23,15 +25,24 @@
 #include "util/log.h"
 
 enum { EXIT_USAGE = 2 };
-/* where an option's value came from: its default, the --recipe's flags, or the command line */
-enum from_where { FROM_DEFAULT = 0, FROM_RECIPE, FROM_USER };
+/* where an option's value came from, each over the one before: its default, its environment
+ * variable (the row's .env), the --recipe's flags, or the command line */
+enum from_where { FROM_DEFAULT = 0, FROM_ENV, FROM_RECIPE, FROM_USER };
+/* the recipe came from $DT_RECIPE, not the command line (main) */
+static int recipe_from_env;
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: dtrain [OPTIONS] DATA\n"
+            "GPUs on Slurm (2 nodes of 4 GPUs, one task per GPU):\n"
+            "  srun -N2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmi2 dtrain DATA\n"
             "Data-parallel, mixed-precision training of torchvision's CNNs. DATA is a directory packed by\n"
-            "dtpack (splits train and val). One process per rank: srun --mpi=pmix or mpirun for CPU ranks.\n"
+            "dtpack (splits train and val), or $DT_DATA when none is given. One process per rank: srun\n"
+            "--mpi=pmi2 for GPU ranks, srun --mpi=pmix or mpirun for CPU ranks.\n"
+            "Defaults come from the environment where an option names a variable (dtrain.1, ENVIRONMENT:\n"
+            "DT_ARCH, DT_BATCH, DT_EPOCHS ...): the command line over a --recipe over the environment over\n"
+            "the built-in default; --print-config shows which gave each setting.\n"
             "\n");
     dt_flags_usage(out); /* every option, from the table in train/flags.h */
     fprintf(out,
@@ -60,10 +71,147 @@ static int stdout_is_answer = 1;
  * after the line, else 0. */
 static int no_effect(const unsigned char *from, int opt, const char *flag, int parent_by_user, const char *why)
 {
-    if (from[opt] == FROM_DEFAULT || (from[opt] == FROM_RECIPE && parent_by_user))
+    if (from[opt] == FROM_DEFAULT || ((from[opt] == FROM_RECIPE || from[opt] == FROM_ENV) && parent_by_user))
         return 0;
-    dt_error("%s%s has no effect %s", flag, from[opt] == FROM_RECIPE ? " (from --recipe)" : "", why);
+    char env[64];
+    snprintf(env, sizeof env, " (from the environment's %s)", dt_flags[opt].env ? dt_flags[opt].env : "");
+    dt_error("%s%s has no effect %s", flag, from[opt] == FROM_RECIPE ? " (from --recipe)" : from[opt] == FROM_ENV ? env : "",
+             why);
     return 1;
+}
+
+/* "environment variable DT_BATCH": what an environment default's messages name */
+static const char *env_label(const dt_flag *f, char *buf, size_t n)
+{
+    snprintf(buf, n, "environment variable %s", f->env);
+    return buf;
+}
+
+/* Every row's environment default (train/flags.h, .env), set and not empty, into cfg before the
+ * command line is read: what the command line then sets wins. A bad value is one line naming the
+ * variable. The launch's rows are not read here: --nproc-per-node, whose workers inherit the
+ * environment, has none; --recipe's (DT_RECIPE) is main's; --log-level's dt_log_init's; DATA's the
+ * operand's place (run). 0, or 1 after the line. */
+static int apply_env(dt_train_cfg *cfg, unsigned char *from)
+{
+    char label[96];
+    for (int i = 0; i < DT_FLAG_COUNT; i++) {
+        const dt_flag *f = &dt_flags[i];
+        const char *text = f->env ? getenv(f->env) : NULL;
+        if (!text || !*text || f->kind == DT_FK_PROGRAM || f->kind == DT_FK_COMMON || f->kind == DT_FK_OPERAND ||
+            f->kind == DT_FK_REFUSED)
+            continue;
+        if (dt_parse_text(env_label(f, label, sizeof label), text) != DT_OK ||
+            dt_flags_set_as(f, label, text, 0, cfg) != DT_OK)
+            return 1;
+        from[i] = FROM_ENV;
+        if (f->id == DT_FLAG_AMP) /* as the command line's --amp: the --opt-level it means */
+            dt_flags_note(cfg, &dt_flags[DT_FLAG_OPT_LEVEL], cfg->opt_level ? "O1" : "O0", 0);
+        else
+            dt_flags_note(cfg, f, text, 1);
+        cfg->options[cfg->n_options - 1].env = f->env; /* the note just made, or the one it replaced */
+        for (int k = 0; k < cfg->n_options; k++)
+            if (!strcmp(cfg->options[k].name, f->id == DT_FLAG_AMP ? "opt-level" : f->name))
+                cfg->options[k].env = f->env;
+    }
+    if (from[DT_FLAG_AMP] == FROM_ENV && from[DT_FLAG_OPT_LEVEL] == FROM_ENV) { /* as on the command line */
+        dt_error("environment variables DT_AMP and DT_OPT_LEVEL: give one (DT_AMP=1 is O1, DT_AMP=0 O0)");
+        return 1;
+    }
+    return 0;
+}
+
+/* where row id's value came from, for --print-config */
+static const char *source(const unsigned char *from, int id, const dt_train_cfg *cfg, char *buf, size_t n)
+{
+    switch (from[id]) {
+    case FROM_ENV: snprintf(buf, n, "environment %s", dt_flags[id].env); break;
+    case FROM_RECIPE: snprintf(buf, n, "recipe %s", cfg->recipe ? cfg->recipe : ""); break;
+    case FROM_USER: snprintf(buf, n, "command line"); break;
+    default: snprintf(buf, n, "default"); break;
+    }
+    return buf;
+}
+
+/* --print-config: every setting with its source, then the launch's plan as this run would have it
+ * (the launch is started and ended as a run starts it: srun's PMI2, MPI, Slurm's environment, a
+ * single process; or --nproc-per-node's workers, not started). Rank 0 prints; DATA is looked at
+ * (a directory or not), never opened. 0 (exit 0), or 2 after one line for what the run would
+ * refuse here: no DATA, a --world-size the launch does not have, GPUs the ranks would share. */
+static int print_config(const dt_train_cfg *cfg, const unsigned char *from, long nproc)
+{
+    dt_launch l = {.kind = DT_LAUNCH_LOCAL, .size = (int)nproc, .local_size = (int)nproc};
+    if (!nproc) {
+        dt_launch_set_timeout(cfg->comm_timeout);
+        if (dt_launch_init(&l) != DT_OK)
+            return EXIT_FAILURE;
+    }
+    int rc = dt_train_check_launch(cfg, &l) == DT_OK ? EXIT_SUCCESS : EXIT_USAGE;
+    if (l.rank == 0 && rc == EXIT_SUCCESS) {
+        char v[4096], src[96];
+        printf("dtrain %s: settings (value, source: command line, recipe, environment VARIABLE or default)\n",
+               PACKAGE_VERSION);
+        for (int i = 0; i < DT_FLAG_COUNT; i++) {
+            const dt_flag *f = &dt_flags[i];
+            char name[64];
+            if (f->kind == DT_FK_REFUSED || f->id == DT_FLAG_AMP || f->id == DT_FLAG_HELP || f->id == DT_FLAG_VERSION ||
+                f->id == DT_FLAG_PRINT_LR || f->id == DT_FLAG_PRINT_CONFIG)
+                continue; /* no setting (--amp's is --opt-level's) */
+            snprintf(name, sizeof name, "%s%s", f->kind == DT_FK_OPERAND ? "" : "--", f->name);
+            if (f->id == DT_FLAG_RECIPE)
+                snprintf(v, sizeof v, "%s", cfg->recipe ? cfg->recipe : "-");
+            else if (f->id == DT_FLAG_NPROC_PER_NODE)
+                snprintf(v, sizeof v, nproc ? "%ld" : "-", nproc);
+            else if (f->id == DT_FLAG_LOG_LEVEL)
+                snprintf(v, sizeof v, "%s", dt_log_level_name(dt_log_get_level()));
+            else
+                dt_flags_format(f, cfg, v, sizeof v);
+            source(from, i, cfg, src, sizeof src);
+            if (f->id == DT_FLAG_RECIPE && from[i] == FROM_USER)
+                snprintf(src, sizeof src, "command line");
+            if (f->id == DT_FLAG_OPT_LEVEL && from[DT_FLAG_AMP] > from[i])
+                source(from, DT_FLAG_AMP, cfg, src, sizeof src), snprintf(src + strlen(src), sizeof src - strlen(src), " (--amp)");
+            if (f->id == DT_FLAG_DEVICE && cfg->device_why)
+                snprintf(src + strlen(src), sizeof src - strlen(src), " (%s)", cfg->device_why + strlen("--device "));
+            struct stat st;
+            if (f->kind == DT_FK_OPERAND && cfg->data)
+                snprintf(v + strlen(v), sizeof v - strlen(v), " (%s)", stat(cfg->data, &st) ? "not found" :
+                         S_ISDIR(st.st_mode) ? "a directory; not read here" : "not a directory");
+            printf("  %-26s %-16s %s\n", name, v, src);
+        }
+        /* the plan: this node's ranks, the nodes as Slurm gives them (else as if each had this many) */
+        const char *sn = getenv("SLURM_STEP_NUM_NODES");
+        sn = sn ? sn : getenv("SLURM_NNODES");
+        int nodes = nproc || l.kind == DT_LAUNCH_SINGLE || !sn || atoi(sn) < 1 ? (l.size + l.local_size - 1) / l.local_size
+                                                                              : atoi(sn);
+        printf("launch: %s: %d rank%s on %d node%s, %d on this node\n", dt_launch_kind_name(l.kind), l.size,
+               l.size > 1 ? "s" : "", nodes, nodes > 1 ? "s" : "", l.local_size);
+        if (!cfg->cuda)
+            printf("  local ranks 0..%d: cpu, %s compute threads each\n", l.local_size - 1,
+                   cfg->threads ? (snprintf(v, sizeof v, "%d", cfg->threads), v) : "OMP_NUM_THREADS's or all cores'");
+        const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+        int gpus = cfg->cuda ? dt_gpu_count() : 0;
+        for (int r = 0; cfg->cuda && r < l.local_size && rc == EXIT_SUCCESS; r++) {
+            if (dt_launch_pick_gpu(visible, gpus, r, l.local_size, v, sizeof v) < 0) {
+                dt_error("--device cuda: %s", v);
+                rc = EXIT_USAGE;
+            } else
+                printf("  local rank %d: GPU %s\n", r, v);
+        }
+        if (cfg->cuda && gpus > l.local_size && l.local_size > 1)
+            printf("  %d of this node's %d GPUs idle: one task per GPU (srun --ntasks-per-node=%d)\n",
+                   gpus - l.local_size, gpus, gpus);
+        else if (cfg->cuda && gpus > 1 && l.local_size == 1)
+            printf("  GPU 0 only, %d idle: one task per GPU (srun --ntasks-per-node=%d, or --nproc-per-node %d)\n",
+                   gpus - 1, gpus, gpus);
+        if (!cfg->data && !cfg->synthetic) {
+            dt_error("no data directory: give one packed by dtpack, set DT_DATA, or --synthetic (see dtrain --help)");
+            rc = EXIT_USAGE;
+        }
+    }
+    if (!nproc)
+        dt_launch_finalize(&l);
+    return rc;
 }
 
 /* Every check of the command line that needs no data (the data's are dt_train's): 1 after one line
@@ -185,13 +333,19 @@ static int run(int argc, char **argv, int recipe_args)
     dt_train_cfg cfg;
     dt_train_defaults(&cfg);
     opterr = 0; /* our own one-line messages */
-    int c, bad = 0, off;
+    int c, bad = 0, off, print_config_asked = 0;
     long nproc = 0, print_lr = 0;
     unsigned char from[DT_FLAG_COUNT] = {0}; /* enum from_where, by row (an off switch's: its flag's) */
+    if (getenv("DT_LOG_LEVEL") && *getenv("DT_LOG_LEVEL")) /* dt_log_init read it */
+        from[DT_FLAG_LOG_LEVEL] = FROM_ENV;
+    if (apply_env(&cfg, from))
+        return EXIT_USAGE;
     while (!bad && (c = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         int common = dt_cli_common(c, DT_FLAG_VAL(DT_FLAG_LOG_LEVEL), "dtrain", argv, opts, usage);
-        if (common == DT_CLI_GO_ON)
+        if (common == DT_CLI_GO_ON) {
+            from[DT_FLAG_LOG_LEVEL] = optind <= recipe_args + 1 ? FROM_RECIPE : FROM_USER;
             continue;
+        }
         if (common != DT_CLI_MINE)
             return common;
         const dt_flag *f = dt_flags_of_val(c, &off); /* getopt_long returns only the table's values */
@@ -208,6 +362,7 @@ static int run(int argc, char **argv, int recipe_args)
         switch (f->id) { /* the program's own (DT_PROGRAM); the others set their field */
         case DT_FLAG_NPROC_PER_NODE: bad = dt_parse_long("--nproc-per-node", optarg, 1, 1024, &nproc); break;
         case DT_FLAG_PRINT_LR: bad = dt_parse_long("--print-lr", optarg, 1, 100000000, &print_lr); break;
+        case DT_FLAG_PRINT_CONFIG: print_config_asked = 1; break;
         case DT_FLAG_RECIPE: { /* main() expanded "--recipe NAME" and "--recipe=NAME", not an abbreviation */
             const char *flag = optarg == argv[optind - 1] ? argv[optind - 2] : argv[optind - 1];
             char e[160];
@@ -217,6 +372,8 @@ static int run(int argc, char **argv, int recipe_args)
                 bad = 1;
             }
             cfg.recipe = optarg;
+            if (recipe_from_env)
+                from[DT_FLAG_RECIPE] = FROM_ENV;
             break;
         }
         default: bad = dt_flags_set(f, optarg, off, &cfg) != DT_OK; break;
@@ -224,13 +381,25 @@ static int run(int argc, char **argv, int recipe_args)
     }
     if (bad)
         return EXIT_USAGE;
+    static char device_why[160];
+    if (cfg.cuda == DT_DEVICE_AUTO) { /* before every check that reads cfg.cuda; the reason is the first log line's */
+        cfg.cuda = dt_flags_device_auto(device_why, sizeof device_why);
+        cfg.device_why = device_why;
+    }
 #ifndef HAVE_CUDA
     if (cfg.cuda) { /* a fact of this command line: said before any launch (under srun --kill-on-bad-exit,
                      * a rank refusing later would get its slower peers killed, exit 143, not 2) */
-        dt_error("--device cuda: this dtrain was built without CUDA (configure --with-cuda)");
+        dt_error("%s: this dtrain was built without CUDA (configure --with-cuda)",
+                 from[DT_FLAG_DEVICE] == FROM_ENV ? "environment variable DT_DEVICE=cuda" : "--device cuda");
         return EXIT_USAGE;
     }
 #endif
+    if (cfg.dist_backend >= 0 && cfg.dist_backend != !cfg.cuda) { /* nccl is 0 and needs cuda, mpi 1 and cpu */
+        dt_error("--dist-backend %s: dtrain's %s ranks communicate over %s (--device %s)",
+                 dt_flags_dist_backends[cfg.dist_backend], cfg.cuda ? "GPU" : "CPU", cfg.cuda ? "NCCL" : "MPI",
+                 cfg.cuda ? "cuda" : "cpu");
+        return EXIT_USAGE;
+    }
     for (int i = optind; i < argc; i++) /* DATA goes into messages and run.json: no control bytes */
         if (dt_parse_text("DATA", argv[i]) != DT_OK)
             return EXIT_USAGE;
@@ -241,6 +410,22 @@ static int run(int argc, char **argv, int recipe_args)
     if (print_lr) { /* no data directory needed (none is read: its checks are the run's) */
         dt_train_print_lr(&cfg, print_lr, stdout);
         return EXIT_SUCCESS;
+    }
+    if (optind == argc - 1) {
+        cfg.data = argv[optind];
+        from[DT_FLAG_DATA] = FROM_USER;
+    } else if (!cfg.synthetic && getenv("DT_DATA") && *getenv("DT_DATA")) { /* --synthetic reads none */
+        if (dt_parse_text("environment variable DT_DATA", getenv("DT_DATA")) != DT_OK)
+            return EXIT_USAGE;
+        cfg.data = getenv("DT_DATA");
+        cfg.data_from_env = 1;
+        from[DT_FLAG_DATA] = FROM_ENV;
+    }
+    if (print_config_asked)
+        return print_config(&cfg, from, nproc);
+    if (!cfg.data && !cfg.synthetic) {
+        dt_error("no data directory: give one packed by dtpack, set DT_DATA, or --synthetic (see dtrain --help)");
+        return EXIT_USAGE;
     }
     if (nproc) { /* the workers run this program with the same arguments, less this option */
         char **child = calloc((size_t)argc + 1, sizeof *child);
@@ -257,7 +442,7 @@ static int run(int argc, char **argv, int recipe_args)
                     child[k++] = argv[i];
             if (i >= argc)
                 break;
-            if (len > 3 && !strncmp(a, "--nproc-per-node", len)) {
+            if (len > 3 && (!strncmp(a, "--nproc-per-node", len) || !strncmp(a, "--nproc_per_node", len))) {
                 i += a[len] ? 0 : 1;
                 continue;
             }
@@ -267,14 +452,35 @@ static int run(int argc, char **argv, int recipe_args)
         free(child);
         return rc;
     }
-    if (optind == argc - 1)
-        cfg.data = argv[optind];
-    else if (!cfg.synthetic) {
-        dt_error("no data directory: give one packed by dtpack, or --synthetic (see dtrain --help)");
-        return EXIT_USAGE;
-    }
     stdout_is_answer = cfg.evaluate;
     return dt_train(&cfg);
+}
+
+/* DT_RECIPE: "--recipe NAME" put first when the command line names no recipe (the command line's wins) */
+static char **recipe_env(int *argc, char **argv)
+{
+    char *name = getenv("DT_RECIPE");
+    if (!name || !*name)
+        return argv;
+    for (int i = 1; i < *argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--recipe") || !strncmp(argv[i], "--recipe=", 9))
+            return argv;
+    if (dt_parse_text("environment variable DT_RECIPE", name) != DT_OK)
+        return NULL;
+    if (!dt_recipe_find(name)) {
+        dt_error("environment variable DT_RECIPE: '%s' is no recipe (dtrain --recipe list shows them)", name);
+        return NULL;
+    }
+    char **out = calloc((size_t)*argc + 3, sizeof *out);
+    if (!out)
+        return NULL;
+    out[0] = argv[0];
+    out[1] = "--recipe";
+    out[2] = name;
+    memcpy(out + 3, argv + 1, (size_t)(*argc - 1) * sizeof *out);
+    *argc += 2;
+    recipe_from_env = 1;
+    return out;
 }
 
 int main(int argc, char **argv)
@@ -282,6 +488,8 @@ int main(int argc, char **argv)
     dt_log_init();
     int n, recipe_args;
     char **expanded, *strings;
+    if (!(argv = recipe_env(&argc, argv))) /* a new argv with DT_RECIPE's, kept to the end: options point into it */
+        return dt_cli_exit(EXIT_USAGE);
     int got = dt_recipe_expand(argc, argv, &n, &expanded, &strings, &recipe_args); /* --recipe NAME: its flags first */
     if (got != 1) { /* every answer's exit checks that what went to standard output was written (cli.h) */
         int rc = got < 0 ? EXIT_USAGE : got == 2 ? EXIT_SUCCESS : run(argc, argv, 0);

@@ -134,6 +134,13 @@ int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s)
         return dt_comm_self(c);
     if (l->kind == DT_LAUNCH_MPI)
         return dt_comm_mpi(c, timeout_s);
+    if (l->kind == DT_LAUNCH_TORCHRUN) { /* every rank says it, and none trains alone */
+        dt_error("%d CPU ranks started by torchrun: dtrain reduces CPU ranks' gradients through MPI, which torchrun "
+                 "does not start; run mpirun -np %d dtrain ... (one node) or srun --mpi=pmix dtrain ... (Slurm); "
+                 "torchrun starts GPU ranks (--device cuda)",
+                 l->size, l->size);
+        return DT_ERR_STATE;
+    }
     dt_error("%d ranks started by %s have no way to reduce host buffers: for CPU training start under MPI "
              "(srun --mpi=pmix, or mpirun)",
              l->size, dt_launch_kind_name(l->kind));

@@ -29,6 +29,7 @@
 #endif
 
 #include "libdt/comm.h"
+#include "libdt/rdzv.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -541,6 +542,12 @@ static int share_id(const dt_launch *l, ncclUniqueId *id, double timeout_s)
         return DT_OK;
     }
     case DT_LAUNCH_SLURM_ENV: return id_by_file(l, id, timeout_s);
+    case DT_LAUNCH_TORCHRUN: /* the rendezvous at MASTER_ADDR that dt_launch_init opened */
+        if (!l->rdzv) {
+            dt_error("torchrun launch of %d ranks without its rendezvous", l->size);
+            return DT_ERR_STATE;
+        }
+        return dt_rdzv_bcast(l->rdzv, id, sizeof *id, timeout_s);
     }
     return DT_ERR_STATE;
 }

@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include "libdt/launch.h"
+#include "libdt/rdzv.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,6 +40,7 @@ const char *dt_launch_kind_name(enum dt_launch_kind k)
     case DT_LAUNCH_MPI: return "MPI";
     case DT_LAUNCH_SLURM_ENV: return "Slurm environment (no PMI)";
     case DT_LAUNCH_LOCAL: return "dtrain --nproc-per-node";
+    case DT_LAUNCH_TORCHRUN: return "torchrun";
     default: return "single process";
     }
 }
@@ -316,6 +318,81 @@ static int init_mpi_watched(dt_launch *l)
 }
 #endif
 
+enum dt_launch_kind dt_launch_detect(void)
+{
+    const char *ntasks = getenv("SLURM_NTASKS");
+    if (getenv("TORCHELASTIC_RUN_ID")) /* torchrun's agent started this process: it is the innermost */
+        return DT_LAUNCH_TORCHRUN;
+    if (getenv("PMI_FD"))
+        return DT_LAUNCH_PMI2;
+    if (getenv("PMIX_RANK") || getenv("OMPI_COMM_WORLD_RANK"))
+        return DT_LAUNCH_MPI;
+    if (getenv("DT_WORLD_SIZE"))
+        return DT_LAUNCH_LOCAL;
+    if (getenv("RANK") && getenv("WORLD_SIZE")) /* env:// by hand: over srun's bare environment, which it names */
+        return DT_LAUNCH_TORCHRUN;
+    if (ntasks && atol(ntasks) > 1)
+        return DT_LAUNCH_SLURM_ENV;
+    return DT_LAUNCH_SINGLE;
+}
+
+/* torchrun (or any PyTorch-style env:// launch): ranks from RANK, WORLD_SIZE and LOCAL_RANK, then the
+ * rendezvous at MASTER_ADDR (rdzv.h), which checks the world and says where each rank is */
+static int init_torchrun(dt_launch *l)
+{
+    static const char *const need[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"};
+    for (size_t i = 0; i < sizeof need / sizeof *need; i++)
+        if (!getenv(need[i])) {
+            dt_error("a torchrun launch (%s is set) without %s: torchrun sets RANK, WORLD_SIZE, LOCAL_RANK, "
+                     "MASTER_ADDR and MASTER_PORT; a launch by hand sets them all too",
+                     getenv("TORCHELASTIC_RUN_ID") ? "TORCHELASTIC_RUN_ID" : "RANK and WORLD_SIZE", need[i]);
+            return DT_ERR_INPUT;
+        }
+    if (getenv("DT_WORLD_SIZE")) {
+        dt_error("dtrain --nproc-per-node under torchrun: one launcher at a time (torchrun --nproc_per_node "
+                 "starts the workers itself)");
+        return DT_ERR_INPUT;
+    }
+    int local_size = 0, group = -1;
+    if (env_int("WORLD_SIZE", 1, 1 << 24, &l->size) < 0 || env_int("RANK", 0, l->size - 1, &l->rank) < 0 ||
+        env_int("LOCAL_RANK", 0, l->size - 1, &l->local_rank) < 0 ||
+        env_int("LOCAL_WORLD_SIZE", 1, l->size, &local_size) < 0 || env_int("GROUP_RANK", 0, l->size - 1, &group) < 0 ||
+        env_int("MASTER_PORT", 1, 65535, &l->master_port) < 0)
+        return DT_ERR_INPUT;
+    snprintf(l->master_addr, sizeof l->master_addr, "%s", getenv("MASTER_ADDR"));
+    const char *run_id = getenv("TORCHELASTIC_RUN_ID");
+    snprintf(l->jobid, sizeof l->jobid, "%s", run_id ? run_id : "");
+    /* torchrun's static rendezvous (its default) keeps a store of its own listening at MASTER_PORT on
+     * node 0 for the whole run, and says so: dtrain's rendezvous takes the next port */
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    int shifted = agent && !strcmp(agent, "True");
+    l->rdzv_port = l->master_port + shifted;
+    if (l->rdzv_port > 65535) {
+        dt_error("MASTER_PORT=%d: torchrun's own store holds it and dtrain's rendezvous takes the next port, "
+                 "which does not exist: start torchrun with a lower --master_port", l->master_port);
+        return DT_ERR_INPUT;
+    }
+    l->kind = DT_LAUNCH_TORCHRUN;
+    l->local_size = l->size;
+    if (l->size == 1)
+        return DT_OK;
+    double timeout = launch_timeout > 0 ? launch_timeout : 600, t0 = dt_seconds();
+    int node = 0, ls = 1;
+    dt_log_set_rank(l->rank, l->size); /* the rendezvous's lines say which rank */
+    DT_TRY(dt_rdzv_open(&l->rdzv, l->master_addr, l->rdzv_port, l->rank, l->size, timeout, &node, &ls));
+    l->waited_s = dt_seconds() - t0;
+    l->node = group >= 0 ? group : node;     /* torchrun's node rank where it gives one */
+    l->local_size = local_size ? local_size : ls; /* else the ranks that share this host name */
+    if (l->local_rank >= l->local_size) {
+        dt_error("LOCAL_RANK=%d but %s %d rank%s on this node: LOCAL_RANK counts from 0 among them", l->local_rank,
+                 local_size ? "LOCAL_WORLD_SIZE says" : "the rendezvous finds", l->local_size,
+                 l->local_size > 1 ? "s" : "");
+        dt_rdzv_close(&l->rdzv);
+        return DT_ERR_INPUT;
+    }
+    return DT_OK;
+}
+
 int dt_launch_init(dt_launch *l)
 {
     memset(l, 0, sizeof *l);
@@ -323,9 +400,11 @@ int dt_launch_init(dt_launch *l)
     l->size = 1;
     l->local_size = 1;
     int ntasks = 0, r;
-    if (env_int("SLURM_NTASKS", 1, 1 << 24, &ntasks) < 0)
+    if (dt_launch_detect() == DT_LAUNCH_TORCHRUN) {
+        DT_TRY(init_torchrun(l));
+    } else if (env_int("SLURM_NTASKS", 1, 1 << 24, &ntasks) < 0) {
         return DT_ERR_INPUT;
-    if (getenv("PMI_FD")) {
+    } else if (getenv("PMI_FD")) {
 #ifdef HAVE_PMI2
         l->kind = DT_LAUNCH_PMI2;
         DT_TRY(init_pmi2(l));
@@ -374,7 +453,10 @@ int dt_launch_init(dt_launch *l)
                     ntasks);
     }
     dt_log_set_rank(l->rank, l->size);
-    if (l->rank == 0 && l->size > 1) /* a single process needs no announcement */
+    if (l->rank == 0 && l->size > 1 && l->kind == DT_LAUNCH_TORCHRUN)
+        dt_info("launch: torchrun, %d ranks, %d on this node, rendezvous at %s:%d%s", l->size, l->local_size,
+                l->master_addr, l->rdzv_port, l->rdzv_port != l->master_port ? " (MASTER_PORT + 1)" : "");
+    else if (l->rank == 0 && l->size > 1) /* a single process needs no announcement */
         dt_info("launch: %s, %d rank%s, %d on this node", dt_launch_kind_name(l->kind), l->size, l->size > 1 ? "s" : "",
                 l->local_size);
     return DT_OK;
@@ -382,6 +464,7 @@ int dt_launch_init(dt_launch *l)
 
 void dt_launch_finalize(dt_launch *l)
 {
+    dt_rdzv_close(&l->rdzv);
 #ifdef HAVE_PMI2
     if (l->kind == DT_LAUNCH_PMI2)
         PMI2_Finalize();

@@ -1,5 +1,12 @@
 /* launch.h: where this process's rank, world size and local rank come from (doc/design.md, "Launch").
  *
+ *   TORCHELASTIC_RUN_ID               torchrun or torch.distributed.launch: RANK, WORLD_SIZE, LOCAL_RANK,
+ *                                     and a TCP rendezvous at MASTER_ADDR:MASTER_PORT (rdzv.h) that
+ *                                     checks the world and carries the NCCL id. First, over every other
+ *                                     launcher: torchrun is always the innermost (srun or mpirun start
+ *                                     torchrun, never the reverse), so PMI_FD, PMIX_RANK and SLURM_*
+ *                                     beside its variables are its agent's, inherited. With
+ *                                     DT_WORLD_SIZE too: refused.
  *   PMI_FD set                        srun with a PMI2 server: libpmi2, local rank from the job's
  *                                     PMI_process_mapping
  *   PMIX_RANK or OMPI_COMM_WORLD_RANK srun --mpi=pmix or mpirun: MPI (local rank from
@@ -7,6 +14,10 @@
  *   SLURM_NTASKS > 1, neither above   srun without a PMI server: SLURM_PROCID, SLURM_NTASKS,
  *                                     SLURM_LOCALID, with a warning recommending --mpi=pmi2
  *   DT_RANK/DT_WORLD_SIZE/...         a worker forked by dtrain --nproc-per-node
+ *   RANK and WORLD_SIZE, none above   a PyTorch-style (env://) launch by hand: as torchrun. Over
+ *                                     SLURM_NTASKS alone (the variables set on purpose are the more
+ *                                     precise); under PMI2 or MPI they are left alone (a site's prolog
+ *                                     may set them for PyTorch).
  *   nothing                           a single process
  * Never a silent singleton: a Slurm step of several tasks always gets its ranks. */
 #ifndef DT_DIST_LAUNCH_H
@@ -18,7 +29,16 @@
 extern "C" {
 #endif
 
-enum dt_launch_kind { DT_LAUNCH_SINGLE, DT_LAUNCH_PMI2, DT_LAUNCH_MPI, DT_LAUNCH_SLURM_ENV, DT_LAUNCH_LOCAL };
+enum dt_launch_kind {
+    DT_LAUNCH_SINGLE,
+    DT_LAUNCH_PMI2,
+    DT_LAUNCH_MPI,
+    DT_LAUNCH_SLURM_ENV,
+    DT_LAUNCH_LOCAL,
+    DT_LAUNCH_TORCHRUN
+};
+
+struct dt_rdzv;
 
 typedef struct dt_launch {
     enum dt_launch_kind kind;
@@ -27,9 +47,21 @@ typedef struct dt_launch {
     int node;                   /* this node's index (0 for a single node) */
     char jobid[64];             /* PMI2's job id, or Slurm's job.step, or "" */
     double waited_s;            /* seconds dt_launch_init took (under MPI: waiting for every rank in MPI_Init) */
+    /* DT_LAUNCH_TORCHRUN only: MASTER_ADDR and MASTER_PORT as given, the port dtrain's rendezvous
+     * listens on (MASTER_PORT, or MASTER_PORT + 1 where torchrun's own store holds MASTER_PORT:
+     * TORCHELASTIC_USE_AGENT_STORE=True), and the open rendezvous (NULL for a world of 1) */
+    char master_addr[256];
+    int master_port, rdzv_port;
+    struct dt_rdzv *rdzv;
 } dt_launch;
 
-/* The start-up deadline for dt_launch_init (dtrain's --comm-timeout), 0 (the default) for none.
+/* Which launcher started this process, from the environment alone (the order above; nothing is
+ * initialised, nothing is logged): for printing a launch plan before any launch. dt_launch_init
+ * decides the same way. */
+enum dt_launch_kind dt_launch_detect(void);
+
+/* The start-up deadline for dt_launch_init (dtrain's --comm-timeout), 0 (the default) for none
+ * (torchrun's rendezvous then has 600 s: it cannot leave its deadline to a launcher).
  * MPI_Init and the launch's collectives wait for every rank, and a rank that never starts (its node's
  * file system hangs before it could load) would keep them waiting forever: past the deadline this
  * process says so in one line (naming the rank when the world is 2; MPI cannot say which before it
@@ -38,10 +70,11 @@ typedef struct dt_launch {
 void dt_launch_set_timeout(double seconds);
 
 /* Detects how this process was started and initialises PMI2 or MPI accordingly (MPI with thread
- * support for a communication thread). DT_OK, or an error after one line (a PMI2 or MPI failure,
- * inconsistent environment variables). */
+ * support for a communication thread), or meets the other ranks at torchrun's rendezvous. DT_OK, or
+ * an error after one line (a PMI2 or MPI failure, inconsistent environment variables, the
+ * rendezvous's port in use, its rank 0 not answering, world sizes that differ). */
 int dt_launch_init(dt_launch *l);
-/* Finalises what dt_launch_init started (PMI2_Finalize, MPI_Finalize). */
+/* Finalises what dt_launch_init started (PMI2_Finalize, MPI_Finalize, the rendezvous's connections). */
 void dt_launch_finalize(dt_launch *l);
 const char *dt_launch_kind_name(enum dt_launch_kind k);
 

@@ -23,6 +23,8 @@ typedef struct dt_pack_opts {
     int threads;            /* 0: all cores */
     int strict;             /* 1: a bad file is fatal instead of skipped */
     int progress;           /* 1: a progress line on stderr (a terminal) */
+    const char *val_labels; /* imagenet: the ground truth of a flat val/ (ILSVRC2012's), or NULL */
+    const char *synsets;    /* imagenet: the devkit's meta.mat for val_labels' class IDs, or NULL */
 } dt_pack_opts;
 
 /* What a pack did, for the summary line and the tests. */
@@ -34,7 +36,10 @@ typedef struct dt_pack_stats {
 /* ImageNet layout: src/<split>/<class>/<file> for each split named (train, val; 1 to 16). Classes
  * are the sorted subdirectory names of the first split (torchvision's ImageFolder order); later
  * splits must use only those. Files are taken by content, whatever their extension; hidden files
- * are ignored. o->out may not be inside src (real paths, o->out existing or not). */
+ * are ignored. o->out may not be inside src (real paths, o->out existing or not). With
+ * o->val_labels, split val is ILSVRC2012's flat folder (files, no class folders) labelled by that
+ * ground truth (pack_internal.h: dt_pack_ilsvrc_labels), and packs to the shards its sorted twin
+ * would: in class order, each image named <wnid>/<file>. */
 int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const dt_pack_opts *o, dt_pack_stats *st);
 /* MNIST-style IDX: src/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] -> splits train and val.
  * fashion selects Fashion-MNIST's class names (else the digits). */

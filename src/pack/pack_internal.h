@@ -33,4 +33,14 @@ int dt_pack_split_add(dt_pack_split *so, const uint8_t *data, size_t n, int32_t 
  * DT_ERR_INPUT); not ok: DT_ERR_INPUT and the split stays unlisted. Frees so either way. */
 int dt_pack_split_end(dt_pack_split *so, dt_pack_stats *st, int ok);
 
+/* ILSVRC2012's flat validation folder (ilsvrc.c): labels[i] is the index, among the sorted classes
+ * (the folders of classes_dir), of the WNID that the ground truth gt gives files[i] (dir's sorted file
+ * names). gt is Kaggle's LOC_val_solution.csv (known by its header) or the devkit's ground truth,
+ * which needs synsets (the devkit's meta.mat, or "<ILSVRC2012_ID> <WNID>" lines). Files and labels
+ * pair one to one by ImageId (the file name without its extension); the first file without a
+ * label, label without a file, class ID out of range, WNID not among the classes or duplicate is
+ * one line, DT_ERR_INPUT. */
+int dt_pack_ilsvrc_labels(const char *dir, char *const *files, int n_files, char *const *classes, int n_classes,
+                          const char *classes_dir, const char *gt, const char *synsets, int32_t *labels);
+
 #endif

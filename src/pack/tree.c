@@ -1,7 +1,8 @@
 /* tree.c: dt_pack_tree (pack.h): an ImageNet-style folder tree, SRC/<split>/<class>/<file>, listed
  * in torchvision ImageFolder's order, each file read, checked and, when it must be, converted or
- * resized to an RGB JPEG by worker threads (OpenMP), then written in order (pack.c). Also refuses
- * an output directory inside the tree, and draws the progress line. */
+ * resized to an RGB JPEG by worker threads (OpenMP), then written in order (pack.c). ILSVRC2012's
+ * flat val/ is listed by its ground truth (ilsvrc.c) in its sorted twin's order and names. Also
+ * refuses an output directory inside the tree, and draws the progress line. */
 #include "config.h"
 
 #include "pack/pack.h"
@@ -320,6 +321,58 @@ static void free_items(item *items, int64_t n)
     free(items);
 }
 
+static int cmp_item(const void *a, const void *b)
+{
+    const item *x = a, *y = b;
+    return x->label != y->label ? (x->label < y->label ? -1 : 1) : strcmp(x->name, y->name);
+}
+
+/* ILSVRC2012's flat val/: its files labelled by the ground truth (ilsvrc.c), listed in the order and
+ * under the names its sorted twin (val/<wnid>/<file>) has, so that both pack to the same shards */
+static int list_flat(const char *root, const char *classes_dir, char **classes, int n_classes, const dt_pack_opts *o,
+                     item **out, int64_t *n_out)
+{
+    char **files;
+    int nf;
+    *out = NULL;
+    *n_out = 0;
+    DT_TRY(list_dir(root, 0, &files, &nf));
+    int32_t *labels = malloc((size_t)(nf ? nf : 1) * sizeof *labels);
+    int rc = labels ? dt_pack_ilsvrc_labels(root, files, nf, classes, n_classes, classes_dir, o->val_labels,
+                                            o->synsets, labels)
+                    : DT_ERR_NOMEM;
+    item *v = rc == DT_OK ? calloc((size_t)(nf ? nf : 1), sizeof *v) : NULL;
+    if (rc == DT_OK && !v)
+        rc = DT_ERR_NOMEM;
+    int64_t n = 0;
+    for (; n < nf && rc == DT_OK; n++) {
+        item *it = &v[n];
+        const char *cls = classes[labels[n]];
+        size_t lp = strlen(root) + strlen(files[n]) + 2, ln = strlen(cls) + strlen(files[n]) + 2;
+        it->path = malloc(lp);
+        it->name = malloc(ln);
+        if (!it->path || !it->name) {
+            rc = DT_ERR_NOMEM;
+            break;
+        }
+        snprintf(it->path, lp, "%s/%s", root, files[n]);
+        snprintf(it->name, ln, "%s/%s", cls, files[n]);
+        it->label = labels[n];
+    }
+    if (rc == DT_OK) {
+        qsort(v, (size_t)n, sizeof *v, cmp_item);
+    } else {
+        free_items(v, v ? nf : 0); /* calloc'd: the items not reached hold NULLs */
+        v = NULL;
+        n = 0;
+    }
+    free(labels);
+    free_list(files, nf);
+    *out = v;
+    *n_out = n;
+    return rc;
+}
+
 /* packs one split's listed files (items is consumed) */
 static int pack_tree_split(const char *root, const char *split, char **classes, int n_classes, item *items, int64_t n,
                            const dt_pack_opts *o, dt_pack_stats *st)
@@ -393,6 +446,15 @@ int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const
         return DT_ERR_INPUT;
     }
     DT_TRY(check_out_outside(src, o->out));
+    int flat[16] = {0}, n_flat = 0;
+    for (int s = 0; s < n_splits; s++) /* the flat one: val, labelled by --val-labels */
+        n_flat += flat[s] = o->val_labels && !strcmp(splits[s], "val");
+    if (o->val_labels && (!n_flat || flat[0])) {
+        dt_error("--val-labels %s: labels a flat split val packed after train (--split train --split val): %s",
+                 o->val_labels,
+                 n_flat ? "its classes come from the first split's folders" : "no split val is being packed");
+        return DT_ERR_INPUT;
+    }
     char root[4096];
     snprintf(root, sizeof root, "%s/%s", src, splits[0]);
     char **classes;
@@ -411,6 +473,20 @@ int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const
         int n2;
         if ((rc = list_dir(r2, 1, &c2, &n2)) != DT_OK)
             break;
+        if (flat[s] && n2) {
+            dt_error("%s: holds class folders (%s): --val-labels %s is for ILSVRC2012's flat val/ of image files", r2,
+                     c2[0], o->val_labels);
+            rc = DT_ERR_INPUT;
+        }
+        char **f2 = NULL;
+        int nf2 = 0;
+        if (!flat[s] && !n2 && rc == DT_OK && (rc = list_dir(r2, 0, &f2, &nf2)) == DT_OK && nf2) {
+            dt_error("%s: %d files and no class folders: for ILSVRC2012's flat %s/ give its ground truth with "
+                     "--val-labels (LOC_val_solution.csv, or the devkit's with --synsets meta.mat)",
+                     r2, nf2, splits[s]);
+            rc = DT_ERR_INPUT;
+        }
+        free_list(f2, nf2);
         for (int i = 0; i < n2 && rc == DT_OK; i++)
             if (!bsearch(&c2[i], classes, (size_t)n_classes, sizeof *classes, cmp_str)) {
                 dt_error("%s/%s: class '%s' is not among the %d classes of %s", r2, c2[i], c2[i], n_classes, root);
@@ -425,7 +501,8 @@ int dt_pack_tree(const char *src, const char *const *splits, int n_splits, const
     for (int s = 0; s < n_splits && rc == DT_OK; s++) {
         char r2[4096];
         snprintf(r2, sizeof r2, "%s/%s", src, splits[s]);
-        if ((rc = list_split(r2, classes, n_classes, &items[s], &n_items[s])) != DT_OK)
+        if ((rc = flat[s] ? list_flat(r2, root, classes, n_classes, o, &items[s], &n_items[s])
+                          : list_split(r2, classes, n_classes, &items[s], &n_items[s])) != DT_OK)
             break;
         if (n_items[s] == 0) {
             dt_error("%s: no image files under its class folders", r2);

@@ -25,6 +25,9 @@ enum dt_lr_schedule {
     DT_LR_EXPONENTIALLR = 5,    /* ExponentialLR: x lr_gamma every epoch */
     DT_LR_POLYNOMIALLR = 6,     /* PolynomialLR: (1 - t/T)^lr_power to 0 over the epochs after the warm-up */
 };
+/* --device auto: cfg->cuda's value before dtrain.c resolves it */
+#define DT_DEVICE_AUTO 2
+
 /* --lr-warmup-method */
 enum dt_lr_warmup { DT_WARMUP_LINEAR = 0, DT_WARMUP_CONSTANT = 1 };
 /* --opt: torchvision's names (its train.py: "sgd" and any other name starting with sgd, with Nesterov
@@ -43,11 +46,13 @@ typedef struct dt_train_option {
     const char *name;           /* its row's long name, without "--" (an alias's too: train/flags.h) */
     const char *value;          /* its text as given, or NULL for a flag that takes none */
     int on;                     /* such a flag: 1 given, 0 its off switch given (--no-model-ema) */
+    const char *env;            /* the environment variable it came from (DT_BATCH), or NULL: the command line */
 } dt_train_option;
 #define DT_TRAIN_MAX_OPTIONS 128 /* more than dtrain has */
 
 typedef struct dt_train_cfg {
     const char *data;           /* packed dataset directory (dtpack); NULL with synthetic */
+    int data_from_env;          /* data is $DT_DATA (no operand given) */
     const char *arch;
     int workers;                /* loader threads per rank */
     int epochs;
@@ -83,7 +88,7 @@ typedef struct dt_train_cfg {
     long model_ema_steps;       /* update it every this many steps (32) */
     double model_ema_decay;     /* its decay before train.py's adjustment (0.99998) */
     int print_freq;             /* steps between progress lines */
-    double desired_acc;         /* stop once validation top-1 (percent) reaches it; 0: never */
+    double desired_acc;         /* stop once validation top-1 reaches this fraction (0.75: 75%); 0: never */
     uint64_t seed;
     int synthetic;              /* benchmark: random batches, no data */
     long max_steps;             /* stop after this many optimiser steps; 0: no limit */
@@ -102,7 +107,12 @@ typedef struct dt_train_cfg {
     int evaluate;               /* only validate the --resume checkpoint (or --pretrained weights), write nothing */
     int start_epoch;            /* without resume: the epoch to begin at (schedule, shuffle) */
     const char *pretrained;     /* weights to start from (checkpoint or exported torchvision weights) */
-    int cuda;                   /* --device cuda: the CUDA backend on the local rank's GPU */
+    int cuda;                   /* --device: 0 cpu, 1 cuda (the CUDA backend on the local rank's GPU), 2
+                                 * (DT_DEVICE_AUTO, the default) auto, made 0 or 1 by dtrain.c before the run */
+    const char *device_why;     /* why --device auto chose what it chose (the first log line), or NULL */
+    int world_size;             /* --world-size: the ranks the launch must have (0: not given) */
+    int dist_backend;           /* --dist-backend: -1 not given, 0 nccl (needs cuda), 1 mpi (needs cpu) */
+    const char *dist_url;       /* --dist-url: "env://" or NULL (another is refused) */
     int deterministic;          /* bit-reproducible: CPU runs are; recorded, and the CUDA backend's algorithm choice */
     int cudnn_search;           /* --cudnn-search: 0 heuristic, 1 bounded (default), 2 exhaustive (nn/backend.h's
                                  * dt_backend_options.conv_search) */

@@ -121,9 +121,10 @@ static int end_epoch(dt_run *r, loop_state *L, int epoch, const dt_epoch_sums *s
      * state (dt_rundir_repair_best). Written between the two, its failure lost the epoch's metrics
      * line for good: resume started at the next epoch. */
     DT_TRY(dt_rundir_save(r));
-    if (validated && cfg->desired_acc > 0 && v.top1 >= cfg->desired_acc) {
+    if (validated && cfg->desired_acc > 0 && v.top1 >= 100.0 * cfg->desired_acc) { /* top1 in percent */
         if (rank == 0)
-            dt_info("validation top-1 %.2f%% reached --desired-acc %.2f: stopping", v.top1, cfg->desired_acc);
+            dt_info("validation top-1 %.2f%% reached --desired-acc %g (%.2f%%): stopping", v.top1, cfg->desired_acc,
+                    100.0 * cfg->desired_acc);
         L->stop = L->desired_acc_reached = 1;
     }
     if (rank == 0)

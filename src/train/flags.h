@@ -11,13 +11,17 @@
  * field; omitted members are 0/NULL. Rows are in --help's order; .section starts a group there.
  *   .def       the default of a numeric, choice or switch field (as the field's type)
  *   .def_text  the default of a text or list field (a list's is parsed as the flag's value would be)
- *   .env       the environment variable that will give a default (issue 39; not read yet)
+ *   .env       the environment variable whose value, when set and not empty, is the option's default:
+ *              the command line (and a --recipe's flags) over the environment over .def (dtrain.c's
+ *              apply_env; a bad value is one line naming the variable, exit 2)
  *   .fp        how the ranks compare it (enum dt_flag_fp); 0: by its kind, under --name
  *   .help      its text in --help after the value's column; '\n' continues at that column;
  *              "; also --ALIAS" is added. An off switch (.off) is named in .help itself.
  * Special rows keep a hook: DT_OWN's parse function (train/flags.c), DT_PROGRAM's case in dtrain.c
- * (--recipe, --print-lr, --nproc-per-node: not settings of cfg), DT_COMMON's dt_cli_common (--help,
- * --version, --log-level), and --amp, recorded as the --opt-level it means (dtrain.c). */
+ * (--recipe, --print-lr, --print-config, --nproc-per-node: not settings of cfg), DT_COMMON's
+ * dt_cli_common (--help, --version, --log-level), --amp, recorded as the --opt-level it means
+ * (dtrain.c), and DT_REFUSED: a PyTorch launcher's flag that dtrain has no use for, refused in one
+ * line that is its .help ("--rank: ..."). */
 #ifndef DT_TRAIN_FLAGS_H
 #define DT_TRAIN_FLAGS_H
 
@@ -43,6 +47,7 @@ enum dt_flag_kind {
     DT_FK_PROGRAM,  /* the program's own (src/bin/dtrain.c's switch), not a field */
     DT_FK_COMMON,   /* dt_cli_common's (util/cli.h): --help, --version, --log-level */
     DT_FK_OPERAND,  /* not a flag: the command line's operand (DATA) */
+    DT_FK_REFUSED,  /* a PyTorch launcher's flag with no meaning here: refused, its .help the line */
 };
 /* the type of the field, from _Generic: how a value is stored */
 enum dt_flag_type { DT_FT_NONE = 0, DT_FT_INT, DT_FT_LONG, DT_FT_U64, DT_FT_DOUBLE, DT_FT_TEXT };
@@ -69,7 +74,8 @@ struct dt_flag {
     double lo, hi;            /* the range of a number or a list's items */
     const char *const *choices; /* DT_FK_CHOICE: NULL-terminated */
     int nocase;
-    int (*parse)(const dt_flag *f, const char *text, dt_train_cfg *cfg); /* DT_FK_OWN */
+    /* DT_FK_OWN: text into cfg, or one line naming flag ("--name", or the environment variable) */
+    int (*parse)(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
     double def;
     const char *def_text;
     const char *env;
@@ -94,6 +100,7 @@ struct dt_flag {
 #define DT_OWN(f, fn) .kind = DT_FK_OWN, DT_FLAG_FIELD_(f), .parse = (fn)
 #define DT_PROGRAM .kind = DT_FK_PROGRAM
 #define DT_COMMON .kind = DT_FK_COMMON
+#define DT_REFUSED .kind = DT_FK_REFUSED, .fp = DT_FP_NOT
 
 /* clang-format off */
 #define DT_FLAGS(X)                                                                                        \
@@ -216,8 +223,10 @@ X(ACCUM_STEPS, .name = "accum-steps", .meta = "N", DT_LONG(accum_steps, 1, 1024)
   .help = "gradient accumulation (default 1)")                                                                \
 X(MAX_STEPS, .name = "max-steps", .meta = "N", DT_LONG(max_steps, 1, 1L << 40), .env = "DT_MAX_STEPS",             \
   .help = "stop after N optimiser steps")                                                                     \
-X(DESIRED_ACC, .name = "desired-acc", .meta = "X", DT_DOUBLE(desired_acc, 0, 100), .env = "DT_DESIRED_ACC",        \
-  .help = "stop once validation top-1 reaches X percent")                                                     \
+X(DESIRED_ACC, .name = "desired-acc", .meta = "X", DT_OWN(desired_acc, dt_flags_parse_desired_acc),               \
+  .env = "DT_DESIRED_ACC",                                                                                     \
+  .help = "stop once validation top-1 reaches the fraction X (0.75: 75%; the\n"                                \
+          "tutorials' unit; above 1 is refused)")                                                             \
 X(SEED, .name = "seed", .meta = "N", DT_LONG(seed, 0, 2147483647L), .env = "DT_SEED", .help = "(default 0)")       \
 X(DETERMINISTIC, .name = "deterministic", DT_SWITCH(deterministic), .env = "DT_DETERMINISTIC",                     \
   .help = "bit-reproducible runs (CPU runs always are, for the same ranks and --threads;\n"                    \
@@ -260,10 +269,38 @@ X(SYNC_BN, .name = "sync-bn", .off = "no-sync-bn", DT_SWITCH(sync_bn), .env = "D
   .help = "batch-norm statistics over all ranks (--no-sync-bn)")                                              \
 X(COMM_TIMEOUT, .name = "comm-timeout", .meta = "S", DT_DOUBLE(comm_timeout, 1, 1e7), .def = 600,                   \
   .env = "DT_COMM_TIMEOUT", .fp = DT_FP_NOT, .help = "seconds before a collective fails (default 600)")           \
-X(NPROC_PER_NODE, .name = "nproc-per-node", .meta = "N", DT_PROGRAM, .env = "DT_NPROC_PER_NODE", .fp = DT_FP_NOT,   \
-  .help = "without Slurm: run N workers here, one per GPU (CPU runs use mpirun)")                              \
+X(NPROC_PER_NODE, .name = "nproc-per-node", .meta = "N", .alias = "nproc_per_node", DT_PROGRAM, .fp = DT_FP_NOT, \
+  .help = "without Slurm: run N workers here, one per GPU (CPU runs use mpirun;\n"                              \
+          "no environment default: its workers inherit the environment)")                                      \
+X(WORLD_SIZE, .name = "world-size", .meta = "N", DT_LONG(world_size, 1, 1L << 24), .fp = DT_FP_NOT,                \
+  .section = "PyTorch scripts' launch flags (dtrain.1, MIGRATING FROM PYTORCH SCRIPTS):",                      \
+  .help = "checked: the launch must have N ranks in all (else one line, exit 2)")                             \
+X(DIST_BACKEND, .name = "dist-backend", .meta = "nccl|mpi", DT_CHOICE(dist_backend, dt_flags_dist_backends),        \
+  .def = -1, .fp = DT_FP_NOT,                                                                                  \
+  .help = "checked: nccl is --device cuda's, mpi --device cpu's (gloo: use mpi)")                               \
+X(DIST_URL, .name = "dist-url", .meta = "env://", DT_OWN(dist_url, dt_flags_parse_dist_url), .fp = DT_FP_NOT,     \
+  .help = "env:// only (the ranks meet as their launcher says); another address is\n"                         \
+          "refused: the launcher has it (torchrun --master_addr/--master_port, srun)")                        \
+X(RANK, .name = "rank", .meta = "R", DT_REFUSED,                                                                  \
+  .help = "refused: each rank comes from its launcher (srun, mpirun, torchrun's\n"                             \
+          "RANK, --nproc-per-node); give none")                                                               \
+X(MULTIPROCESSING_DISTRIBUTED, .name = "multiprocessing-distributed", DT_REFUSED,                                 \
+  .help = "refused: one process per GPU is the launch's: srun --ntasks-per-node=GPUS,\n"                        \
+          "or dtrain --nproc-per-node GPUS")                                                                   \
+X(GPU, .name = "gpu", .meta = "N", DT_REFUSED,                                                                    \
+  .help = "refused: each rank takes its local rank's GPU; for one chosen GPU:\n"                                \
+          "CUDA_VISIBLE_DEVICES=N dtrain ...")                                                                 \
+X(MASTER_ADDR, .name = "master_addr", .meta = "HOST", DT_REFUSED,                                                 \
+  .help = "refused: torchrun's, not dtrain's: torchrun --master_addr=HOST ... --no-python\n"                    \
+          "dtrain ...")                                                                                       \
+X(MASTER_PORT, .name = "master_port", .meta = "PORT", DT_REFUSED,                                                 \
+  .help = "refused: torchrun's, not dtrain's: torchrun --master_port=PORT ... --no-python\n"                    \
+          "dtrain ...")                                                                                       \
 X(PRINT_FREQ, .name = "print-freq", .key = 'p', .meta = "N", DT_LONG(print_freq, 0, 1000000), .def = 10,           \
   .env = "DT_PRINT_FREQ", .fp = DT_FP_NOT, .section = "Output:", .help = "steps between progress lines (default 10)") \
+X(PRINT_CONFIG, .name = "print-config", DT_PROGRAM, .fp = DT_FP_NOT,                                              \
+  .help = "print every setting with its source (command line, recipe, environment,\n"                          \
+          "default) and the launch's plan (ranks, nodes, devices), and exit (no data read)")                    \
 X(RESULTS, .name = "results", .meta = "DIR", .alias = "output-dir", DT_TEXT(results), .def_text = "results",       \
   .env = "DT_RESULTS", .fp = DT_FP_NOT, .help = "runs go to DIR/<run id>/ (default results)")                    \
 X(RUN_NAME, .name = "run-name", .meta = "NAME", DT_OWN(run_name, dt_flags_parse_run_name), .env = "DT_RUN_NAME",    \
@@ -277,8 +314,10 @@ X(EVALUATE, .name = "evaluate", .key = 'e', .alias = "test-only", DT_SWITCH(eval
   .help = "validate the --resume checkpoint (or --pretrained weights) and exit\n(nothing written)")            \
 X(THREADS, .name = "threads", .meta = "N", DT_LONG(threads, 1, 4096), .env = "DT_THREADS", .fp = DT_FP_NOT,        \
   .help = "compute threads per rank (default: OMP_NUM_THREADS or all cores)")                                  \
-X(DEVICE, .name = "device", .meta = "cpu|cuda", DT_CHOICE(cuda, dt_flags_devices), .env = "DT_DEVICE",              \
-  .help = "where to compute (default cpu); cuda: the local rank's GPU (a CUDA build)")                         \
+X(DEVICE, .name = "device", .meta = "auto|cpu|cuda", DT_CHOICE(cuda, dt_flags_devices), .def = DT_DEVICE_AUTO,     \
+  .env = "DT_DEVICE",                                                                                          \
+  .help = "where to compute; cuda: the local rank's GPU (a CUDA build); auto (default):\n"                      \
+          "cuda in a CUDA build that sees a GPU, else cpu (the first log line says why)")                       \
 X(CUDNN_SEARCH, .name = "cudnn-search", .meta = "MODE", DT_OWN(cudnn_search, dt_flags_parse_cudnn_search), .def = 1, \
   .env = "DT_CUDNN_SEARCH", .fp = DT_FP_NOT,                                                                   \
   .help = "how cuDNN's convolution algorithms are chosen (--device cuda): heuristic\n"                          \
@@ -301,7 +340,8 @@ enum dt_flag_id {
 /* the table, indexed by enum dt_flag_id (train/flags.c) */
 extern const dt_flag dt_flags[DT_FLAG_COUNT];
 /* the choices the table names that have no other home */
-extern const char *const dt_flags_opt_levels[], *const dt_flags_precisions[], *const dt_flags_devices[];
+extern const char *const dt_flags_opt_levels[], *const dt_flags_precisions[], *const dt_flags_devices[],
+    *const dt_flags_dist_backends[];
 
 /* getopt_long's values: a row with a key returns it; the others DT_FLAG_VAL(id), their off switch
  * DT_FLAG_OFF_VAL(id) */
@@ -320,6 +360,16 @@ const dt_flag *dt_flags_of_val(int val, int *off);
  * DT_OK, or DT_ERR_INPUT after one line naming --NAME (util/cli.h's rules). DT_FK_PROGRAM,
  * DT_FK_COMMON and the operand are not set here (DT_ERR_INPUT, no line: a caller's mistake). */
 int dt_flags_set(const dt_flag *f, const char *text, int off, dt_train_cfg *cfg);
+/* The same, its line naming flag instead of --NAME (an environment variable's default: "environment
+ * variable DT_BATCH"); text must be there for a switch too (true/false, yes/no, on/off, 1/0: its
+ * on or off form). A DT_FK_REFUSED row: its line, DT_ERR_INPUT. */
+int dt_flags_set_as(const dt_flag *f, const char *flag, const char *text, int off, dt_train_cfg *cfg);
+/* f's value in cfg as text into buf (--print-config): "-" for a field at its "not given" value
+ * (below the range, -1, NULL); DT_FK_OWN rows "-" unless the command line or the environment gave
+ * them (their text, from cfg->options). Returns buf. */
+const char *dt_flags_format(const dt_flag *f, const dt_train_cfg *cfg, char *buf, size_t n);
+/* --device auto: 1 (cuda) when this build has CUDA and sees a GPU, else 0 (cpu); why into buf */
+int dt_flags_device_auto(char *why, size_t n);
 /* run.json's record: f given with text (NULL: a switch, on 1 or its off switch 0), under f's name,
  * replacing what an earlier one of the same option gave (the last value is the one in force) */
 void dt_flags_note(dt_train_cfg *cfg, const dt_flag *f, const char *text, int on);
@@ -327,12 +377,14 @@ void dt_flags_note(dt_train_cfg *cfg, const dt_flag *f, const char *text, int on
 void dt_flags_usage(FILE *out);
 
 /* the rows' own parsers and --help's list of models (DT_OWN, .usage_front) */
-int dt_flags_parse_interpolation(const dt_flag *f, const char *text, dt_train_cfg *cfg);
-int dt_flags_parse_auto_augment(const dt_flag *f, const char *text, dt_train_cfg *cfg);
-int dt_flags_parse_crop_padding(const dt_flag *f, const char *text, dt_train_cfg *cfg);
-int dt_flags_parse_loss_scale(const dt_flag *f, const char *text, dt_train_cfg *cfg);
-int dt_flags_parse_run_name(const dt_flag *f, const char *text, dt_train_cfg *cfg);
-int dt_flags_parse_cudnn_search(const dt_flag *f, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_interpolation(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_auto_augment(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_crop_padding(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_loss_scale(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_run_name(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_cudnn_search(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_desired_acc(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
+int dt_flags_parse_dist_url(const dt_flag *f, const char *flag, const char *text, dt_train_cfg *cfg);
 void dt_flags_usage_models(FILE *out, int column);
 
 #ifdef __cplusplus

@@ -107,6 +107,19 @@ static int record_options(const dt_train_cfg *cfg, json_t *j)
         json_decref(opts);
         return -1;
     }
+    /* the options (and DATA) whose value is an environment variable's: {"DT_BATCH": "8", ...} */
+    json_t *env = json_object();
+    bad = !env || (cfg->data_from_env && json_object_set_new(env, "DT_DATA", json_text(cfg->data)) != 0);
+    for (int i = 0; i < cfg->n_options && !bad; i++)
+        if (cfg->options[i].env)
+            bad = json_object_set_new(env, cfg->options[i].env, cfg->options[i].value ? json_text(cfg->options[i].value)
+                                                                                      : json_boolean(cfg->options[i].on)) != 0;
+    if (bad)
+        json_decref(env);
+    if (bad || json_object_set_new(j, "environment", env) != 0) { /* a set takes env, also when it fails */
+        json_decref(opts);
+        return -1;
+    }
     bad = json_object_set_new(j, "recipe", cfg->recipe ? json_text(cfg->recipe) : json_null()) != 0;
     bad |= json_object_set_new(j, "options", opts) != 0;
     return bad ? -1 : 0;
@@ -162,7 +175,8 @@ static int write_run_json(dt_run *r)
         "deterministic", cfg->deterministic, "graphs", r->graphs, "pretrained", cfg->pretrained, "start_epoch", cfg->start_epoch,
         "slurm_job_id", getenv("SLURM_JOB_ID"), "nodes", r->nodes, "ranks_per_node", r->launch.local_size,
         "dataset", r->dataset_name, "started", r->started, "run_dir", r->dir,
-        "desired_acc", cfg->desired_acc > 0 ? json_real(cfg->desired_acc) : json_null());
+        "desired_acc", cfg->desired_acc > 0 ? json_real(100.0 * cfg->desired_acc) : json_null()); /* percent, as
+                                                                                                      * dtreport reads it */
     if (j) { /* the parameter groups' weight decays (null: as weight_decay) */
         json_object_set_new(j, "norm_weight_decay", cfg->norm_wd < 0 ? json_null() : json_real(cfg->norm_wd));
         json_object_set_new(j, "bias_weight_decay", cfg->bias_wd < 0 ? json_null() : json_real(cfg->bias_wd));
@@ -223,6 +237,9 @@ int dt_metrics_open(dt_run *r)
             cfg->arch, launch->size, launch->size > 1 ? "s" : "", dt_launch_kind_name(launch->kind), r->classes,
             r->image_size, r->image_size, r->channels, cfg->batch, r->base_lr,
             (double)cfg->batch * launch->size * cfg->accum_steps, (long long)r->steps_per_epoch);
+    if (cfg->desired_acc > 0) /* the fraction as the tutorials give it, and what it means */
+        dt_info("--desired-acc %g: stop at %.2f%% top-1 (validation, at an epoch's end)", cfg->desired_acc,
+                100.0 * cfg->desired_acc);
     DT_TRY(write_run_json(r));
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);

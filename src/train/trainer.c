@@ -62,7 +62,8 @@ static int choose_device(dt_run *r)
     const dt_launch *launch = &r->launch;
     const char *visible = getenv("CUDA_VISIBLE_DEVICES");
     r->device_ready = 1;
-    snprintf(r->where, sizeof r->where, "cpu, %d compute thread%s", dt_cpu_threads(), dt_cpu_threads() > 1 ? "s" : "");
+    snprintf(r->where, sizeof r->where, "cpu, %d compute thread%s%s%s%s", dt_cpu_threads(), dt_cpu_threads() > 1 ? "s" : "",
+             cfg->device_why ? " (" : "", cfg->device_why ? cfg->device_why : "", cfg->device_why ? ")" : "");
     if (!cfg->cuda && visible && *visible) { /* a CPU run in a GPU allocation: say what --device cuda would take */
         char gpu[256];
         if (dt_launch_pick_gpu(visible, -1, launch->local_rank, launch->local_size, gpu, sizeof gpu) >= 0)
@@ -84,8 +85,8 @@ static int choose_device(dt_run *r)
         dt_error("--device cuda: %s", gpu);
         return DT_ERR_INPUT;
     }
-    snprintf(r->where, sizeof r->where, "GPU %s (device %d; CUDA_VISIBLE_DEVICES=%s)", gpu, r->device,
-             visible ? visible : "unset");
+    snprintf(r->where, sizeof r->where, "GPU %s (device %d; CUDA_VISIBLE_DEVICES=%s%s%s)", gpu, r->device,
+             visible ? visible : "unset", cfg->device_why ? "; " : "", cfg->device_why ? cfg->device_why : "");
     /* cuDNN's fastest algorithms by default, deterministic ones with --deterministic; how far the search
      * goes to find them: --cudnn-search (the same numbers as dt_backend_options.conv_search) */
     dt_backend_options o = {.device = r->device,
@@ -98,6 +99,17 @@ static int choose_device(dt_run *r)
     return DT_OK;
 }
 
+int dt_train_check_launch(const dt_train_cfg *cfg, const dt_launch *l)
+{
+    if (!cfg->world_size || cfg->world_size == l->size)
+        return DT_OK;
+    if (l->rank == 0) /* the ImageNet example's --world-size counts nodes under --multiprocessing-distributed */
+        dt_error("--world-size %d: this launch (%s) has %d rank%s; dtrain's --world-size counts every rank, "
+                 "as torchrun's WORLD_SIZE does (give %d, or none)",
+                 cfg->world_size, dt_launch_kind_name(l->kind), l->size, l->size > 1 ? "s" : "", l->size);
+    return DT_ERR_INPUT;
+}
+
 /* The launch (rank and size), the communicators, then the first collective: every rank has the same
  * options. DT_ERR_INPUT (exit 2) when the launch cannot carry this run or the options differ; another
  * status (exit 1) when the launch itself failed or a collective timed out (which ends the job). */
@@ -108,6 +120,7 @@ static int connect_ranks(dt_run *r)
     if (dt_launch_init(&r->launch) != DT_OK)
         return DT_ERR_SYS;
     r->launched = 1;
+    DT_TRY(dt_train_check_launch(cfg, &r->launch));
     dt_cpu_set_threads(cfg->threads);
     int rc;
     if (cfg->cuda && r->launch.size > 1 && r->launch.kind != DT_LAUNCH_MPI) {

@@ -30,6 +30,11 @@ double dt_schedule_warmup_decay(const dt_train_cfg *cfg);
  * written), DT_EXIT_RESUMABLE or DT_EXIT_INTERRUPTED after a signal (checkpoint written). */
 int dt_train(const dt_train_cfg *cfg);
 
+struct dt_launch;
+/* The launch against what the command line says of it (--world-size): DT_OK, or DT_ERR_INPUT after
+ * one line (rank 0's; every rank has the same size) */
+int dt_train_check_launch(const dt_train_cfg *cfg, const struct dt_launch *l);
+
 #ifdef __cplusplus
 }
 #endif

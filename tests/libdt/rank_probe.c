@@ -1,7 +1,8 @@
 /* rank_probe.c: run under srun or mpirun by the tests in tests/libdt (not a TAP test). Each rank prints
  *   rank R size S local L/LS node N slurm_localid X id OK|BAD|none kind K
  * where the id is a 128-byte value (an NCCL unique id's size) that rank 0 makes and every rank
- * receives: through the PMI2 key-value store under PMI2, through MPI under MPI. Exits non-zero
+ * receives: through the PMI2 key-value store under PMI2, through MPI under MPI, through the
+ * rendezvous at MASTER_ADDR under torchrun (which then also meets at its barrier). Exits non-zero
  * when something fails. Fault modes (MPI), the others then join a barrier and must time out
  * (DT_TIMEOUT seconds, default 5) naming rank R:
  *   hang R   rank R sleeps instead of joining
@@ -20,6 +21,7 @@
 
 #include "libdt/comm.h"
 #include "libdt/launch.h"
+#include "libdt/rdzv.h"
 #include "libdt/spawn.h"
 #include "util/check.h"
 #include "util/log.h"
@@ -33,6 +35,9 @@ int main(int argc, char **argv)
             child[i - 2] = argv[i];
         return dt_spawn_local(atoi(argv[2]), child, 0, 3.0);
     }
+    double timeout = getenv("DT_TIMEOUT") ? atof(getenv("DT_TIMEOUT")) : 5;
+    if (dt_launch_detect() == DT_LAUNCH_TORCHRUN) /* the rendezvous's deadline (not MPI_Init's: mpi.sh's starts vary) */
+        dt_launch_set_timeout(timeout);
     dt_launch l;
     if (dt_launch_init(&l) != DT_OK)
         return 1;
@@ -44,8 +49,12 @@ int main(int argc, char **argv)
         memset(id, 0, sizeof id);
     const char *status = "none";
     dt_comm *c = NULL;
-    double timeout = getenv("DT_TIMEOUT") ? atof(getenv("DT_TIMEOUT")) : 5;
-    if (l.kind == DT_LAUNCH_PMI2) {
+    if (l.kind == DT_LAUNCH_TORCHRUN && l.rdzv) {
+        status = dt_rdzv_bcast(l.rdzv, id, 128, timeout) == DT_OK && !memcmp(id, want, 128) &&
+                         dt_rdzv_barrier(l.rdzv, timeout) == DT_OK
+                     ? "OK"
+                     : "BAD";
+    } else if (l.kind == DT_LAUNCH_PMI2) {
         status = dt_pmi2_bcast_bytes(&l, "dt-test-id", id, 128, 0) == DT_OK && !memcmp(id, want, 128) ? "OK" : "BAD";
     } else if (l.kind == DT_LAUNCH_MPI) {
         if (dt_comm_mpi(&c, timeout) != DT_OK)

@@ -9,7 +9,7 @@ probe="$top_builddir/tests/libdt/rank_probe"
 
 expect_status 2 "$probe" spawn 2
 grep -q "no GPU: for CPU training start the ranks with mpirun -np 2" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "no refusal"; }
-expect_status 2 "$top_builddir/dtrain" --nproc-per-node 4
+expect_status 2 "$top_builddir/dtrain" --nproc-per-node 4 --synthetic # (without data: "no data directory" first)
 grep -q "no GPU: for CPU training start the ranks with mpirun -np 4" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "dtrain: no refusal"; }
 expect_status 2 "$top_builddir/dtrain" --nproc-per-node 0
 grep -q -- "--nproc-per-node" "$DT_TMP/err" || fail "dtrain --nproc-per-node 0: not named"

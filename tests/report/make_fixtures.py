@@ -24,7 +24,7 @@ Designed numbers (what expected.md must show):
     efficiency 96.0%; the ranks column says ranks, not GPUs, and "2 nodes, uneven" for the second.
   orphan-metrics/: metrics.jsonl without run.json: skipped.
   fmnist-run/ (given as a PATH itself): resnet20 on fashion-mnist, cpu, O1 fp16 with a dynamic loss
-    scale, --desired-acc 90 reached at epoch 3 (cumulative training time 237.8 s).
+    scale, --desired-acc 0.9 (run.json: 90, a percent) reached at epoch 3 (cumulative training time 237.8 s).
 """
 import json, os, shutil
 
@@ -180,7 +180,7 @@ def main():
     m = Metrics(1, 64, 100, 50)
     m.steps(0, 500.0)
     write_run("results", "orphan-metrics", None, "".join(m.lines))
-    # resnet20 on Fashion-MNIST, dynamic loss scale, --desired-acc 90 reached at epoch 3
+    # resnet20 on Fashion-MNIST, dynamic loss scale, --desired-acc 0.9 (run.json: 90, a percent) reached at epoch 3
     cfg = run_json("resnet20", "fashion-mnist", "data/fashion-mnist", "cpu", 1, 1, 1, 128, 10, opt=1,
                    scale="dynamic", scale0=65536.0, desired=90.0)
     m = Metrics(1, 128, 469, 120)

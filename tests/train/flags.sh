@@ -79,7 +79,7 @@ refuse "--opt-level then --amp" "--amp (or --no-amp) and --opt-level: give one" 
 refuse "--auto-augment with --synthetic" "--auto-augment has no effect with --synthetic" --synthetic --auto-augment ra
 refuse "--interpolation with --synthetic" "--interpolation has no effect with --synthetic" --synthetic \
   --interpolation bicubic
-refuse "--desired-acc with --synthetic" "--desired-acc has no effect with --synthetic" --synthetic --desired-acc 50
+refuse "--desired-acc with --synthetic" "--desired-acc has no effect with --synthetic" --synthetic --desired-acc 0.5
 pass "a flag without effect given on the command line: one line naming it and its parent, exit 2, nothing written"
 
 # ... and from a recipe whose parent the command line turned off: dropped without a word

@@ -151,7 +151,7 @@ int main(void)
     CHANGE("--model-ema-decay", c->model_ema_decay = 0.999);
     CHANGE("--label-smoothing", c->label_smoothing = 0.1);
     CHANGE("--accum-steps", c->accum_steps = 2);
-    CHANGE("--desired-acc", c->desired_acc = 75);
+    CHANGE("--desired-acc", c->desired_acc = 0.75);
     CHANGE("--seed", c->seed = 7);
     CHANGE("--deterministic", c->deterministic = 1);
     CHANGE("--device", c->cuda = 1);

@@ -31,6 +31,13 @@ static int has(const names *s, const char *name)
     return 0;
 }
 
+static void names_free(names *s)
+{
+    for (int i = 0; i < s->n; i++)
+        free(s->v[i]);
+    s->n = 0;
+}
+
 static void add(names *s, const char *name, size_t len)
 {
     char *c = strndup(name, len);
@@ -221,6 +228,9 @@ int main(void)
     /* the man page */
     if (!read_man(path, &all, &tags)) {
         TAP_OK(0, "%s: no OPTIONS section (top_srcdir?)", path);
+        names_free(&all);
+        names_free(&tags);
+        names_free(&table);
         return tap_done();
     }
     int documented = 1, listed = 1, known = 1;
@@ -245,5 +255,8 @@ int main(void)
     TAP_OK(documented, "doc/dtrain.1's OPTIONS names all %d of the table's names", table.n);
     TAP_OK(listed, "each of the table's %d flags has an entry there", DT_FLAG_COUNT - 1);
     TAP_OK(known && tags.n > 60, "each of the %d options doc/dtrain.1 lists is in the table", tags.n);
+    names_free(&all);
+    names_free(&tags);
+    names_free(&table);
     return tap_done();
 }

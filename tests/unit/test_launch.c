@@ -1,12 +1,15 @@
 /* test_launch.c: the pure parts of launch detection. Which GPU a rank takes from CUDA_VISIBLE_DEVICES
  * as Slurm sets it (all of a node's GPUs, one bound GPU per task, UUIDs, too few, none), and where
- * PMI_process_mapping puts a rank (block, cyclic, uneven, repeated lists, bad text). */
+ * PMI_process_mapping puts a rank (block, cyclic, uneven, repeated lists, bad text), and which launcher
+ * wins when several have left their variables (torchrun under srun: torchrun). */
 #include "config.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "libdt/launch.h"
 #include "tap.h"
+#include "util/check.h"
 
 /* pick: the index and name dt_launch_pick_gpu gives, or -1 and its reason */
 static int pick(const char *visible, int count, int lr, int ls, char *name)
@@ -56,5 +59,46 @@ int main(void)
            "uneven 2+1: rank 1 second of 2 on node 0");
     TAP_OK(dt_pmi_map_rank("(vector,(0,2", 4, 1, &node, &lr, &ls) == -1, "cut text refused");
     TAP_OK(dt_pmi_map_rank("hello", 4, 1, &node, &lr, &ls) == -1, "not a mapping refused");
+
+    /* which launcher: the environment alone */
+    static const char *const vars[] = {"TORCHELASTIC_RUN_ID", "RANK", "WORLD_SIZE", "PMI_FD", "PMIX_RANK",
+                                       "OMPI_COMM_WORLD_RANK", "DT_WORLD_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        unsetenv(vars[i]);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_SINGLE, "nothing set: a single process");
+    setenv("SLURM_NTASKS", "1", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_SINGLE, "one Slurm task: a single process");
+    setenv("SLURM_NTASKS", "2", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_SLURM_ENV, "two Slurm tasks, no PMI: the Slurm environment");
+    setenv("PMIX_RANK", "0", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_MPI, "PMIX_RANK over SLURM_*: MPI");
+    setenv("PMI_FD", "5", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_PMI2, "PMI_FD over PMIX_RANK: PMI2");
+    setenv("RANK", "3", 1);
+    setenv("WORLD_SIZE", "8", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_PMI2, "RANK and WORLD_SIZE under PMI2 (a site's prolog): PMI2");
+    setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_TORCHRUN, "TORCHELASTIC_RUN_ID over srun's PMI_FD: torchrun (innermost)");
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("PMI_FD");
+    unsetenv("PMIX_RANK");
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_TORCHRUN, "RANK and WORLD_SIZE over a bare srun's SLURM_NTASKS: env://");
+    unsetenv("WORLD_SIZE");
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_SLURM_ENV, "RANK alone (a stray variable) is no launch");
+    unsetenv("RANK");
+    unsetenv("SLURM_NTASKS");
+    setenv("TORCHELASTIC_RUN_ID", "none", 1);
+    TAP_OK(dt_launch_detect() == DT_LAUNCH_TORCHRUN, "TORCHELASTIC_RUN_ID alone: torchrun (its variables checked at init)");
+    dt_launch l;
+    TAP_OK(dt_launch_init(&l) == DT_ERR_INPUT, "torchrun without RANK: refused at init, not a single process");
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("LOCAL_RANK", "0", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    TAP_OK(dt_launch_init(&l) == DT_OK && l.kind == DT_LAUNCH_TORCHRUN && l.size == 1 && !l.rdzv,
+           "torchrun with a world of 1: no rendezvous, a world of 1");
+    setenv("DT_WORLD_SIZE", "1", 1);
+    TAP_OK(dt_launch_init(&l) == DT_ERR_INPUT, "dtrain --nproc-per-node's worker under torchrun: refused");
     return tap_done();
 }
