@@ -35,8 +35,9 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: dtrain [OPTIONS] DATA\n"
-            "GPUs on Slurm (2 nodes of 4 GPUs, one task per GPU):\n"
+            "GPUs on Slurm (2 nodes of 4 GPUs; one task per GPU, or one per node):\n"
             "  srun -N2 --ntasks-per-node=4 --gpus-per-node=4 --mpi=pmi2 dtrain DATA\n"
+            "  srun -N2 --gpus-per-node=4 dtrain DATA   (one task per node: each starts a worker per GPU)\n"
             "Data-parallel, mixed-precision training of torchvision's CNNs. DATA is a directory packed by\n"
             "dtpack (splits train and val), or $DT_DATA when none is given. One process per rank: srun\n"
             "--mpi=pmi2 for GPU ranks, srun --mpi=pmix or mpirun for CPU ranks.\n"
@@ -133,6 +134,13 @@ static const char *source(const unsigned char *from, int id, const dt_train_cfg 
     return buf;
 }
 
+/* DT_SPAWN_CPU=1: the tests' way to run the GPU launchers on a CPU (spawn.h) */
+static int spawn_cpu(void)
+{
+    const char *v = getenv("DT_SPAWN_CPU");
+    return v && !strcmp(v, "1");
+}
+
 /* --print-config: every setting with its source, then the launch's plan as this run would have it
  * (the launch is started and ended as a run starts it: srun's PMI2, MPI, Slurm's environment, a
  * single process; or --nproc-per-node's workers, not started). Rank 0 prints; DATA is looked at
@@ -191,17 +199,43 @@ static int print_config(const dt_train_cfg *cfg, const unsigned char *from, long
                    cfg->threads ? (snprintf(v, sizeof v, "%d", cfg->threads), v) : "OMP_NUM_THREADS's or all cores'");
         const char *visible = getenv("CUDA_VISIBLE_DEVICES");
         int gpus = cfg->cuda ? dt_gpu_count() : 0;
-        for (int r = 0; cfg->cuda && r < l.local_size && rc == EXIT_SUCCESS; r++) {
+        /* idle GPUs: the workers this task would start (a run on the CPU: what --device cuda would
+         * start, from the GPUs Slurm granted, which a CPU build or a node without a driver cannot count) */
+        dt_node_plan p;
+        char why[512];
+        int planned = nproc ? 0 : dt_launch_node_plan(cfg->cuda ? gpus : dt_launch_visible_count(), &p, why, sizeof why);
+        if (planned < 0 && (cfg->cuda || spawn_cpu())) {
+            dt_error("--device %s: %s", cfg->cuda ? "cuda" : "cpu (DT_SPAWN_CPU=1)", why);
+            rc = EXIT_USAGE;
+        } else if (planned < 0)
+            printf("  GPUs granted here stay idle: %s; with --device cuda: %s\n",
+                   cfg->device_why ? cfg->device_why : "--device cpu", why);
+        if (planned > 0) {
+            int run_it = cfg->cuda || spawn_cpu();
+            printf("plan%s: %d workers on %d node%s, %d on this node (node %d), started by dtrain, one per GPU; "
+                   "rendezvous at %s:%d\n", run_it ? "" : " with --device cuda in a CUDA build", p.workers * p.nodes,
+                   p.nodes, p.nodes > 1 ? "s" : "", p.workers, p.node, p.master_addr, p.master_port);
+            if (!run_it)
+                printf("  this run: the CPU (%s), one rank per task: this node's %d GPUs (CUDA_VISIBLE_DEVICES=%s) "
+                       "stay idle\n", cfg->device_why ? cfg->device_why : "--device cpu", p.workers,
+                       visible ? visible : "unset");
+            for (int r = 0; r < p.workers; r++) {
+                dt_launch_pick_gpu(visible, p.workers, r, p.workers, v, sizeof v);
+                printf("  local rank %d: GPU %s (rank %d)\n", r, v, p.node * p.workers + r);
+            }
+        }
+        for (int r = 0; cfg->cuda && !planned && r < l.local_size && rc == EXIT_SUCCESS; r++) {
             if (dt_launch_pick_gpu(visible, gpus, r, l.local_size, v, sizeof v) < 0) {
                 dt_error("--device cuda: %s", v);
                 rc = EXIT_USAGE;
             } else
                 printf("  local rank %d: GPU %s\n", r, v);
         }
-        if (cfg->cuda && gpus > l.local_size && l.local_size > 1)
+        /* (a plan said what becomes of them above) */
+        if (!planned && cfg->cuda && gpus > l.local_size && l.local_size > 1)
             printf("  %d of this node's %d GPUs idle: one task per GPU (srun --ntasks-per-node=%d)\n",
                    gpus - l.local_size, gpus, gpus);
-        else if (cfg->cuda && gpus > 1 && l.local_size == 1)
+        else if (!planned && cfg->cuda && gpus > 1 && l.local_size == 1)
             printf("  GPU 0 only, %d idle: one task per GPU (srun --ntasks-per-node=%d, or --nproc-per-node %d)\n",
                    gpus - 1, gpus, gpus);
         if (!cfg->data && !cfg->synthetic) {
@@ -427,7 +461,18 @@ static int run(int argc, char **argv, int recipe_args)
         dt_error("no data directory: give one packed by dtpack, set DT_DATA, or --synthetic (see dtrain --help)");
         return EXIT_USAGE;
     }
-    if (nproc) { /* the workers run this program with the same arguments, less this option */
+    /* idle GPUs: one srun task per node, more GPUs: this task starts a worker per GPU (launch.h) */
+    dt_node_plan plan;
+    int planned = 0;
+    if (!nproc && (cfg.cuda || spawn_cpu())) {
+        char why[512];
+        planned = dt_launch_node_plan(cfg.cuda ? dt_gpu_count() : dt_launch_visible_count(), &plan, why, sizeof why);
+        if (planned < 0) {
+            dt_error("--device %s: %s", cfg.cuda ? "cuda" : "cpu (DT_SPAWN_CPU=1)", why);
+            return EXIT_USAGE;
+        }
+    }
+    if (nproc || planned) { /* the workers run this program with the same arguments, less this option */
         char **child = calloc((size_t)argc + 1, sizeof *child);
         if (!child)
             return EXIT_FAILURE;
@@ -448,7 +493,9 @@ static int run(int argc, char **argv, int recipe_args)
             }
             child[k++] = argv[i];
         }
-        int rc = dt_spawn_local((int)nproc, child, dt_gpu_count() > 0, 30.0);
+        int rc = nproc ? dt_spawn_local((int)nproc, child, dt_gpu_count() > 0, 30.0)
+                       : dt_spawn_nodes(plan.workers, child, cfg.cuda, plan.node, plan.nodes, plan.master_addr,
+                                        plan.master_port, 30.0);
         free(child);
         return rc;
     }

@@ -336,6 +336,102 @@ enum dt_launch_kind dt_launch_detect(void)
     return DT_LAUNCH_SINGLE;
 }
 
+int dt_launch_visible_count(void)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    int k = v && *v ? 1 : 0;
+    for (; v && *v; v++)
+        k += *v == ',';
+    return k;
+}
+
+int dt_slurm_first_host(const char *list, char *out, size_t n)
+{
+    size_t pre = strcspn(list, "[,");
+    if (!pre || pre >= n)
+        return -1;
+    snprintf(out, n, "%.*s", (int)pre, list);
+    if (list[pre] != '[')
+        return 0;
+    const char *num = list + pre + 1, *close = strchr(num, ']');
+    size_t digits = strspn(num, "0123456789");
+    if (!digits || !close || pre + digits + strcspn(close + 1, ",") >= n)
+        return -1;
+    snprintf(out + pre, n - pre, "%.*s%.*s", (int)digits, num, (int)strcspn(close + 1, ","), close + 1);
+    return 0;
+}
+
+/* SLURM_STEP_TASKS_PER_NODE ("2(x3),1") at node index node: its tasks there, or -1 */
+static int tasks_on_node(const char *tpn, int node)
+{
+    for (int at = 0; *tpn;) {
+        char *end;
+        long count = strtol(tpn, &end, 10), times = 1;
+        if (end == tpn || count < 1)
+            return -1;
+        if (!strncmp(end, "(x", 2)) {
+            times = strtol(end + 2, &end, 10);
+            if (times < 1 || *end++ != ')')
+                return -1;
+        }
+        if (node < at + times)
+            return (int)count;
+        at += (int)times;
+        tpn = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            return -1;
+    }
+    return -1;
+}
+
+int dt_launch_node_plan(int gpus, dt_node_plan *p, char *why, size_t n)
+{
+    memset(p, 0, sizeof *p);
+    enum dt_launch_kind kind = dt_launch_detect();
+    const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
+    int node = -1, nodes = 0, tasks = 0;
+    /* only a Slurm step's tasks (not a batch script's shell, a worker, or torchrun's ranks) */
+    if (gpus < 2 || kind == DT_LAUNCH_TORCHRUN || kind == DT_LAUNCH_LOCAL || !tpn ||
+        env_int("SLURM_NODEID", 0, 1 << 20, &node) <= 0 || env_int("SLURM_STEP_NUM_NODES", 1, 1 << 20, &nodes) <= 0 ||
+        env_int("SLURM_STEP_NUM_TASKS", 1, 1 << 24, &tasks) <= 0 || node >= nodes)
+        return 0;
+    int local = tasks_on_node(tpn, node);
+    if (local < 1 || local >= gpus)
+        return 0; /* a task per GPU (or a layout this cannot read: dt_launch_pick_gpu's checks then) */
+    if (tasks != nodes) {
+        snprintf(why, n, "%d task%s on this node and %d GPUs: %d GPU%s would stay idle; run one task per GPU "
+                 "(srun -N%d --ntasks-per-node=%d --gpus-per-node=%d dtrain ...), or one task per node, which "
+                 "starts a worker per GPU (srun -N%d --gpus-per-node=%d dtrain ...)", local, local > 1 ? "s" : "",
+                 gpus, gpus - local, gpus - local > 1 ? "s" : "", nodes, gpus, gpus, nodes, gpus);
+        return -1;
+    }
+    const char *addr = getenv("MASTER_ADDR"), *list = getenv("SLURM_STEP_NODELIST");
+    if (addr && *addr)
+        snprintf(p->master_addr, sizeof p->master_addr, "%s", addr);
+    else if (!list || dt_slurm_first_host(list, p->master_addr, sizeof p->master_addr) != 0) {
+        snprintf(why, n, "SLURM_STEP_NODELIST=%s: no first host to start %d workers a node at (set MASTER_ADDR to "
+                 "node 0's address, or run srun -N%d --ntasks-per-node=%d --gpus-per-node=%d dtrain ...)",
+                 list ? list : "unset", gpus, nodes, gpus, gpus);
+        return -1;
+    }
+    const char *port = getenv("MASTER_PORT");
+    if (port && *port) {
+        char *end;
+        long v = strtol(port, &end, 10);
+        if (*end || v < 1 || v > 65535)
+            return snprintf(why, n, "MASTER_PORT=%s: not a port (1..65535) for the workers' rendezvous", port), -1;
+        p->master_port = (int)v;
+    } else { /* the same on every node of the step; another step's differs */
+        const char *job = getenv("SLURM_JOB_ID"), *step = getenv("SLURM_STEP_ID");
+        unsigned long j = job ? strtoul(job, NULL, 10) : 0, s = step ? strtoul(step, NULL, 10) : 0;
+        p->master_port = 29500 + (int)((j * 16 + s) % 2048);
+    }
+    p->workers = gpus;
+    p->node = node;
+    p->nodes = nodes;
+    return 1;
+}
+
 /* torchrun (or any PyTorch-style env:// launch): ranks from RANK, WORLD_SIZE and LOCAL_RANK, then the
  * rendezvous at MASTER_ADDR (rdzv.h), which checks the world and says where each rank is */
 static int init_torchrun(dt_launch *l)

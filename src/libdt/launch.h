@@ -91,6 +91,36 @@ int dt_pmi_map_rank(const char *map, int size, int rank, int *node, int *local_r
  * reason in name. */
 int dt_launch_pick_gpu(const char *visible, int count, int local_rank, int local_size, char *name, size_t n);
 
+/* Idle GPUs (doc/design.md, "Launch"): a Slurm step whose tasks on a node see more GPUs than there
+ * are tasks there (srun -N2 --gpus-per-node=4 dtrain: one task per node) would leave GPUs idle. With
+ * one task per node, that task becomes a launcher of one worker per GPU (dt_spawn_nodes): worker i
+ * of node k is rank k*G+i of nodes*G, local rank i, taking GPU i; the workers meet as a torchrun
+ * launch (RANK, WORLD_SIZE, LOCAL_RANK ... and the TCP rendezvous, which carries the NCCL id) at
+ * node 0's host (the first of SLURM_STEP_NODELIST, or MASTER_ADDR where set) and a port made from
+ * the job and step ids (29500 + (job * 16 + step) % 2048, or MASTER_PORT where set): Slurm's
+ * environment alone, the same on every node, so no launcher is started to agree on them. Several
+ * tasks on a node but fewer than its GPUs cannot be helped so: refused. */
+typedef struct dt_node_plan {
+    int workers;      /* per node: its GPUs */
+    int node, nodes;  /* SLURM_NODEID, SLURM_STEP_NUM_NODES */
+    char master_addr[256];
+    int master_port;
+} dt_node_plan;
+
+/* The plan for gpus GPUs seen by this task (CUDA's count, or Slurm's grant for a plan only), from
+ * the environment (nothing is started): 1 and *p filled when this task is to start the workers; 0
+ * when it is a rank as launched (not a Slurm step, 1 GPU or none, as many tasks as GPUs, already a
+ * worker or under torchrun); -1 with the one line of the refusal in why (the srun line that works). */
+int dt_launch_node_plan(int gpus, dt_node_plan *p, char *why, size_t n);
+
+/* The number of entries in CUDA_VISIBLE_DEVICES (the GPUs Slurm granted this task), 0 when unset
+ * or empty: what a plan counts where CUDA cannot (a CPU build, or no driver). */
+int dt_launch_visible_count(void);
+
+/* The first host of a Slurm host list ("n[1-2]" is n1, "gpu[007-010]-ib,x" gpu007-ib): 0, or -1
+ * when it does not parse. */
+int dt_slurm_first_host(const char *list, char *out, size_t n);
+
 /* PMI2 key-value exchange (only with DT_LAUNCH_PMI2): rank `root` publishes n bytes under key
  * (hex-encoded, n <= 500), everyone fences and reads them. DT_OK or an error after one line. */
 int dt_pmi2_bcast_bytes(const dt_launch *l, const char *key, void *buf, int n, int root);

@@ -53,7 +53,51 @@ static void signal_all(const pid_t *pid, const int *alive, int n, int sig)
             kill(pid[i], sig);
 }
 
+/* where the workers are: NULL for dt_spawn_local's one machine, else dt_spawn_nodes's node */
+typedef struct nodes_env {
+    int node, nodes;
+    const char *addr;
+    int port;
+} nodes_env;
+
+static int spawn(int n, char *const *argv, int gpu, double grace, const nodes_env *ne);
+
 int dt_spawn_local(int n, char *const *argv, int gpu, double grace)
+{
+    return spawn(n, argv, gpu, grace, NULL);
+}
+
+int dt_spawn_nodes(int n, char *const *argv, int gpu, int node, int nodes, const char *addr, int port, double grace)
+{
+    nodes_env ne = {.node = node, .nodes = nodes, .addr = addr, .port = port};
+    return spawn(n, argv, gpu, grace, &ne);
+}
+
+/* a worker of dt_spawn_nodes: a torchrun launch of its own (launch.h), nothing of the srun task's */
+static void worker_env_nodes(const nodes_env *ne, int n, int i)
+{
+    static const char *const launcher[] = {"PMI_FD", "PMI_RANK", "PMI_SIZE", "PMI_JOBID", "PMIX_RANK",
+                                           "OMPI_COMM_WORLD_RANK", "DT_WORLD_SIZE", "DT_RANK", "DT_LOCAL_RANK",
+                                           "DT_NCCL_ID", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE"};
+    for (size_t k = 0; k < sizeof launcher / sizeof *launcher; k++)
+        unsetenv(launcher[k]);
+    char v[32];
+    snprintf(v, sizeof v, "%d", ne->node * n + i);
+    setenv("RANK", v, 1);
+    snprintf(v, sizeof v, "%d", ne->nodes * n);
+    setenv("WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", i);
+    setenv("LOCAL_RANK", v, 1);
+    snprintf(v, sizeof v, "%d", n);
+    setenv("LOCAL_WORLD_SIZE", v, 1);
+    snprintf(v, sizeof v, "%d", ne->node);
+    setenv("GROUP_RANK", v, 1);
+    setenv("MASTER_ADDR", ne->addr, 1);
+    snprintf(v, sizeof v, "%d", ne->port);
+    setenv("MASTER_PORT", v, 1);
+}
+
+static int spawn(int n, char *const *argv, int gpu, double grace, const nodes_env *ne)
 {
     const char *cpu = getenv("DT_SPAWN_CPU");
     if (!gpu && !(cpu && !strcmp(cpu, "1"))) {
@@ -67,7 +111,7 @@ int dt_spawn_local(int n, char *const *argv, int gpu, double grace)
         return 2;
     }
     char id[300];
-    if (gpu && make_id(id, sizeof id) != 0)
+    if (gpu && !ne && make_id(id, sizeof id) != 0) /* across nodes the rendezvous carries it */
         return 1;
     pid_t *pid = calloc((size_t)n, sizeof *pid);
     int *alive = calloc((size_t)n, sizeof *alive);
@@ -95,12 +139,16 @@ int dt_spawn_local(int n, char *const *argv, int gpu, double grace)
             sigaction(SIGINT, &old_int, NULL);
             sigaction(SIGTERM, &old_term, NULL);
             snprintf(v, sizeof v, "%d", i);
-            setenv("DT_RANK", v, 1);
-            setenv("DT_LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", n);
-            setenv("DT_WORLD_SIZE", v, 1);
-            if (gpu)
-                setenv("DT_NCCL_ID", id, 1);
+            if (ne)
+                worker_env_nodes(ne, n, i);
+            else {
+                setenv("DT_RANK", v, 1);
+                setenv("DT_LOCAL_RANK", v, 1);
+                snprintf(v, sizeof v, "%d", n);
+                setenv("DT_WORLD_SIZE", v, 1);
+                if (gpu)
+                    setenv("DT_NCCL_ID", id, 1);
+            }
             execv(argv[0], argv);
             fprintf(stderr, "worker %d: cannot run %s: %s\n", i, argv[0], strerror(errno));
             _exit(127);

@@ -21,6 +21,14 @@ extern "C" {
  * (tests). */
 int dt_spawn_local(int n, char *const *argv, int gpu, double grace);
 
+/* The same for a node of several (launch.h, dt_launch_node_plan: one srun task per node starting
+ * one worker per GPU): worker i gets RANK node*n+i, WORLD_SIZE nodes*n, LOCAL_RANK i,
+ * LOCAL_WORLD_SIZE n, GROUP_RANK node, MASTER_ADDR addr and MASTER_PORT port, as torchrun gives
+ * them, and none of the srun task's launcher (PMI_FD, PMIX_RANK ...): the workers meet at the
+ * rendezvous at addr:port, which carries the NCCL id. Failures and signals as above, on this node;
+ * a failed node's workers leave the others' at their deadline (the rendezvous's or NCCL's). */
+int dt_spawn_nodes(int n, char *const *argv, int gpu, int node, int nodes, const char *addr, int port, double grace);
+
 #ifdef __cplusplus
 }
 #endif

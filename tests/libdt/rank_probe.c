@@ -10,7 +10,10 @@
  *   sleep    every rank sleeps 60 s (for signal tests)
  * Spawning (libdt/spawn.h, as dtrain --nproc-per-node; run with DT_SPAWN_CPU=1 on a CPU):
  *   spawn N [ARGS...]  fork N workers running this program with ARGS, and wait for them
- *   exit R             (a worker) rank R exits with status 3 at once, the others sleep 30 s */
+ *   exit R             (a worker) rank R exits with status 3 at once, the others sleep 30 s
+ *   nodes [ARGS...]    as dtrain with idle GPUs (launch.h, dt_launch_node_plan): one worker per GPU of
+ *                      CUDA_VISIBLE_DEVICES (as Slurm granted) running this program with ARGS, or the
+ *                      plan's refusal (exit 2), or "no plan" (exit 4) */
 #include "config.h"
 
 #include <signal.h>
@@ -34,6 +37,18 @@ int main(int argc, char **argv)
         for (int i = 3; i < argc && i < 9; i++)
             child[i - 2] = argv[i];
         return dt_spawn_local(atoi(argv[2]), child, 0, 3.0);
+    }
+    if (argc >= 2 && !strcmp(argv[1], "nodes")) {
+        char *child[8] = {"/proc/self/exe"}, why[512];
+        for (int i = 2; i < argc && i < 9; i++)
+            child[i - 1] = argv[i];
+        dt_node_plan p;
+        int k = dt_launch_node_plan(dt_launch_visible_count(), &p, why, sizeof why);
+        if (k < 0)
+            dt_error("%s", why);
+        if (k <= 0)
+            return k < 0 ? 2 : (printf("no plan\n"), 4);
+        return dt_spawn_nodes(p.workers, child, 0, p.node, p.nodes, p.master_addr, p.master_port, 3.0);
     }
     double timeout = getenv("DT_TIMEOUT") ? atof(getenv("DT_TIMEOUT")) : 5;
     if (dt_launch_detect() == DT_LAUNCH_TORCHRUN) /* the rendezvous's deadline (not MPI_Init's: mpi.sh's starts vary) */

@@ -1,7 +1,8 @@
 /* test_launch.c: the pure parts of launch detection. Which GPU a rank takes from CUDA_VISIBLE_DEVICES
  * as Slurm sets it (all of a node's GPUs, one bound GPU per task, UUIDs, too few, none), and where
  * PMI_process_mapping puts a rank (block, cyclic, uneven, repeated lists, bad text), and which launcher
- * wins when several have left their variables (torchrun under srun: torchrun). */
+ * wins when several have left their variables (torchrun under srun: torchrun); the first host of a
+ * Slurm host list, and the idle-GPU plan from a step's variables (workers, node, address, port, refusals). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -100,5 +101,50 @@ int main(void)
            "torchrun with a world of 1: no rendezvous, a world of 1");
     setenv("DT_WORLD_SIZE", "1", 1);
     TAP_OK(dt_launch_init(&l) == DT_ERR_INPUT, "dtrain --nproc-per-node's worker under torchrun: refused");
+
+    /* idle GPUs: Slurm's host lists, and the plan from a step's variables */
+    static const char *const lists[][2] = {{"n1", "n1"}, {"n[1-2]", "n1"}, {"gpu[007-010,012]", "gpu007"},
+                                           {"a1,b[2-3]", "a1"}, {"n[3-4]-ib,x1", "n3-ib"}, {"[1-2]", NULL},
+                                           {"n[x]", NULL}};
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+        int rc = dt_slurm_first_host(lists[i][0], name, sizeof name);
+        TAP_OK(lists[i][1] ? rc == 0 && !strcmp(name, lists[i][1]) : rc == -1, "host list %s: first %s", lists[i][0],
+               lists[i][1] ? lists[i][1] : "refused");
+    }
+    unsetenv("TORCHELASTIC_RUN_ID");
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("DT_WORLD_SIZE");
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
+    setenv("SLURM_JOB_ID", "1000", 1);
+    setenv("SLURM_STEP_ID", "2", 1);
+    setenv("SLURM_NODEID", "1", 1);
+    setenv("SLURM_STEP_NUM_NODES", "2", 1);
+    setenv("SLURM_STEP_NUM_TASKS", "2", 1);
+    setenv("SLURM_STEP_TASKS_PER_NODE", "1(x2)", 1);
+    setenv("SLURM_STEP_NODELIST", "g[07-08]", 1);
+    dt_node_plan p;
+    char why[512];
+    TAP_OK(dt_launch_node_plan(4, &p, why, sizeof why) == 1 && p.workers == 4 && p.node == 1 && p.nodes == 2 &&
+               !strcmp(p.master_addr, "g07") && p.master_port == 29500 + (1000 * 16 + 2) % 2048,
+           "one task a node, 4 GPUs: 4 workers, node 1 of 2, rendezvous at g07, the port from job and step");
+    TAP_OK(dt_launch_node_plan(1, &p, why, sizeof why) == 0, "one GPU: no workers");
+    setenv("MASTER_ADDR", "10.0.0.1", 1);
+    setenv("MASTER_PORT", "4000", 1);
+    TAP_OK(dt_launch_node_plan(4, &p, why, sizeof why) == 1 && !strcmp(p.master_addr, "10.0.0.1") && p.master_port == 4000,
+           "MASTER_ADDR and MASTER_PORT where set");
+    setenv("MASTER_PORT", "70000", 1);
+    TAP_OK(dt_launch_node_plan(4, &p, why, sizeof why) == -1 && strstr(why, "MASTER_PORT=70000"), "a bad MASTER_PORT: %s",
+           why);
+    unsetenv("MASTER_PORT");
+    setenv("SLURM_STEP_NUM_TASKS", "3", 1); /* srun -N2 -n3: 2 on node 0, 1 on node 1 */
+    setenv("SLURM_STEP_TASKS_PER_NODE", "2,1", 1);
+    TAP_OK(dt_launch_node_plan(4, &p, why, sizeof why) == -1 && strstr(why, "srun -N2 --ntasks-per-node=4 --gpus-per-node=4"),
+           "uneven tasks, fewer than the GPUs: refused (%s)", why);
+    setenv("SLURM_STEP_TASKS_PER_NODE", "4,4", 1);
+    TAP_OK(dt_launch_node_plan(4, &p, why, sizeof why) == 0, "a task per GPU: no workers");
+    unsetenv("SLURM_STEP_TASKS_PER_NODE");
+    TAP_OK(dt_launch_node_plan(4, &p, why, sizeof why) == 0, "not a Slurm step (a batch script's shell): no workers");
     return tap_done();
 }
