@@ -110,6 +110,35 @@ j=$(echo "$DT_TMP"/r1/*/run.json)
 grep -q '"desired_acc": *1\.0*[,}]\|"desired_acc": *1[,}]' "$j" || { cat "$j"; fail "run.json's desired_acc is not 1 (percent)"; }
 pass "--desired-acc 0.75 logs stop at 75.00% top-1; 0.01 stops at the first epoch's 1%"
 
+# 0.75 itself: a set of one class is 100% right at the first validation, so the run stops after
+# epoch 0 of 3; the 10-class set stays below 75% over 2 short epochs, so that run trains both
+py=${DT_PYTHON_TORCH:-}
+if [ -n "$py" ] && "$py" -c 'import PIL' 2>/dev/null; then
+  "$py" - "$DT_TMP/one" <<'PY'
+import os, sys
+from PIL import Image
+for split, n in (("train", 16), ("val", 8)):
+    d = os.path.join(sys.argv[1], split, "n00000001")
+    os.makedirs(d)
+    for k in range(n):
+        Image.new("RGB", (40, 40), (16 * k, 255 - 8 * k, 7 * k)).save(os.path.join(d, "img_%d.JPEG" % k), quality=90)
+PY
+  expect_status 0 "$top_builddir/dtpack" imagenet "$DT_TMP/one" -o "$DT_TMP/onesh"
+  expect_status 0 "$DTRAIN" -a resnet8 --crop 32 -b 4 -j 1 --epochs 3 --desired-acc 0.75 --results "$DT_TMP/r75one" \
+    "$DT_TMP/onesh"
+  grep -q "reached --desired-acc 0.75 (75.00%): stopping" "$DT_TMP/err" || { cat "$DT_TMP/err"; fail "not stopped at 75%"; }
+  m=$(echo "$DT_TMP"/r75one/*/metrics.jsonl)
+  grep -q '"reason": *"desired-acc"' "$m" && ! grep -q '"epoch": *1,.*"val_top1"' "$m" ||
+    { cat "$m"; fail "metrics: the 0.75 run did not stop after epoch 0"; }
+  expect_status 0 "$DTRAIN" -a resnet8 -b 64 -j 1 --epochs 2 --desired-acc 0.75 --results "$DT_TMP/r75fm" "$DT_TMP/fm"
+  m=$(echo "$DT_TMP"/r75fm/*/metrics.jsonl)
+  grep -q '"epoch": *1,.*"val_top1"' "$m" && ! grep -q '"reason": *"desired-acc"' "$m" ||
+    { cat "$m"; fail "metrics: a run below 75% stopped early"; }
+  pass "--desired-acc 0.75 stops a run at 75% (a one-class set at 100%), not one below it"
+else
+  echo "note: no Python with PIL (Debian: python3-pil): --desired-acc 0.75's stopping run not made"
+fi
+
 # run.json records which options came from the environment
 expect_status 0 env DT_BATCH=8 DT_DATA="$DT_TMP/fm" "$DTRAIN" -a resnet8 -j 1 --max-steps 1 --epochs 1 --results "$DT_TMP/renv"
 python3 - "$DT_TMP"/renv/*/run.json <<'EOF' || fail "run.json's environment record"
