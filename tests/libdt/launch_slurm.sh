@@ -54,14 +54,16 @@ grep "error" "$DT_TMP/err" | head -n 5
 grep -q "did not complete within 3 s: rank 3 did not arrive" "$DT_TMP/err" || fail "kill -9 of rank 3: rank 3 not named"
 pass "kill -9 of rank 3: the others name it after the 3 s timeout, step exit $rc after $took s"
 
-# SIGTERM to the job: every task ends, none is left behind
-srun --mpi=pmix -N2 -n4 "$probe" sleep >/dev/null 2>&1 &
+# SIGTERM to the job: every task ends, none is left behind (the probe under a name of its own:
+# other tests may run rank_probe on this machine at the same time)
+cp "$probe" "$DT_TMP/lsprobe_term"
+srun --mpi=pmix -N2 -n4 "$DT_TMP/lsprobe_term" sleep >/dev/null 2>&1 &
 spid=$!
-k=0; while [ "$(pgrep -c -x rank_probe || true)" -lt 4 ] && [ $k -lt 100 ]; do sleep 0.1; k=$((k + 1)); done
-[ "$(pgrep -c -x rank_probe || true)" -ge 4 ] || fail "the 4 sleeping tasks did not start"
+k=0; while [ "$(pgrep -c -x lsprobe_term || true)" -lt 4 ] && [ $k -lt 100 ]; do sleep 0.1; k=$((k + 1)); done
+[ "$(pgrep -c -x lsprobe_term || true)" -ge 4 ] || fail "the 4 sleeping tasks did not start"
 scancel --signal=TERM "$(squeue -h -o %i | head -n 1)"
-k=0; while [ "$(pgrep -c -x rank_probe || true)" -gt 0 ] && [ $k -lt 150 ]; do sleep 0.1; k=$((k + 1)); done
-left=$(pgrep -c -x rank_probe || true)
+k=0; while [ "$(pgrep -c -x lsprobe_term || true)" -gt 0 ] && [ $k -lt 150 ]; do sleep 0.1; k=$((k + 1)); done
+left=$(pgrep -c -x lsprobe_term || true)
 wait $spid 2>/dev/null || true
 [ "$left" -eq 0 ] || fail "SIGTERM: $left tasks still running after 15 s"
 pass "SIGTERM to the job: all 4 tasks gone within $((k / 10)) s"
