@@ -134,13 +134,6 @@ static const char *source(const unsigned char *from, int id, const dt_train_cfg 
     return buf;
 }
 
-/* DT_SPAWN_CPU=1: the tests' way to run the GPU launchers on a CPU (spawn.h) */
-static int spawn_cpu(void)
-{
-    const char *v = getenv("DT_SPAWN_CPU");
-    return v && !strcmp(v, "1");
-}
-
 /* --print-config: every setting with its source, then the launch's plan as this run would have it
  * (the launch is started and ended as a run starts it: srun's PMI2, MPI, Slurm's environment, a
  * single process; or --nproc-per-node's workers, not started). Rank 0 prints; DATA is looked at
@@ -204,14 +197,14 @@ static int print_config(const dt_train_cfg *cfg, const unsigned char *from, long
         dt_node_plan p;
         char why[512];
         int planned = nproc ? 0 : dt_launch_node_plan(cfg->cuda ? gpus : dt_launch_visible_count(), &p, why, sizeof why);
-        if (planned < 0 && (cfg->cuda || spawn_cpu())) {
+        if (planned < 0 && (cfg->cuda || dt_spawn_cpu_allowed())) {
             dt_error("--device %s: %s", cfg->cuda ? "cuda" : "cpu (DT_SPAWN_CPU=1)", why);
             rc = EXIT_USAGE;
         } else if (planned < 0)
             printf("  GPUs granted here stay idle: %s; with --device cuda: %s\n",
                    cfg->device_why ? cfg->device_why : "--device cpu", why);
         if (planned > 0) {
-            int run_it = cfg->cuda || spawn_cpu();
+            int run_it = cfg->cuda || dt_spawn_cpu_allowed();
             printf("plan%s: %d workers on %d node%s, %d on this node (node %d), started by dtrain, one per GPU; "
                    "rendezvous at %s:%d\n", run_it ? "" : " with --device cuda in a CUDA build", p.workers * p.nodes,
                    p.nodes, p.nodes > 1 ? "s" : "", p.workers, p.node, p.master_addr, p.master_port);
@@ -464,7 +457,7 @@ static int run(int argc, char **argv, int recipe_args)
     /* idle GPUs: one srun task per node, more GPUs: this task starts a worker per GPU (launch.h) */
     dt_node_plan plan;
     int planned = 0;
-    if (!nproc && (cfg.cuda || spawn_cpu())) {
+    if (!nproc && (cfg.cuda || dt_spawn_cpu_allowed())) {
         char why[512];
         planned = dt_launch_node_plan(cfg.cuda ? dt_gpu_count() : dt_launch_visible_count(), &plan, why, sizeof why);
         if (planned < 0) {

@@ -97,10 +97,15 @@ static void worker_env_nodes(const nodes_env *ne, int n, int i)
     setenv("MASTER_PORT", v, 1);
 }
 
-static int spawn(int n, char *const *argv, int gpu, double grace, const nodes_env *ne)
+int dt_spawn_cpu_allowed(void)
 {
     const char *cpu = getenv("DT_SPAWN_CPU");
-    if (!gpu && !(cpu && !strcmp(cpu, "1"))) {
+    return cpu && !strcmp(cpu, "1");
+}
+
+static int spawn(int n, char *const *argv, int gpu, double grace, const nodes_env *ne)
+{
+    if (!gpu && !dt_spawn_cpu_allowed()) {
         dt_error("--nproc-per-node starts one worker per GPU and this run has no GPU: for CPU training start "
                  "the ranks with mpirun -np %d %s ... (or srun --mpi=pmix)",
                  n, program_invocation_short_name);

@@ -20,6 +20,8 @@ extern "C" {
  * will use NCCL (a CUDA build with a device); a CPU build refuses unless DT_SPAWN_CPU=1 is set
  * (tests). */
 int dt_spawn_local(int n, char *const *argv, int gpu, double grace);
+/* 1 when DT_SPAWN_CPU=1: the tests' way to run the launchers on a CPU */
+int dt_spawn_cpu_allowed(void);
 
 /* The same for a node of several (launch.h, dt_launch_node_plan: one srun task per node starting
  * one worker per GPU): worker i gets RANK node*n+i, WORLD_SIZE nodes*n, LOCAL_RANK i,
