@@ -25,3 +25,4 @@ run_configure "--with-pmi2=/nonexistent: no such directory" --with-pmi2=/nonexis
 run_configure "--with-pmi2=$DT_TMP/empty-prefix was given but Slurm's PMI2 library is not usable" \
   --without-cuda --with-pmi2="$DT_TMP/empty-prefix"
 run_configure "--enable-werror takes yes or no, not 'maybe'" --enable-werror=maybe
+run_configure "--with-python: /nonexistent/python3 does not run" --without-cuda --with-python PYTHON_TORCH=/nonexistent/python3

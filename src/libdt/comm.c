@@ -16,14 +16,15 @@ size_t dt_dtype_size(dt_dtype t)
     case DT_BFLOAT16: return 2;
     case DT_FLOAT64:
     case DT_INT64: return 8;
-    case DT_UINT8: return 1;
+    case DT_UINT8:
+    case DT_INT8: return 1;
     default: return 4;
     }
 }
 
 const char *dt_dtype_name(dt_dtype t)
 {
-    static const char *const n[] = {"float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8"};
+    static const char *const n[] = {"float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8", "int8"};
     return (unsigned)t < sizeof n / sizeof *n ? n[t] : "?";
 }
 
@@ -60,8 +61,12 @@ int dt_comm_bind_nothing(dt_comm *c)
 
 static int self_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
 {
-    (void)op;
     c->n_ops++;
+    /* refused here too, so that a program tested on one rank fails the same way on many */
+    if (op == DT_AVG && (t == DT_INT32 || t == DT_INT64 || t == DT_UINT8 || t == DT_INT8)) {
+        dt_error("allreduce: an average of %s is not defined", dt_dtype_name(t));
+        return DT_ERR_STATE;
+    }
     if (send != recv)
         memcpy(recv, send, count * dt_dtype_size(t));
     return DT_OK;
@@ -85,6 +90,36 @@ static int self_allgather(dt_comm *c, const void *send, void *recv, size_t count
     c->n_ops++;
     if (send != recv)
         memcpy(recv, send, count * dt_dtype_size(t));
+    return DT_OK;
+}
+
+static int self_allgatherv(dt_comm *c, const void *send, size_t count, void *recv, const size_t *counts,
+                          const size_t *displs, dt_dtype t)
+{
+    c->n_ops++;
+    if (counts[0] != count) {
+        dt_error("allgatherv: %zu elements sent but %zu expected from rank 0", count, counts[0]);
+        return DT_ERR_STATE;
+    }
+    char *dst = (char *)recv + displs[0] * dt_dtype_size(t);
+    if (count && send != dst)
+        memmove(dst, send, count * dt_dtype_size(t));
+    return DT_OK;
+}
+
+static int self_alltoallv(dt_comm *c, const void *send, const size_t *scounts, const size_t *sdispls, void *recv,
+                          const size_t *rcounts, const size_t *rdispls, dt_dtype t)
+{
+    c->n_ops++;
+    if (scounts[0] != rcounts[0]) {
+        dt_error("alltoallv: %zu elements sent to rank 0 but %zu expected from it", scounts[0], rcounts[0]);
+        return DT_ERR_STATE;
+    }
+    size_t size = dt_dtype_size(t);
+    const char *src = (const char *)send + sdispls[0] * size;
+    char *dst = (char *)recv + rdispls[0] * size;
+    if (scounts[0] && src != dst)
+        memmove(dst, src, scounts[0] * size);
     return DT_OK;
 }
 
@@ -113,8 +148,8 @@ static void self_abort(dt_comm *c, int code)
 
 static const dt_comm_ops self_ops = {.name = "self", .bind_thread = dt_comm_bind_nothing, .allreduce = self_allreduce,
                                      .broadcast = self_broadcast, .allgather = self_allgather,
-                                     .barrier = self_barrier, .dup = self_dup, .abort = self_abort,
-                                     .destroy = self_destroy};
+                                     .allgatherv = self_allgatherv, .alltoallv = self_alltoallv,
+                                     .barrier = self_barrier, .dup = self_dup, .abort = self_abort, .destroy = self_destroy};
 
 int dt_comm_self(dt_comm **out)
 {
@@ -145,6 +180,21 @@ int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s)
              "(srun --mpi=pmix, or mpirun)",
              l->size, dt_launch_kind_name(l->kind));
     return DT_ERR_STATE;
+}
+
+int dt_comm_connect(const dt_launch *l, int device, double timeout_s, dt_comm **host, dt_comm **dev)
+{
+    *host = *dev = NULL;
+    if (device < 0 || l->size == 1 || l->kind == DT_LAUNCH_MPI)
+        return dt_comm_host(host, l, timeout_s);
+    int rc = dt_comm_nccl(dev, l, device, timeout_s);
+    if (rc == DT_OK)
+        rc = dt_comm_nccl_host(host, *dev);
+    if (rc != DT_OK) {
+        dt_comm_free(*dev);
+        *dev = NULL;
+    }
+    return rc;
 }
 
 void dt_comm_free(dt_comm *c)

@@ -39,11 +39,20 @@ typedef struct dt_comm_ops {
      * Creating a communicator (and dup) leaves the creating thread bound. DT_OK, or an error after
      * one line. */
     int (*bind_thread)(dt_comm *c);
-    /* recv = op over ranks of send (count elements); send == recv is allowed (in place) */
+    /* recv = op over ranks of send (count elements); send == recv is allowed (in place). Every op of
+     * dt_redop on every dt_dtype (DT_AVG: not on integers); fp16/bf16 in fp32 */
     int (*allreduce)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op);
     int (*broadcast)(dt_comm *c, void *buf, size_t count, dt_dtype t, int root);
     /* recv[rank * count ...] = each rank's send */
     int (*allgather)(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t);
+    /* recv = the ranks' sends concatenated in rank order: counts[r] elements from rank r, at
+     * recv + displs[r] elements (count == counts[this rank]); counts may be 0 */
+    int (*allgatherv)(dt_comm *c, const void *send, size_t count, void *recv, const size_t *counts,
+                      const size_t *displs, dt_dtype t);
+    /* rank r receives send's scounts[r] elements at sdispls[r]; this rank receives rcounts[r] elements
+     * from rank r at recv + rdispls[r] (every rank's scounts[x] equals rank x's rcounts[its rank]) */
+    int (*alltoallv)(dt_comm *c, const void *send, const size_t *scounts, const size_t *sdispls, void *recv,
+                     const size_t *rcounts, const size_t *rdispls, dt_dtype t);
     int (*barrier)(dt_comm *c);
     /* a second communicator over the same ranks whose collectives never mix with this one's (two
      * threads may then each run their own sequence: DDP's buckets and SyncBN's statistics) */
@@ -98,6 +107,12 @@ int dt_gpu_count(void);
 /* The communicator a launch gives for host (CPU) buffers: self for one rank, MPI under MPI; other
  * launches get DT_ERR_STATE with a line saying how to start (srun --mpi=pmix or mpirun). */
 int dt_comm_host(dt_comm **c, const dt_launch *l, double timeout_s);
+/* The communicators a launch gives, dt_init's and dtrain's one rule: GPU ranks (device >= 0) of several
+ * started without MPI (srun --mpi=pmi2, torchrun, Slurm's environment, dtrain's own workers) get NCCL on
+ * that device in *dev (its id through the launch) and host buffers staged through it in *host; every
+ * other launch gets dt_comm_host's communicator in *host and *dev NULL (NCCL, where wanted, comes later).
+ * On failure both are NULL, after one line. */
+int dt_comm_connect(const dt_launch *l, int device, double timeout_s, dt_comm **host, dt_comm **dev);
 void dt_comm_free(dt_comm *c);
 
 

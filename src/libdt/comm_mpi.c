@@ -24,6 +24,8 @@ typedef struct mpi_impl {
     MPI_Comm comm; /* a duplicate of MPI_COMM_WORLD: its own sequence of collectives */
     float *tmp; /* fp16/bf16 reductions in fp32 */
     size_t tmp_n;
+    int *iv; /* 4 * size ints: the MPI counts and displacements of allgatherv and alltoallv, kept here
+              * because MPI may read them until the operation completes (after a timeout: never) */
     int failed; /* a timeout left a collective pending: its status */
     int other_said; /* the timeout was said by a lower rank (this one logged it at debug level) */
 } mpi_impl;
@@ -35,13 +37,31 @@ static MPI_Datatype mpi_type(dt_dtype t)
     case DT_INT32: return MPI_INT32_T;
     case DT_INT64: return MPI_INT64_T;
     case DT_UINT8: return MPI_UINT8_T;
-    default: return MPI_FLOAT;
+    case DT_INT8: return MPI_INT8_T;
+    default: return MPI_FLOAT; /* fp16 and bf16 too: reduced in fp32 */
+    }
+}
+
+/* an MPI type of t's width, for operations that only move elements (fp16 and bf16 have no MPI type);
+ * counts in elements reach further than counts in bytes */
+static MPI_Datatype mpi_move_type(dt_dtype t)
+{
+    switch (dt_dtype_size(t)) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 8: return MPI_UINT64_T;
+    default: return MPI_UINT32_T;
     }
 }
 
 static MPI_Op mpi_op(dt_redop op)
 {
-    return op == DT_MAX ? MPI_MAX : op == DT_MIN ? MPI_MIN : MPI_SUM;
+    switch (op) {
+    case DT_MAX: return MPI_MAX;
+    case DT_MIN: return MPI_MIN;
+    case DT_PRODUCT: return MPI_PROD;
+    default: return MPI_SUM; /* DT_AVG: the sum, divided afterwards */
+    }
 }
 
 /* how long the ranks that timed out listen for each other */
@@ -187,7 +207,7 @@ static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count,
         dt_error("allreduce of %zu elements: MPI takes at most %d per call", count, INT32_MAX);
         return DT_ERR_STATE;
     }
-    if (op == DT_AVG && (t == DT_INT32 || t == DT_INT64 || t == DT_UINT8)) {
+    if (op == DT_AVG && (t == DT_INT32 || t == DT_INT64 || t == DT_UINT8 || t == DT_INT8)) {
         dt_error("allreduce: an average of %s is not defined", dt_dtype_name(t));
         return DT_ERR_STATE;
     }
@@ -263,6 +283,62 @@ static int mpi_allgather(dt_comm *c, const void *send, void *recv, size_t count,
     return wait_deadline(c, &req, "allgather", count, t);
 }
 
+/* n size_t values (elements) as MPI's int counts in out; DT_ERR_STATE after one line naming the
+ * operation and the rank when one is too large for MPI */
+static int mpi_counts(const char *what, const char *name, const size_t *in, int *out, int n)
+{
+    for (int r = 0; r < n; r++) {
+        if (in[r] > (size_t)INT32_MAX) {
+            dt_error("%s: %s %zu (rank %d) is more elements than MPI takes (%d)", what, name, in[r], r, INT32_MAX);
+            return DT_ERR_STATE;
+        }
+        out[r] = (int)in[r];
+    }
+    return DT_OK;
+}
+
+static int mpi_allgatherv(dt_comm *c, const void *send, size_t count, void *recv, const size_t *counts,
+                          const size_t *displs, dt_dtype t)
+{
+    mpi_impl *m = c->impl;
+    c->n_ops++;
+    if (m->failed)
+        return refuse_after_failure(c, "allgatherv");
+    if (counts[c->rank] != count) {
+        dt_error("allgatherv: rank %d sends %zu elements but the counts say %zu", c->rank, count, counts[c->rank]);
+        return DT_ERR_STATE;
+    }
+    int *n = m->iv, *d = m->iv + c->size;
+    DT_TRY(mpi_counts("allgatherv", "count", counts, n, c->size));
+    DT_TRY(mpi_counts("allgatherv", "displacement", displs, d, c->size));
+    const void *s = send;
+    if ((const char *)send == (const char *)recv + displs[c->rank] * dt_dtype_size(t))
+        s = MPI_IN_PLACE;
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Iallgatherv(s, (int)count, mpi_move_type(t), recv, n, d, mpi_move_type(t), m->comm, &req));
+    return wait_deadline(c, &req, "allgatherv", count, t);
+}
+
+static int mpi_alltoallv(dt_comm *c, const void *send, const size_t *scounts, const size_t *sdispls, void *recv,
+                         const size_t *rcounts, const size_t *rdispls, dt_dtype t)
+{
+    mpi_impl *m = c->impl;
+    c->n_ops++;
+    if (m->failed)
+        return refuse_after_failure(c, "alltoallv");
+    int *sn = m->iv, *sd = m->iv + c->size, *rn = m->iv + 2 * c->size, *rd = m->iv + 3 * c->size;
+    DT_TRY(mpi_counts("alltoallv", "send count", scounts, sn, c->size));
+    DT_TRY(mpi_counts("alltoallv", "send displacement", sdispls, sd, c->size));
+    DT_TRY(mpi_counts("alltoallv", "receive count", rcounts, rn, c->size));
+    DT_TRY(mpi_counts("alltoallv", "receive displacement", rdispls, rd, c->size));
+    size_t total = 0; /* for the message: what this rank sends */
+    for (int r = 0; r < c->size; r++)
+        total += scounts[r];
+    MPI_Request req;
+    DT_CHECK_MPI(MPI_Ialltoallv(send, sn, sd, mpi_move_type(t), recv, rn, rd, mpi_move_type(t), m->comm, &req));
+    return wait_deadline(c, &req, "alltoallv", total, t);
+}
+
 static int mpi_barrier(dt_comm *c)
 {
     mpi_impl *m = c->impl;
@@ -296,6 +372,7 @@ static void mpi_destroy(dt_comm *c)
     if (m->comm != MPI_COMM_NULL)
         MPI_Comm_free(&m->comm);
     free(m->tmp);
+    free(m->iv);
     free(m);
 }
 
@@ -312,7 +389,8 @@ static void mpi_abort(dt_comm *c, int code)
 
 /* a new thread needs nothing of MPI (launch.c initialises it for threads) */
 static const dt_comm_ops mpi_ops = {.name = "mpi", .bind_thread = dt_comm_bind_nothing, .allreduce = mpi_allreduce,
-                                    .broadcast = mpi_broadcast, .allgather = mpi_allgather, .barrier = mpi_barrier,
+                                    .broadcast = mpi_broadcast, .allgather = mpi_allgather,
+                                    .allgatherv = mpi_allgatherv, .alltoallv = mpi_alltoallv, .barrier = mpi_barrier,
                                     .dup = mpi_dup, .abort = mpi_abort, .destroy = mpi_destroy};
 
 int dt_comm_mpi(dt_comm **out, double timeout_s)
@@ -337,6 +415,12 @@ int dt_comm_mpi(dt_comm **out, double timeout_s)
     c->timeout_s = timeout_s > 0 ? timeout_s : 600;
     MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &c->size);
+    m->iv = malloc(4 * (size_t)c->size * sizeof *m->iv);
+    if (!m->iv) {
+        free(c);
+        free(m);
+        return DT_ERR_NOMEM;
+    }
     /* the duplicate is a collective too: waited for against the deadline (asking on the world) */
     MPI_Comm dup = MPI_COMM_NULL;
     MPI_Request req;
@@ -344,6 +428,7 @@ int dt_comm_mpi(dt_comm **out, double timeout_s)
     int rc = MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req);
     if (rc != MPI_SUCCESS) {
         dt_error("MPI_Comm_idup(MPI_COMM_WORLD) failed: %s", dt_errstr_mpi(rc, 0));
+        free(m->iv);
         free(c);
         free(m);
         return DT_ERR_MPI;

@@ -29,6 +29,7 @@
 #endif
 
 #include "libdt/comm.h"
+#include "libdt/device.h"
 #include "libdt/rdzv.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -106,13 +107,109 @@ static ncclDataType_t nccl_type(dt_dtype t)
     case DT_INT32: return ncclInt32;
     case DT_INT64: return ncclInt64;
     case DT_UINT8: return ncclUint8;
+    case DT_INT8: return ncclInt8;
     default: return ncclFloat32;
     }
 }
 
 static ncclRedOp_t nccl_op(dt_redop op)
 {
-    return op == DT_AVG ? ncclAvg : op == DT_MAX ? ncclMax : op == DT_MIN ? ncclMin : ncclSum;
+    switch (op) {
+    case DT_AVG: return ncclAvg;
+    case DT_MAX: return ncclMax;
+    case DT_MIN: return ncclMin;
+    case DT_PRODUCT: return ncclProd;
+    default: return ncclSum;
+    }
+}
+
+/* DT_AVG of integers: refused as the MPI communicator refuses it (NCCL would truncate quietly) */
+static int check_op(dt_dtype t, dt_redop op, const char *what)
+{
+    if (op == DT_AVG && (t == DT_INT32 || t == DT_INT64 || t == DT_UINT8 || t == DT_INT8)) {
+        dt_error("%s: an average of %s is not defined", what, dt_dtype_name(t));
+        return DT_ERR_STATE;
+    }
+    return DT_OK;
+}
+
+/* bytes from src to dst on m's stream (device memory; nothing when they are the same) */
+static int copy_on_stream(nccl_impl *m, void *dst, const void *src, size_t bytes)
+{
+    if (bytes && dst != src)
+        DT_CHECK_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, m->stream));
+    return DT_OK;
+}
+
+/* The point-to-point halves of allgatherv (comm.h) as one NCCL group on m's stream: this rank's
+ * count elements at send to every other rank, and counts[r] elements from rank r to recv +
+ * displs[r]; this rank's own part is the caller's copy (copy_on_stream). The group's status (an
+ * error of a call inside it, else ncclGroupEnd's), for finish. */
+static ncclResult_t group_allgatherv(nccl_impl *m, int rank, int size, const void *send, size_t count, void *recv,
+                                     const size_t *counts, const size_t *displs, dt_dtype t)
+{
+    size_t es = dt_dtype_size(t);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return r;
+    for (int p = 0; p < size; p++) {
+        if (p == rank)
+            continue;
+        ncclResult_t q = ncclSuccess;
+        if (count)
+            q = ncclSend(send, count, nccl_type(t), p, m->comm, m->stream);
+        if ((q == ncclSuccess || q == ncclInProgress) && counts[p])
+            q = ncclRecv((char *)recv + displs[p] * es, counts[p], nccl_type(t), p, m->comm, m->stream);
+        if (q != ncclSuccess && q != ncclInProgress && r == ncclSuccess)
+            r = q;
+    }
+    ncclResult_t e = ncclGroupEnd(); /* always: a group left open would swallow the next operation */
+    return r != ncclSuccess ? r : e;
+}
+
+/* alltoallv's exchange (comm.h) as one NCCL group on m's stream, this rank's own part excepted (the
+ * caller copies it); the status as group_allgatherv's */
+static ncclResult_t group_alltoallv(nccl_impl *m, int rank, int size, const void *send, const size_t *scounts,
+                                    const size_t *sdispls, void *recv, const size_t *rcounts, const size_t *rdispls,
+                                    dt_dtype t)
+{
+    size_t es = dt_dtype_size(t);
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return r;
+    for (int p = 0; p < size; p++) {
+        if (p == rank)
+            continue;
+        ncclResult_t q = ncclSuccess;
+        if (scounts[p])
+            q = ncclSend((const char *)send + sdispls[p] * es, scounts[p], nccl_type(t), p, m->comm, m->stream);
+        if ((q == ncclSuccess || q == ncclInProgress) && rcounts[p])
+            q = ncclRecv((char *)recv + rdispls[p] * es, rcounts[p], nccl_type(t), p, m->comm, m->stream);
+        if (q != ncclSuccess && q != ncclInProgress && r == ncclSuccess)
+            r = q;
+    }
+    ncclResult_t e = ncclGroupEnd();
+    return r != ncclSuccess ? r : e;
+}
+
+/* the arguments' own consistency, checked before anything is queued */
+static int check_allgatherv(const dt_comm *c, size_t count, const size_t *counts)
+{
+    if (counts[c->rank] != count) {
+        dt_error("allgatherv: rank %d sends %zu elements but the counts say %zu", c->rank, count, counts[c->rank]);
+        return DT_ERR_STATE;
+    }
+    return DT_OK;
+}
+
+static int check_alltoallv(const dt_comm *c, const size_t *scounts, const size_t *rcounts)
+{
+    if (scounts[c->rank] != rcounts[c->rank]) {
+        dt_error("alltoallv: rank %d sends itself %zu elements but expects %zu", c->rank, scounts[c->rank],
+                 rcounts[c->rank]);
+        return DT_ERR_STATE;
+    }
+    return DT_OK;
 }
 
 /* waits for the communicator's pending call (ncclInProgress) to settle */
@@ -162,6 +259,7 @@ static int nccl_allreduce(dt_comm *c, const void *send, void *recv, size_t count
 {
     nccl_impl *m = c->impl;
     DT_TRY(begin(c, "allreduce"));
+    DT_TRY(check_op(t, op, "allreduce"));
     return finish(c, ncclAllReduce(send, recv, count, nccl_type(t), nccl_op(op), m->comm, m->stream), "allreduce");
 }
 
@@ -177,6 +275,30 @@ static int nccl_allgather(dt_comm *c, const void *send, void *recv, size_t count
     nccl_impl *m = c->impl;
     DT_TRY(begin(c, "allgather"));
     return finish(c, ncclAllGather(send, recv, count, nccl_type(t), m->comm, m->stream), "allgather");
+}
+
+static int nccl_allgatherv(dt_comm *c, const void *send, size_t count, void *recv, const size_t *counts,
+                           const size_t *displs, dt_dtype t)
+{
+    nccl_impl *m = c->impl;
+    size_t es = dt_dtype_size(t);
+    DT_TRY(begin(c, "allgatherv"));
+    DT_TRY(check_allgatherv(c, count, counts));
+    DT_TRY(copy_on_stream(m, (char *)recv + displs[c->rank] * es, send, count * es));
+    return finish(c, group_allgatherv(m, c->rank, c->size, send, count, recv, counts, displs, t), "allgatherv");
+}
+
+static int nccl_alltoallv(dt_comm *c, const void *send, const size_t *scounts, const size_t *sdispls, void *recv,
+                          const size_t *rcounts, const size_t *rdispls, dt_dtype t)
+{
+    nccl_impl *m = c->impl;
+    size_t es = dt_dtype_size(t);
+    DT_TRY(begin(c, "alltoallv"));
+    DT_TRY(check_alltoallv(c, scounts, rcounts));
+    DT_TRY(copy_on_stream(m, (char *)recv + rdispls[c->rank] * es, (const char *)send + sdispls[c->rank] * es,
+                          rcounts[c->rank] * es));
+    return finish(c, group_alltoallv(m, c->rank, c->size, send, scounts, sdispls, recv, rcounts, rdispls, t),
+                  "alltoallv");
 }
 
 static int nccl_barrier(dt_comm *c)
@@ -265,6 +387,7 @@ static void nccl_abort(dt_comm *c, int code)
 
 static const dt_comm_ops nccl_ops = {.name = "nccl", .bind_thread = nccl_bind, .allreduce = nccl_allreduce,
                                      .broadcast = nccl_broadcast, .allgather = nccl_allgather,
+                                     .allgatherv = nccl_allgatherv, .alltoallv = nccl_alltoallv,
                                      .barrier = nccl_barrier, .dup = nccl_dup, .abort = nccl_abort,
                                      .destroy = nccl_destroy};
 
@@ -307,24 +430,42 @@ static int host_room(dt_comm *c, size_t bytes)
 /* in (n_in bytes) to the device, the collective enqueued by op, out (n_out bytes) back */
 typedef ncclResult_t (*host_call)(void *dbuf, size_t count, dt_dtype t, dt_redop op, int root, nccl_impl *m);
 
+/* the start of every host operation: counted, refused after a failure, the device current, and
+ * room for `bytes` in the staging buffers (which have the same layout: an offset in one is the
+ * same offset in the other) */
+static int host_begin(dt_comm *c, size_t bytes, const char *what)
+{
+    host_impl *h = c->impl;
+    h->dev->step = c->step;
+    c->n_ops++;
+    DT_TRY(begin(h->dev, what));
+    return host_room(c, bytes);
+}
+
+/* the collective enqueued with status r, then `bytes` at `off` of the device buffer back into the
+ * pinned buffer behind it on the stream, and all of it waited for against the deadline */
+static int host_end(dt_comm *c, ncclResult_t r, size_t off, size_t bytes, const char *what)
+{
+    host_impl *h = c->impl;
+    nccl_impl *m = h->dev->impl;
+    if (r == ncclSuccess || r == ncclInProgress) { /* enqueued: then the copy back, behind it on the stream */
+        DT_TRY(settle(h->dev, r, what, dt_seconds() + c->timeout_s));
+        r = ncclSuccess;
+    }
+    DT_CHECK_CUDA(cudaMemcpyAsync((char *)h->pinned + off, (char *)h->dbuf + off, bytes, cudaMemcpyDeviceToHost,
+                                  m->stream));
+    return finish(h->dev, r, what);
+}
+
 static int host_run(dt_comm *c, const void *in, size_t n_in, void *out, size_t n_out, host_call call, size_t count,
                     dt_dtype t, dt_redop op, int root, const char *what)
 {
     host_impl *h = c->impl;
     nccl_impl *m = h->dev->impl;
-    h->dev->step = c->step;
-    c->n_ops++;
-    DT_TRY(begin(h->dev, what)); /* refused after a failure; the device current */
-    DT_TRY(host_room(c, n_in > n_out ? n_in : n_out));
+    DT_TRY(host_begin(c, n_in > n_out ? n_in : n_out, what));
     memcpy(h->pinned, in, n_in);
     DT_CHECK_CUDA(cudaMemcpyAsync(h->dbuf, h->pinned, n_in, cudaMemcpyHostToDevice, m->stream));
-    ncclResult_t r = call(h->dbuf, count, t, op, root, m);
-    if (r == ncclSuccess || r == ncclInProgress) { /* enqueued: then the copy back, behind it on the stream */
-        DT_TRY(settle(h->dev, r, what, dt_seconds() + c->timeout_s));
-        r = ncclSuccess;
-    }
-    DT_CHECK_CUDA(cudaMemcpyAsync(h->pinned, h->dbuf, n_out, cudaMemcpyDeviceToHost, m->stream));
-    DT_TRY(finish(h->dev, r, what));
+    DT_TRY(host_end(c, call(h->dbuf, count, t, op, root, m), 0, n_out, what));
     memcpy(out, h->pinned, n_out);
     return DT_OK;
 }
@@ -355,6 +496,10 @@ static ncclResult_t call_allgather(void *d, size_t count, dt_dtype t, dt_redop o
 static int host_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
 {
     size_t n = count * dt_dtype_size(t);
+    if (check_op(t, op, "allreduce (host)") != DT_OK) {
+        c->n_ops++; /* counted as every refused operation is */
+        return DT_ERR_STATE;
+    }
     return host_run(c, send, n, recv, n, call_allreduce, count, t, op, 0, "allreduce (host)");
 }
 
@@ -374,6 +519,73 @@ static int host_allgather(dt_comm *c, const void *send, void *recv, size_t count
     int rc = host_run(c, tmp, all, recv, all, call_allgather, count, t, DT_SUM, 0, "allgather (host)");
     free(tmp);
     return rc;
+}
+
+/* the elements from 0 to the end of the furthest of n parts (counts[r] elements at displs[r]) */
+static size_t extent(const size_t *counts, const size_t *displs, int n)
+{
+    size_t end = 0;
+    for (int r = 0; r < n; r++)
+        if (counts[r] && displs[r] + counts[r] > end)
+            end = displs[r] + counts[r];
+    return end;
+}
+
+/* Staged with the device buffer laid out as recv: this rank's part copied in at its place, the
+ * group exchanging the others' parts, and the whole extent copied back; only the parts, not the
+ * gaps between them, are copied into recv. */
+static int host_allgatherv(dt_comm *c, const void *send, size_t count, void *recv, const size_t *counts,
+                           const size_t *displs, dt_dtype t)
+{
+    static const char what[] = "allgatherv (host)";
+    host_impl *h = c->impl;
+    nccl_impl *m = h->dev->impl;
+    size_t es = dt_dtype_size(t), all = extent(counts, displs, c->size) * es, mine = displs[c->rank] * es;
+    if (check_allgatherv(c, count, counts) != DT_OK) {
+        c->n_ops++;
+        return DT_ERR_STATE;
+    }
+    DT_TRY(host_begin(c, all, what));
+    char *pin = h->pinned, *dev = h->dbuf;
+    if (count) {
+        memcpy(pin + mine, send, count * es);
+        DT_CHECK_CUDA(cudaMemcpyAsync(dev + mine, pin + mine, count * es, cudaMemcpyHostToDevice, m->stream));
+    }
+    DT_TRY(host_end(c, group_allgatherv(m, c->rank, c->size, dev + mine, count, dev, counts, displs, t), 0, all, what));
+    for (int r = 0; r < c->size; r++)
+        if (counts[r] && (char *)recv + displs[r] * es != (const char *)send)
+            memcpy((char *)recv + displs[r] * es, pin + displs[r] * es, counts[r] * es);
+    return DT_OK;
+}
+
+/* Staged with the device buffer holding send's extent, then (from an aligned offset) recv's; the
+ * own part is copied on the device, the rest exchanged by the group, and only the received parts
+ * copied into recv. */
+static int host_alltoallv(dt_comm *c, const void *send, const size_t *scounts, const size_t *sdispls, void *recv,
+                          const size_t *rcounts, const size_t *rdispls, dt_dtype t)
+{
+    static const char what[] = "alltoallv (host)";
+    host_impl *h = c->impl;
+    nccl_impl *m = h->dev->impl;
+    size_t es = dt_dtype_size(t), sall = extent(scounts, sdispls, c->size) * es;
+    size_t roff = (sall + 255) / 256 * 256, rall = extent(rcounts, rdispls, c->size) * es;
+    if (check_alltoallv(c, scounts, rcounts) != DT_OK) {
+        c->n_ops++;
+        return DT_ERR_STATE;
+    }
+    DT_TRY(host_begin(c, roff + rall, what));
+    char *pin = h->pinned, *dev = h->dbuf;
+    if (sall) {
+        memcpy(pin, send, sall);
+        DT_CHECK_CUDA(cudaMemcpyAsync(dev, pin, sall, cudaMemcpyHostToDevice, m->stream));
+    }
+    DT_TRY(copy_on_stream(m, dev + roff + rdispls[c->rank] * es, dev + sdispls[c->rank] * es, rcounts[c->rank] * es));
+    ncclResult_t r = group_alltoallv(m, c->rank, c->size, dev, scounts, sdispls, dev + roff, rcounts, rdispls, t);
+    DT_TRY(host_end(c, r, roff, rall, what));
+    for (int p = 0; p < c->size; p++)
+        if (rcounts[p])
+            memcpy((char *)recv + rdispls[p] * es, pin + roff + rdispls[p] * es, rcounts[p] * es);
+    return DT_OK;
 }
 
 static int host_barrier(dt_comm *c)
@@ -415,7 +627,8 @@ static int host_bind(dt_comm *c)
 
 static const dt_comm_ops host_ops = {.name = "nccl (host buffers)", .bind_thread = host_bind,
                                      .allreduce = host_allreduce, .broadcast = host_broadcast,
-                                     .allgather = host_allgather, .barrier = host_barrier, .dup = host_dup,
+                                     .allgather = host_allgather, .allgatherv = host_allgatherv,
+                                     .alltoallv = host_alltoallv, .barrier = host_barrier, .dup = host_dup,
                                      .abort = host_abort, .destroy = host_destroy};
 
 int dt_comm_nccl_host(dt_comm **out, dt_comm *dev)
@@ -592,4 +805,9 @@ fail:
     nccl_destroy(c);
     free(c);
     return rc;
+}
+
+void *dt_comm_nccl_stream(dt_comm *c)
+{
+    return c && c->ops == &nccl_ops ? (void *)((nccl_impl *)c->impl)->stream : NULL;
 }

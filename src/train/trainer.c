@@ -122,16 +122,13 @@ static int connect_ranks(dt_run *r)
     r->launched = 1;
     DT_TRY(dt_train_check_launch(cfg, &r->launch));
     dt_cpu_set_threads(cfg->threads);
-    int rc;
-    if (cfg->cuda && r->launch.size > 1 && r->launch.kind != DT_LAUNCH_MPI) {
-        /* GPU ranks without MPI (srun --mpi=pmi2): NCCL carries the few host collectives too */
+    int rc = DT_OK, device = -1;
+    if (cfg->cuda && r->launch.size > 1 && r->launch.kind != DT_LAUNCH_MPI) { /* NCCL needs the GPU first */
         rc = choose_device(r);
-        if (rc == DT_OK)
-            rc = dt_comm_nccl(&r->device_comm, &r->launch, r->device, cfg->comm_timeout);
-        if (rc == DT_OK)
-            rc = dt_comm_nccl_host(&r->comm, r->device_comm);
-    } else
-        rc = dt_comm_host(&r->comm, &r->launch, cfg->comm_timeout);
+        device = r->device;
+    }
+    if (rc == DT_OK) /* libdt's rule, as dt_init's: GPU ranks without MPI reduce host buffers over NCCL too */
+        rc = dt_comm_connect(&r->launch, device, cfg->comm_timeout, &r->comm, &r->device_comm);
     if (rc != DT_OK) /* a launch that cannot carry this run is a bad start */
         return rc == DT_ERR_STATE ? DT_ERR_INPUT : rc;
     /* one deadline for every collective until training */

@@ -167,9 +167,27 @@ static void write_all(int fd, const char *buf, size_t n)
     }
 }
 
+static _Thread_local char last_error[1024];
+
+const char *dt_log_last_error(void)
+{
+    return last_error;
+}
+
+void dt_log_clear_error(void)
+{
+    last_error[0] = 0;
+}
+
 void dt_vlog(enum dt_log_level level, const char *fmt, va_list ap)
 {
     int saved_errno = errno; /* logging must not disturb the caller's errno */
+    if (level == DT_LOG_ERROR) { /* whatever the threshold: libdt hands it to the caller (dt_handle_error) */
+        va_list keep;
+        va_copy(keep, ap);
+        vsnprintf(last_error, sizeof last_error, fmt, keep);
+        va_end(keep);
+    }
     char line[DT_LOG_LINE_MAX + 2];
     struct timespec ts;
     struct tm tm;

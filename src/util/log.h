@@ -53,6 +53,10 @@ void dt_log_close_file(void);
 void dt_log(enum dt_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void dt_vlog(enum dt_log_level level, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
+/* The message of the last error this thread logged (without the line's prefix; cut at 1023 bytes),
+ * "" when none since dt_log_clear_error: libdt gives it to the caller of a failed operation. */
+const char *dt_log_last_error(void);
+void dt_log_clear_error(void);
 #define dt_error(...) dt_log(DT_LOG_ERROR, __VA_ARGS__)
 #define dt_warn(...) dt_log(DT_LOG_WARN, __VA_ARGS__)
 #define dt_info(...) dt_log(DT_LOG_INFO, __VA_ARGS__)

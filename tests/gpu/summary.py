@@ -38,6 +38,8 @@ SANITIZER = re.compile(r"^=+ ERROR SUMMARY: (\d+) errors?", re.M)
 # tests/gpu/nccl_one.c
 NCCL_OK = re.compile(r"^(ok|FAIL): NCCL world of 1", re.M)
 NCCL_SKIP = re.compile(r"^SKIP: no CUDA device", re.M)
+# its rows for libdt's engine (dt.h) on device tensors, after the communicator's
+ENGINE_ROWS = re.compile(r"^(ok|FAIL): libdt engine, device tensors: .*$", re.M)
 # dtrain's profile under DT_PROFILE (src/nn/model.c, dt_model_profile_report; doc/dtrain.1): a head line,
 # a header, "kind ms/step share%" rows, a total; the stages check.sh runs with DT_PROFILE=last
 PROFILE_HEAD = re.compile(r"^profile: (\d+) steps?, ms per step by kind \((\S+) timers\)$", re.M)
@@ -272,6 +274,10 @@ def main():
         say("== nccl (world of 1, NCCL_DEBUG=INFO): %s" % (m.group(0) if m else s.verdict("nccl")))
         if not m and s.st["nccl"]["rc"] in ((77,) if dry else (0, 1)):
             bad_format("nccl", "no line '%s'" % ("SKIP: no CUDA device" if dry else "ok|FAIL: NCCL world of 1"))
+        for e in ENGINE_ROWS.finditer(txt):
+            say("  " + e.group(0)[:160])
+        if not dry and m and s.st["nccl"]["rc"] in (0, 1) and len(ENGINE_ROWS.findall(txt)) != 2:
+            bad_format("nccl", "not the 2 lines 'ok|FAIL: libdt engine, device tensors: ...'")
         for l in [l for l in txt.splitlines() if "NCCL WARN" in l][:8]:
             say("  " + l[:160])
         # NCCL's INFO lines (version, transports, devices) only when it failed: they say what it tried

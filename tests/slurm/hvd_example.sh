@@ -1,0 +1,52 @@
+#!/bin/sh
+# hvd_example.sh: the PyTorch example doc/examples/hvd_fmnist.py (Horovod's API through dtrain.torch)
+# on a real 2-node Slurm cluster (cluster.sh), as issue 40 asks: srun --mpi=pmix -N2 python3 ... for
+# one short epoch on the first 2048 training and 512 test images. Ranks 0 and 1 of 2 report in from
+# nodes n1 and n2, rank 0 prints one epoch line (loss, accuracy above chance) and writes the
+# checkpoint once (tests/python/example_check.sh). Then the batch script slurm/hvd_fmnist.sbatch,
+# submitted with sbatch, runs the same epoch to completion.
+. "$top_srcdir/tests/common.sh"
+[ "${DT_HAVE_PYTHON_EXT:-no}" = yes ] ||
+  skip "dtrain.torch was not built (configure found no Python.h for \$PYTHON_TORCH or python3; Debian: python3-dev)"
+[ -n "${DT_PYTHON_TORCH:-}" ] || skip "no python3 with torch (Debian: python3-torch)"
+"$DT_PYTHON_TORCH" -c 'import torch, torchvision' 2>/dev/null || skip "$DT_PYTHON_TORCH cannot import torch and torchvision"
+[ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin): CPU ranks need it"
+[ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $FMNIST (Debian: dataset-fashion-mnist)"
+[ -e "$DT_PYTHONPATH/dtrain/torch.so" ] || fail "no $DT_PYTHONPATH/dtrain/torch.so after make (all-local)"
+. "$top_srcdir/tests/slurm/cluster.sh"
+. "$top_srcdir/tests/slurm/jobs.sh"
+. "$top_srcdir/tests/python/example_check.sh"
+for v in $(env | sed -n 's/^\(DT_[A-Z0-9_]*\)=.*/\1/p'); do   # the caller's defaults stay out
+  case $v in DT_TMP|DT_HAVE_*|DT_PYTHON_TORCH|DT_PYTHONPATH|DT_TORCH_TESTS|DT_LONG) ;; *) unset "$v" ;; esac
+done
+unset MASTER_ADDR MASTER_PORT
+# srun passes the environment to the tasks: the build tree's package, a collective that cannot
+# complete failing in 60 s, one thread per rank (both "nodes" are this machine's cores)
+PYTHONPATH="$DT_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONPATH DT_COMM_TIMEOUT=60 OMP_NUM_THREADS=1
+cluster_start
+args="--epochs 1 --limit 2048 --test-limit 512 --batch-size 32"
+
+expect_status 0 timeout 180 srun --mpi=pmix -N2 "$DT_PYTHON_TORCH" "$top_srcdir/doc/examples/hvd_fmnist.py" $args \
+  --checkpoint "$DT_TMP/ck.pt"
+cat "$DT_TMP/out"
+example_check "srun --mpi=pmix -N2" "$DT_TMP/ck.pt"
+grep -q "^rank 0 of 2 (local rank 0 of 1) on n[12], CPU" "$DT_TMP/out" && grep -q "^rank 1 of 2 (local rank 0 of 1) on n[12], CPU" "$DT_TMP/out" &&
+  [ "$(sed -n 's/^rank [01] of 2 .* on \(n[12]\),.*/\1/p' "$DT_TMP/out" | sort -u | tr -d '\n')" = n1n2 ] ||
+  fail "the ranks are not one per node on n1 and n2"
+pass "srun --mpi=pmix -N2 hvd_fmnist.py: ranks 0 and 1 of 2 on n1 and n2, $(grep '^epoch 1/1' "$DT_TMP/out"), the checkpoint written once by rank 0"
+
+# the batch script, as a user submits it from the repository's top directory
+id=$(cd "$top_srcdir" && HVD_PYTHON="$DT_PYTHON_TORCH" HVD_EPOCHS=1 HVD_CHECKPOINT="$DT_TMP/job.pt" \
+  HVD_ARGS="--limit 2048 --test-limit 512 --batch-size 32" \
+  sbatch --parsable --cpus-per-task=1 --time=5 --output="$DT_TMP/job-%j.out" slurm/hvd_fmnist.sbatch)
+job_wait "$id" 180
+cp "$DT_TMP/job-$id.out" "$DT_TMP/out"
+cat "$DT_TMP/out"
+[ "$(job_field "$id" JobState)" = COMPLETED ] && [ "$(job_field "$id" ExitCode)" = 0:0 ] ||
+  { job_debug "$id"; fail "job $id: $(job_field "$id" JobState), exit $(job_field "$id" ExitCode)"; }
+grep -q "^hvd_fmnist.sbatch: job $id: srun --mpi=pmix $DT_PYTHON_TORCH .*/doc/examples/hvd_fmnist.py on 2 nodes" "$DT_TMP/out" ||
+  fail "the batch script did not say how it ran"
+: > "$DT_TMP/err"
+example_check "sbatch slurm/hvd_fmnist.sbatch" "$DT_TMP/job.pt"
+pass "sbatch slurm/hvd_fmnist.sbatch: job $id COMPLETED, exit 0:0, 2 ranks under srun --mpi=pmix, one epoch, the checkpoint"
