@@ -197,6 +197,8 @@ static int wait_deadline(dt_comm *c, MPI_Request *req, const char *what, size_t 
     }
 }
 
+#define ALLREDUCE_PIECE ((size_t)2 << 20)
+
 static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count, dt_dtype t, dt_redop op)
 {
     mpi_impl *m = c->impl;
@@ -228,9 +230,21 @@ static int mpi_allreduce(dt_comm *c, const void *send, void *recv, size_t count,
         s = MPI_IN_PLACE;
         r = m->tmp;
     }
-    MPI_Request req;
-    DT_CHECK_MPI(MPI_Iallreduce(s, r, (int)count, mpi_type(t), mpi_op(op), m->comm, &req));
-    DT_TRY(wait_deadline(c, &req, "allreduce", count, t));
+    /* in pieces of ALLREDUCE_PIECE bytes: Open MPI's non-blocking all-reduce of one large buffer runs at
+     * about half the speed of its blocking one (64 MiB on 2 ranks: 90 ms against 50), pieces of a few
+     * MiB at the blocking one's speed or better (20-50 ms), with the deadline kept. Elementwise, so
+     * the result is the same; only the reduction's grouping of ranks may follow the piece's size. */
+    size_t es = half ? sizeof(float) : dt_dtype_size(t), piece = ALLREDUCE_PIECE / es;
+    for (size_t off = 0; off < count || off == 0; off += piece) {
+        size_t k = count - off < piece ? count - off : piece;
+        MPI_Request req;
+        void *ro = (char *)r + off * es;
+        const void *so = s == MPI_IN_PLACE ? MPI_IN_PLACE : (const char *)s + off * es;
+        DT_CHECK_MPI(MPI_Iallreduce(so, ro, (int)k, mpi_type(t), mpi_op(op), m->comm, &req));
+        DT_TRY(wait_deadline(c, &req, "allreduce", count, t));
+        if (!count)
+            break;
+    }
     if (op == DT_AVG && !half) {
         if (t == DT_FLOAT64)
             for (size_t i = 0; i < count; i++)
