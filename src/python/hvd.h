@@ -5,6 +5,7 @@
  *   ops.c    the collectives on libdt: tensors, operations, handles, synchronize
  *   train.c  the training helpers: Compression, DistributedOptimizer, broadcast_parameters,
  *            broadcast_optimizer_state, broadcast_object, allgather_object, SyncBatchNorm
+ *   autograd.c the out-of-place collectives as autograd Functions (gradients flow, as Horovod's)
  *
  * train.c calls the collectives through the module's Python-level functions (allreduce_async_,
  * synchronize, broadcast_, allgather, ...), exactly as a user's script does, so there is one path
@@ -63,5 +64,13 @@ PyObject *hvd_synchronize(PyObject *handle);
  * last by the module's init. Returns 0, or -1 with a Python exception set (the import then fails
  * with that exception). */
 int hvd_train_init(PyObject *module);
+
+/* ---- autograd.c ------------------------------------------------------------------------------------- */
+
+/* Makes allreduce, allgather, broadcast, alltoall and reducescatter of module differentiable (autograd
+ * Functions, as Horovod's) in place of torch.c's functions, which it keeps for the calls that need no
+ * gradient. Called after hvd_train_init (it uses train.h's helpers). Returns 0, or -1 with a Python
+ * exception set. */
+int hvd_autograd_init(PyObject *module);
 
 #endif

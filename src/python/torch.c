@@ -9,8 +9,8 @@
  * training helpers (hvd.h).
  *
  * Not supported, refused with one clear error: Adasum, process sets other than the global one,
- * init(comm=...). The collectives are not autograd functions (Horovod's out-of-place allreduce,
- * allgather, broadcast and alltoall are): their outputs do not require grad. */
+ * init(comm=...). autograd.c makes the out-of-place allreduce, allgather, broadcast, alltoall and
+ * reducescatter autograd functions, as Horovod's. */
 #include "config.h"
 #include "hvd.h"
 
@@ -730,7 +730,7 @@ static int module_setup(PyObject *m)
         return -1;
     Py_INCREF(m);
     hvd_g.module = m;
-    return hvd_train_init(m);
+    return hvd_train_init(m) < 0 ? -1 : hvd_autograd_init(m);
 }
 
 PyMODINIT_FUNC PyInit_torch(void);

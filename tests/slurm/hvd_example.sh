@@ -1,10 +1,10 @@
 #!/bin/sh
 # hvd_example.sh: the PyTorch example doc/examples/hvd_fmnist.py (Horovod's API through dtrain.torch)
-# on a real 2-node Slurm cluster (cluster.sh), as issue 40 asks: srun --mpi=pmix -N2 python3 ... for
-# one short epoch on the first 2048 training and 512 test images. Ranks 0 and 1 of 2 report in from
-# nodes n1 and n2, rank 0 prints one epoch line (loss, accuracy above chance) and writes the
-# checkpoint once (tests/python/example_check.sh). Then the batch script slurm/hvd_fmnist.sbatch,
-# submitted with sbatch, runs the same epoch to completion.
+# on a real 2-node Slurm cluster (cluster.sh), as issue 40 asks: the batch script slurm/hvd_fmnist.sbatch,
+# submitted with sbatch as a user would, runs srun --mpi=pmix python3 ... on both nodes for one short
+# epoch on the first 2048 training and 512 test images. The job completes, ranks 0 and 1 of 2 report
+# in from nodes n1 and n2, rank 0 prints one epoch line (loss, accuracy above chance) and writes the
+# checkpoint once (tests/python/example_check.sh).
 . "$top_srcdir/tests/common.sh"
 [ "${DT_HAVE_PYTHON_EXT:-no}" = yes ] ||
   skip "dtrain.torch was not built (configure found no Python.h for \$PYTHON_TORCH or python3; Debian: python3-dev)"
@@ -25,16 +25,6 @@ unset MASTER_ADDR MASTER_PORT
 PYTHONPATH="$DT_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH DT_COMM_TIMEOUT=60 OMP_NUM_THREADS=1
 cluster_start
-args="--epochs 1 --limit 2048 --test-limit 512 --batch-size 32"
-
-expect_status 0 timeout 180 srun --mpi=pmix -N2 "$DT_PYTHON_TORCH" "$top_srcdir/doc/examples/hvd_fmnist.py" $args \
-  --checkpoint "$DT_TMP/ck.pt"
-cat "$DT_TMP/out"
-example_check "srun --mpi=pmix -N2" "$DT_TMP/ck.pt"
-grep -q "^rank 0 of 2 (local rank 0 of 1) on n[12], CPU" "$DT_TMP/out" && grep -q "^rank 1 of 2 (local rank 0 of 1) on n[12], CPU" "$DT_TMP/out" &&
-  [ "$(sed -n 's/^rank [01] of 2 .* on \(n[12]\),.*/\1/p' "$DT_TMP/out" | sort -u | tr -d '\n')" = n1n2 ] ||
-  fail "the ranks are not one per node on n1 and n2"
-pass "srun --mpi=pmix -N2 hvd_fmnist.py: ranks 0 and 1 of 2 on n1 and n2, $(grep '^epoch 1/1' "$DT_TMP/out"), the checkpoint written once by rank 0"
 
 # the batch script, as a user submits it from the repository's top directory
 id=$(cd "$top_srcdir" && HVD_PYTHON="$DT_PYTHON_TORCH" HVD_EPOCHS=1 HVD_CHECKPOINT="$DT_TMP/job.pt" \
@@ -49,4 +39,7 @@ grep -q "^hvd_fmnist.sbatch: job $id: srun --mpi=pmix $DT_PYTHON_TORCH .*/doc/ex
   fail "the batch script did not say how it ran"
 : > "$DT_TMP/err"
 example_check "sbatch slurm/hvd_fmnist.sbatch" "$DT_TMP/job.pt"
-pass "sbatch slurm/hvd_fmnist.sbatch: job $id COMPLETED, exit 0:0, 2 ranks under srun --mpi=pmix, one epoch, the checkpoint"
+# one rank on each node (counted as occurrences: two tasks' lines can reach the output glued)
+[ "$(grep -o "rank [01] of 2 (local rank 0 of 1) on n[12], CPU" "$DT_TMP/out" | sed 's/.* on \(n[12]\),.*/\1/' | sort -u | tr -d '\n')" = n1n2 ] ||
+  fail "the ranks are not one per node on n1 and n2"
+pass "sbatch slurm/hvd_fmnist.sbatch: job $id COMPLETED, exit 0:0, ranks 0 and 1 of 2 on n1 and n2 under srun --mpi=pmix, $(grep -o 'epoch 1/1.*' "$DT_TMP/out"), the checkpoint written once by rank 0"
