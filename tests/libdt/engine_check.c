@@ -61,7 +61,9 @@ static int stall(void)
         printf("rank 0 stall: %s\n", dt_handle_error(q) ? dt_handle_error(q) : "(none)");
         dt_handle_free(q);
     } else {
-        struct timespec ts = {4, 0}; /* past rank 0's failure, so that the barrier is not itself late */
+        /* the barrier 1 s after the start: pending here while rank 0 waits for 'lonely' to time out (at
+         * 2 s), then matched by rank 0's barrier at once, well within this one's own 2 s */
+        struct timespec ts = {1, 0};
         nanosleep(&ts, NULL);
     }
     CHECK(dt_barrier() == 0, "barrier after the stall");
