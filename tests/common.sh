@@ -31,6 +31,19 @@ use_mpirun() {
   if [ "$(id -u)" -eq 0 ]; then MPIRUN="$MPIRUN --allow-run-as-root"; fi
 }
 
+# use_dtrain_torch [MODULES]: the build tree's Python package dtrain.torch on PYTHONPATH (exported) for
+# $DT_PYTHON_TORCH, which must import MODULES (default torch; comma-separated), or skip saying what is
+# missing; a build that made the package without its build-tree copy fails
+use_dtrain_torch() {
+  [ "${DT_HAVE_PYTHON_EXT:-no}" = yes ] ||
+    skip "dtrain.torch was not built (configure found no Python.h for \$PYTHON_TORCH or python3; Debian: python3-dev)"
+  [ -n "${DT_PYTHON_TORCH:-}" ] || skip "no python3 with torch (Debian: python3-torch)"
+  "$DT_PYTHON_TORCH" -c "import ${1:-torch}" 2>/dev/null || skip "$DT_PYTHON_TORCH cannot import ${1:-torch}"
+  [ -e "$DT_PYTHONPATH/dtrain/torch.so" ] || fail "no $DT_PYTHONPATH/dtrain/torch.so after make (all-local)"
+  PYTHONPATH="$DT_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
+  export PYTHONPATH
+}
+
 # long: true under make check-long (DT_LONG=1), where the tests that have a fast form in make check
 # run at their full length (doc/design.md, "Tests": which test guards what, fast and long)
 long() { [ "${DT_LONG:-0}" = 1 ]; }

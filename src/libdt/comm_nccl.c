@@ -141,34 +141,9 @@ static int copy_on_stream(nccl_impl *m, void *dst, const void *src, size_t bytes
     return DT_OK;
 }
 
-/* The point-to-point halves of allgatherv (comm.h) as one NCCL group on m's stream: this rank's
- * count elements at send to every other rank, and counts[r] elements from rank r to recv +
- * displs[r]; this rank's own part is the caller's copy (copy_on_stream). The group's status (an
- * error of a call inside it, else ncclGroupEnd's), for finish. */
-static ncclResult_t group_allgatherv(nccl_impl *m, int rank, int size, const void *send, size_t count, void *recv,
-                                     const size_t *counts, const size_t *displs, dt_dtype t)
-{
-    size_t es = dt_dtype_size(t);
-    ncclResult_t r = ncclGroupStart();
-    if (r != ncclSuccess)
-        return r;
-    for (int p = 0; p < size; p++) {
-        if (p == rank)
-            continue;
-        ncclResult_t q = ncclSuccess;
-        if (count)
-            q = ncclSend(send, count, nccl_type(t), p, m->comm, m->stream);
-        if ((q == ncclSuccess || q == ncclInProgress) && counts[p])
-            q = ncclRecv((char *)recv + displs[p] * es, counts[p], nccl_type(t), p, m->comm, m->stream);
-        if (q != ncclSuccess && q != ncclInProgress && r == ncclSuccess)
-            r = q;
-    }
-    ncclResult_t e = ncclGroupEnd(); /* always: a group left open would swallow the next operation */
-    return r != ncclSuccess ? r : e;
-}
-
 /* alltoallv's exchange (comm.h) as one NCCL group on m's stream, this rank's own part excepted (the
- * caller copies it); the status as group_allgatherv's */
+ * caller copies it, copy_on_stream). The group's status (an error of a call inside it, else
+ * ncclGroupEnd's), for finish. */
 static ncclResult_t group_alltoallv(nccl_impl *m, int rank, int size, const void *send, const size_t *scounts,
                                     const size_t *sdispls, void *recv, const size_t *rcounts, const size_t *rdispls,
                                     dt_dtype t)
@@ -188,8 +163,26 @@ static ncclResult_t group_alltoallv(nccl_impl *m, int rank, int size, const void
         if (q != ncclSuccess && q != ncclInProgress && r == ncclSuccess)
             r = q;
     }
-    ncclResult_t e = ncclGroupEnd();
+    ncclResult_t e = ncclGroupEnd(); /* always: a group left open would swallow the next operation */
     return r != ncclSuccess ? r : e;
+}
+
+/* allgatherv's exchange (comm.h): an alltoallv in which this rank sends the same count elements at
+ * send to every rank, and receives counts[r] from rank r at displs[r]; its own part is the caller's */
+static ncclResult_t group_allgatherv(nccl_impl *m, int rank, int size, const void *send, size_t count, void *recv,
+                                     const size_t *counts, const size_t *displs, dt_dtype t)
+{
+    size_t *scounts = malloc(2 * (size_t)size * sizeof *scounts);
+    if (!scounts)
+        return ncclSystemError;
+    size_t *sdispls = scounts + size;
+    for (int p = 0; p < size; p++) {
+        scounts[p] = count;
+        sdispls[p] = 0;
+    }
+    ncclResult_t r = group_alltoallv(m, rank, size, send, scounts, sdispls, recv, counts, displs, t);
+    free(scounts);
+    return r;
 }
 
 /* the arguments' own consistency, checked before anything is queued */

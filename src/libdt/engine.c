@@ -759,14 +759,22 @@ static int wait_events(const unit *u, dt_comm *c)
     return DT_OK;
 }
 
+/* The reduction the communicator runs for u, and the factor its result is multiplied by after it:
+ * an average without scale factors is the communicator's own (one rounding for fp16); with them,
+ * a sum whose 1 / size joins the postscale. */
+static dt_redop reduction(const unit *u, double *post)
+{
+    int plain = u->pre == 1 && u->post == 1;
+    *post = u->post * (u->op == DT_AVG && !plain ? 1.0 / E.size : 1.0);
+    return u->op == DT_AVG && !plain ? DT_SUM : u->op;
+}
+
 static int run_allreduce(worker *w, unit *u, dt_comm *c)
 {
     size_t es = dt_dtype_size(u->type);
     DT_TRY(wait_events(u, c));
-    /* AVG without scale factors: the communicator's own average (one rounding for fp16) */
-    int plain = u->pre == 1 && u->post == 1;
-    dt_redop op = u->op == DT_AVG && !plain ? DT_SUM : u->op;
-    double post = u->post * (u->op == DT_AVG && !plain ? 1.0 / E.size : 1.0);
+    double post;
+    dt_redop op = reduction(u, &post);
     void *buf;
     if (u->np == 1 && u->p[0].h) { /* alone: in the output itself */
         dt_handle *h = u->p[0].h;
@@ -919,9 +927,8 @@ static int run_reducescatter(worker *w, unit *u, dt_comm *c)
     if (!tmp)
         return DT_ERR_NOMEM;
     DT_TRY(wait_events(u, c));
-    int plain = u->pre == 1 && u->post == 1;
-    dt_redop op = u->op == DT_AVG && !plain ? DT_SUM : u->op;
-    double post = u->post * (u->op == DT_AVG && !plain ? 1.0 / E.size : 1.0);
+    double post;
+    dt_redop op = reduction(u, &post);
     DT_TRY(mcopy(u, c, tmp, h->in[0].data, u->total * es));
     DT_TRY(mscale(u, c, tmp, u->total, u->pre));
     DT_TRY(c->ops->allreduce(c, tmp, tmp, u->total, u->type, op));

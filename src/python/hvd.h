@@ -41,6 +41,9 @@ enum hvd_kind { HVD_OP_ALLREDUCE, HVD_OP_BROADCAST, HVD_OP_ALLGATHER, HVD_OP_ALL
 
 /* 0 once hvd.init() has run, else -1 with ValueError (Horovod's). */
 int hvd_require_init(void);
+/* 0 for process_set None, hvd.global_process_set or a set whose process_set_id is 0; else -1 with
+ * NotImplementedError naming the function kind (dtrain.torch has only the global set) */
+int hvd_check_process_set(PyObject *ps, const char *kind);
 /* ops.c's collectives: each starts libdt's operation and returns its handle (a new int), or NULL
  * with an exception set. name is None or a str. */
 /* tensors: one tensor, or (grouped) a sequence of them; inplace: the result goes to them */

@@ -761,7 +761,7 @@ static PyObject *dist_optimizer(PyObject *unused, PyObject *args, PyObject *kw)
         PyErr_Format(PyExc_ValueError, "DistributedOptimizer: gradient_predivide_factor must be positive, not %g", pre);
         goto done;
     }
-    if (hvd_tr_check_process_set(pset, "DistributedOptimizer") < 0) goto done;
+    if (hvd_check_process_set(pset, "DistributedOptimizer") < 0) goto done;
     if (num_groups != 0) {
         if (PyErr_WarnEx(PyExc_DeprecationWarning,
                          "Parameter `num_groups` has been replaced by `groups` and will be removed in v0.23.0.", 1) < 0)

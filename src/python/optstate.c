@@ -210,7 +210,7 @@ static PyObject *broadcast_optimizer_state(PyObject *unused, PyObject *args, PyO
     int root;
     PyObject *pset = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|O:broadcast_optimizer_state", kwlist, &opt, &root, &pset) ||
-        hvd_tr_check_process_set(pset, "broadcast_optimizer_state") < 0)
+        hvd_check_process_set(pset, "broadcast_optimizer_state") < 0)
         return NULL;
     int size = hvd_tr_size(), rank = hvd_tr_rank();
     if (size < 0 || rank < 0) return NULL;

@@ -37,7 +37,7 @@ static int add_ref(PyObject *m, const char *name, PyObject *o)
 
 /* Only the global process set (or None) is accepted: libdt has one communicator per stream over
  * all ranks. */
-static int check_process_set(PyObject *ps, const char *kind)
+int hvd_check_process_set(PyObject *ps, const char *kind)
 {
     if (!ps || ps == Py_None || ps == hvd_g.global_set)
         return 0;
@@ -258,7 +258,7 @@ static PyObject *allreduce_entry(PyObject *args, PyObject *kw, int grouped, int 
                                      &post, &ps))
         return NULL;
     const char *kind = grouped ? "grouped_allreduce" : "allreduce";
-    if (check_process_set(ps, kind) < 0 || parse_op(opo, average, kind, &op) < 0)
+    if (hvd_check_process_set(ps, kind) < 0 || parse_op(opo, average, kind, &op) < 0)
         return NULL;
     PyObject *h = hvd_start_allreduce(t, grouped, inplace, name, op, pre, post);
     if (!h || !wait)
@@ -334,7 +334,7 @@ static PyObject *allreduce_compressed(PyObject *args, PyObject *kw, int grouped,
                                      &pre, &post, &ps))
         return NULL;
     const char *kind = grouped ? "grouped_allreduce" : "allreduce";
-    if (check_process_set(ps, kind) < 0 || parse_op(opo, average, kind, &op) < 0)
+    if (hvd_check_process_set(ps, kind) < 0 || parse_op(opo, average, kind, &op) < 0)
         return NULL;
     if (no_compression(comp)) {
         PyObject *h = hvd_start_allreduce(t, grouped, 0, name, op, pre, post);
@@ -408,7 +408,7 @@ static PyObject *broadcast_entry(PyObject *args, PyObject *kw, int inplace, int 
     int root;
     if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &t, &root, &name, &ps))
         return NULL;
-    if (check_process_set(ps, "broadcast") < 0)
+    if (hvd_check_process_set(ps, "broadcast") < 0)
         return NULL;
     PyObject *h = hvd_start_broadcast(t, root, inplace, name);
     if (!h || !wait)
@@ -445,7 +445,7 @@ static PyObject *allgather_entry(PyObject *args, PyObject *kw, int wait, const c
     PyObject *t, *name = Py_None, *ps = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &t, &name, &ps))
         return NULL;
-    if (check_process_set(ps, "allgather") < 0)
+    if (hvd_check_process_set(ps, "allgather") < 0)
         return NULL;
     PyObject *h = hvd_start_gathering(HVD_OP_ALLGATHER, t, name, NULL, DT_SUM, 1.0, 1.0);
     if (!h || !wait)
@@ -474,7 +474,7 @@ static PyObject *alltoall_entry(PyObject *args, PyObject *kw, int wait, const ch
     PyObject *t, *splits = Py_None, *name = Py_None, *ps = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, fmt, kwlist, &t, &splits, &name, &ps))
         return NULL;
-    if (check_process_set(ps, "alltoall") < 0)
+    if (hvd_check_process_set(ps, "alltoall") < 0)
         return NULL;
     PyObject *h = hvd_start_gathering(HVD_OP_ALLTOALL, t, name, splits, DT_SUM, 1.0, 1.0);
     if (!h || !wait)
@@ -511,7 +511,7 @@ static PyObject *py_reducescatter_async(PyObject *s, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOdd:reducescatter_async", kwlist, &t, &name, &opo, &ps, &pre,
                                      &post))
         return NULL;
-    if (check_process_set(ps, "reducescatter") < 0 || parse_op(opo, NULL, "reducescatter", &op) < 0)
+    if (hvd_check_process_set(ps, "reducescatter") < 0 || parse_op(opo, NULL, "reducescatter", &op) < 0)
         return NULL;
     return hvd_start_gathering(HVD_OP_REDUCESCATTER, t, name, NULL, op, pre, post);
 }
@@ -529,7 +529,7 @@ static PyObject *py_reducescatter(PyObject *s, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OOOOdd:reducescatter", kwlist, &t, &name, &comp, &opo, &ps, &pre,
                                      &post))
         return NULL;
-    if (check_process_set(ps, "reducescatter") < 0 || parse_op(opo, NULL, "reducescatter", &op) < 0)
+    if (hvd_check_process_set(ps, "reducescatter") < 0 || parse_op(opo, NULL, "reducescatter", &op) < 0)
         return NULL;
     int none = no_compression(comp);
     if (!none && compress(comp, t, &ct, &ctx) < 0)
@@ -585,7 +585,7 @@ static PyObject *py_barrier(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *ps = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:barrier", kwlist, &ps))
         return NULL;
-    if (check_process_set(ps, "barrier") < 0 || hvd_require_init() < 0)
+    if (hvd_check_process_set(ps, "barrier") < 0 || hvd_require_init() < 0)
         return NULL;
     int st;
     Py_BEGIN_ALLOW_THREADS

@@ -5,20 +5,18 @@
  * SyncBatchNorm) to the module.
  *
  * Every collective goes through the module's Python-level functions (broadcast_async_,
- * synchronize, allgather, ...), so this file knows nothing of torch.c's internals. */
+ * synchronize, allgather, ...); of torch.c it uses only hvd.h's references and its process-set check. */
 #include "python/train.h"
 
 #include <stdio.h>
 
-static PyObject *tr_module; /* strong references, taken once by hvd_train_init */
-static PyObject *tr_torch;
-
-PyObject *hvd_tr_module(void) { return tr_module; }
-PyObject *hvd_tr_torch(void) { return tr_torch; }
+/* the module and torch: torch.c's references (hvd_g), set before hvd_train_init runs */
+PyObject *hvd_tr_module(void) { return hvd_g.module; }
+PyObject *hvd_tr_torch(void) { return hvd_g.torch; }
 
 PyObject *hvd_tr_fn(const char *name)
 {
-    PyObject *f = PyObject_GetAttrString(tr_module, name);
+    PyObject *f = PyObject_GetAttrString(hvd_g.module, name);
     if (!f) {
         PyErr_Clear();
         PyErr_Format(PyExc_AttributeError, "dtrain.torch has no %s (needed by its training helpers)", name);
@@ -51,7 +49,7 @@ static int call_int(const char *name)
 int hvd_tr_size(void) { return call_int("size"); }
 int hvd_tr_rank(void) { return call_int("rank"); }
 
-PyObject *hvd_tr_torch_attr(const char *name) { return PyObject_GetAttrString(tr_torch, name); }
+PyObject *hvd_tr_torch_attr(const char *name) { return PyObject_GetAttrString(hvd_g.torch, name); }
 
 PyObject *hvd_tr_method(PyMethodDef *def)
 {
@@ -279,18 +277,6 @@ static PyObject *default_name(const char *fn, PyObject *name)
     return PyUnicode_FromString(fn);
 }
 
-int hvd_tr_check_process_set(PyObject *pset, const char *fn)
-{
-    if (!pset || pset == Py_None) return 0;
-    PyObject *g = PyObject_GetAttrString(tr_module, "global_process_set");
-    if (!g) PyErr_Clear();
-    Py_XDECREF(g);
-    if (pset == g) return 0;
-    PyErr_Format(PyExc_NotImplementedError,
-                 "%s: dtrain.torch has no process sets but the global one (hvd.global_process_set, the default)", fn);
-    return -1;
-}
-
 PyObject *hvd_tr_broadcast_object(PyObject *obj, int root, PyObject *name_in)
 {
     PyObject *name = NULL, *nsz = NULL, *nt = NULL, *pick = NULL, *buf = NULL, *t = NULL, *sz = NULL, *out = NULL;
@@ -348,7 +334,7 @@ static PyObject *py_broadcast_object(PyObject *unused, PyObject *args, PyObject 
     PyObject *obj, *name = Py_None, *pset = Py_None;
     int root = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|iOO:broadcast_object", kwlist, &obj, &root, &name, &pset) ||
-        hvd_tr_check_process_set(pset, "broadcast_object") < 0)
+        hvd_check_process_set(pset, "broadcast_object") < 0)
         return NULL;
     return hvd_tr_broadcast_object(obj, root, name);
 }
@@ -426,7 +412,7 @@ static PyObject *py_allgather_object(PyObject *unused, PyObject *args, PyObject 
     static char *kwlist[] = {"obj", "name", "process_set", NULL};
     PyObject *obj, *name = Py_None, *pset = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:allgather_object", kwlist, &obj, &name, &pset) ||
-        hvd_tr_check_process_set(pset, "allgather_object") < 0)
+        hvd_check_process_set(pset, "allgather_object") < 0)
         return NULL;
     return hvd_tr_allgather_object(obj, name);
 }
@@ -452,7 +438,7 @@ static PyObject *detached(PyObject *t)
  * has no broadcast_async_). 0, or -1 with an exception. */
 int hvd_tr_broadcast_pairs(PyObject *pairs, int root)
 {
-    PyObject *bcast = PyObject_GetAttrString(tr_module, "broadcast_async_"), *sync = NULL, *handles = NULL;
+    PyObject *bcast = PyObject_GetAttrString(hvd_g.module, "broadcast_async_"), *sync = NULL, *handles = NULL;
     int async = bcast != NULL, rc = -1;
     if (!async) {
         PyErr_Clear();
@@ -535,7 +521,7 @@ static PyObject *py_broadcast_parameters(PyObject *unused, PyObject *args, PyObj
     PyObject *params, *pset = Py_None;
     int root;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi|O:broadcast_parameters", kwlist, &params, &root, &pset) ||
-        hvd_tr_check_process_set(pset, "broadcast_parameters") < 0)
+        hvd_check_process_set(pset, "broadcast_parameters") < 0)
         return NULL;
     PyObject *pairs = param_pairs(params);
     if (!pairs) return NULL;
@@ -559,11 +545,6 @@ static PyMethodDef train_functions[] = {
 
 int hvd_train_init(PyObject *module)
 {
-    if (!tr_module) {
-        Py_INCREF(module);
-        tr_module = module;
-    }
-    if (!tr_torch && !(tr_torch = PyImport_ImportModule("torch"))) return -1;
     PyObject *modname = PyModule_GetNameObject(module);
     if (!modname) return -1;
     for (PyMethodDef *d = train_functions; d->ml_name; d++) {

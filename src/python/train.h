@@ -30,8 +30,6 @@ PyObject *hvd_tr_torch_attr(const char *name);
 PyObject *hvd_tr_method(PyMethodDef *def);
 /* broadcast_object(obj, root, name): root's object on every rank (a new reference), or NULL. */
 PyObject *hvd_tr_broadcast_object(PyObject *obj, int root, PyObject *name);
-/* 0 where pset is None or the module's global_process_set; else -1 with NotImplementedError naming fn */
-int hvd_tr_check_process_set(PyObject *pset, const char *fn);
 /* allgather_object(obj, name): the list of every rank's object (a new reference), or NULL. */
 PyObject *hvd_tr_allgather_object(PyObject *obj, PyObject *name);
 /* Broadcasts each (name, tensor) of pairs (a list) from root, in place: 0, or -1 with an exception. */

@@ -9,16 +9,11 @@
 # --mpi=pmix on 2 nodes), and mpirun -np 2 python3 carries every other Python test: this second
 # run of the same epoch is make check-long's, to keep the suite within its budget
 long || skip "the example runs in tests/slurm/hvd_example.sh; under mpirun in make check-long"
-[ "${DT_HAVE_PYTHON_EXT:-no}" = yes ] ||
-  skip "dtrain.torch was not built (configure found no Python.h for \$PYTHON_TORCH or python3; Debian: python3-dev)"
-[ -n "${DT_PYTHON_TORCH:-}" ] || skip "no python3 with torch (Debian: python3-torch)"
-"$DT_PYTHON_TORCH" -c 'import torch, torchvision' 2>/dev/null || skip "$DT_PYTHON_TORCH cannot import torch and torchvision"
+use_dtrain_torch torch,torchvision
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $FMNIST (Debian: dataset-fashion-mnist)"
-[ -e "$DT_PYTHONPATH/dtrain/torch.so" ] || fail "no $DT_PYTHONPATH/dtrain/torch.so after make (all-local)"
 use_mpirun -x PYTHONPATH -x DT_COMM_TIMEOUT
-PYTHONPATH="$DT_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
 DT_COMM_TIMEOUT=60   # a collective that cannot complete fails in 60 s instead of hanging the suite
-export PYTHONPATH DT_COMM_TIMEOUT
+export DT_COMM_TIMEOUT
 . "$top_srcdir/tests/python/example_check.sh"
 
 expect_status 0 timeout 180 $MPIRUN -np 2 "$DT_PYTHON_TORCH" "$top_srcdir/doc/examples/hvd_fmnist.py" \

@@ -7,15 +7,10 @@
 # one process and under mpirun -np 2 and -np 3 (uneven SyncBatchNorm batches, a root that is not 0).
 . "$top_srcdir/tests/common.sh"
 
-[ "${DT_HAVE_PYTHON_EXT:-no}" = yes ] ||
-  skip "dtrain.torch was not built (configure found no Python.h for \$PYTHON_TORCH or python3; Debian: python3-dev)"
-[ -n "${DT_PYTHON_TORCH:-}" ] || skip "no python3 with torch (Debian: python3-torch)"
-"$DT_PYTHON_TORCH" -c 'import torch' 2>/dev/null || skip "$DT_PYTHON_TORCH cannot import torch"
-[ -e "$DT_PYTHONPATH/dtrain/torch.so" ] || fail "no $DT_PYTHONPATH/dtrain/torch.so after make (all-local)"
-PYTHONPATH="$DT_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
+use_dtrain_torch
 # a failed check on one rank makes the others fail within this, never hang
 DT_COMM_TIMEOUT=60
-export PYTHONPATH DT_COMM_TIMEOUT
+export DT_COMM_TIMEOUT
 
 # run NP SCRIPT: the script on NP ranks (0: one plain process); its output kept in the log
 run() {

@@ -6,13 +6,9 @@
 # in from nodes n1 and n2, rank 0 prints one epoch line (loss, accuracy above chance) and writes the
 # checkpoint once (tests/python/example_check.sh).
 . "$top_srcdir/tests/common.sh"
-[ "${DT_HAVE_PYTHON_EXT:-no}" = yes ] ||
-  skip "dtrain.torch was not built (configure found no Python.h for \$PYTHON_TORCH or python3; Debian: python3-dev)"
-[ -n "${DT_PYTHON_TORCH:-}" ] || skip "no python3 with torch (Debian: python3-torch)"
-"$DT_PYTHON_TORCH" -c 'import torch, torchvision' 2>/dev/null || skip "$DT_PYTHON_TORCH cannot import torch and torchvision"
+use_dtrain_torch torch,torchvision   # on PYTHONPATH, which srun passes to the tasks
 [ "${DT_HAVE_MPI:-no}" = yes ] || skip "built without MPI (Debian: libopenmpi-dev openmpi-bin): CPU ranks need it"
 [ -f "$FMNIST/train-images-idx3-ubyte.gz" ] || skip "Fashion-MNIST not found in $FMNIST (Debian: dataset-fashion-mnist)"
-[ -e "$DT_PYTHONPATH/dtrain/torch.so" ] || fail "no $DT_PYTHONPATH/dtrain/torch.so after make (all-local)"
 . "$top_srcdir/tests/slurm/cluster.sh"
 . "$top_srcdir/tests/slurm/jobs.sh"
 . "$top_srcdir/tests/python/example_check.sh"
@@ -20,10 +16,9 @@ for v in $(env | sed -n 's/^\(DT_[A-Z0-9_]*\)=.*/\1/p'); do   # the caller's def
   case $v in DT_TMP|DT_HAVE_*|DT_PYTHON_TORCH|DT_PYTHONPATH|DT_TORCH_TESTS|DT_LONG) ;; *) unset "$v" ;; esac
 done
 unset MASTER_ADDR MASTER_PORT
-# srun passes the environment to the tasks: the build tree's package, a collective that cannot
-# complete failing in 60 s, one thread per rank (both "nodes" are this machine's cores)
-PYTHONPATH="$DT_PYTHONPATH${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONPATH DT_COMM_TIMEOUT=60 OMP_NUM_THREADS=1
+# srun passes the environment to the tasks: a collective that cannot complete failing in 60 s, one
+# thread per rank (both "nodes" are this machine's cores)
+export DT_COMM_TIMEOUT=60 OMP_NUM_THREADS=1
 cluster_start
 
 # the batch script, as a user submits it from the repository's top directory
