@@ -192,8 +192,9 @@ typedef struct dt_bn_desc {
     F(X, bn_scratch, size_t, (const dt_bn_desc *, d))                                                                  \
     /* Training mode: batch statistics (biased variance to normalise), saved for backward in                           \
      * saved[DT_BN_SAVED(c)] (fp32), running stats updated as PyTorch does (unbiased variance,                         \
-     * momentum). relu: write max(0, y) instead of y (BN and the ReLU after it in one pass). Types: x                  \
-     * d->xt, y d->yt, gamma, beta and the running statistics d->pt. */                                                \
+     * momentum). relu: write max(0, y) instead of y (BN and the ReLU after it in one pass); DT_BN_ACT(a)              \
+     * (below; only on a backend naming DT_FUSE_BN_ACT): write act_fwd's activation a of y instead of y, its           \
+     * arithmetic on the fp32 y. Types: x d->xt, y d->yt, gamma, beta and the running statistics d->pt. */             \
     F(X, bn_fwd_train, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma), (const void *, beta),  \
       (void *, y), (float *, saved), (void *, running_mean), (void *, running_var), (int, relu))                       \
     F(X, bn_fwd_infer, void, (const dt_bn_desc *, d), (const void *, x), (const void *, gamma), (const void *, beta),  \
@@ -201,7 +202,9 @@ typedef struct dt_bn_desc {
     /* dx (accumulate_dx), dgamma and dbeta (accumulate_params) from x and what forward saved. relu:                   \
      * the forward was fused with a ReLU and dy is the gradient of the ReLU's output; where that                       \
      * output was zero is recomputed from x and saved exactly as forward computed it, so the output                    \
-     * itself need not be kept. Types: dx as x (d->xt), dy as y (d->yt), dgamma and dbeta d->pt. */                    \
+     * itself need not be kept; DT_BN_ACT(a): dy is the gradient of the activation's output, and the BN                \
+     * output's gradient is act_bwd's from y recomputed the same way (the same arithmetic in fp32, not stored).        \
+     * Types: dx as x (d->xt), dy as y (d->yt), dgamma and dbeta d->pt. */                                             \
     F(X, bn_bwd, void, (const dt_bn_desc *, d), (const void *, x), (const void *, dy), (int, relu),                    \
       (const void *, gamma), (const float *, saved), (void *, dx), (void *, dgamma), (void *, dbeta),                  \
       (int, accumulate_dx), (int, accumulate_params))                                                                  \
@@ -448,6 +451,13 @@ typedef struct dt_bn_desc {
  * Sigmoid, SiLU, GELU) */
 enum dt_act { DT_ACT_RELU6, DT_ACT_HARDSIGMOID, DT_ACT_HARDSWISH, DT_ACT_SIGMOID, DT_ACT_SILU, DT_ACT_GELU, DT_ACT_COUNT };
 
+/* bn_fwd_train, bn_fwd_infer and bn_bwd's relu argument: 0 the BN alone; DT_BN_RELU a ReLU after it
+ * (DT_FUSE_BN_RELU); DT_BN_ACT(a) the activation a (enum dt_act) after it (DT_FUSE_BN_ACT: only a
+ * backend naming that pattern is given these, so one that does not may read relu as a flag) */
+#define DT_BN_RELU 1
+#define DT_BN_ACT(a) (2 + (int)(a))
+#define DT_BN_ACT_OF(relu) ((relu) - 2) /* the enum dt_act of relu >= DT_BN_ACT(0) */
+
 /* DT_BACKEND_OP_<name>: an op's index in the list; DT_BACKEND_OP_COUNT: how many there are */
 #define DT_BACKEND_OP_ENUM(name, ret, params, args) DT_BACKEND_OP_##name,
 enum dt_backend_op { DT_OPS(DT_BACKEND_OP_ENUM) DT_BACKEND_OP_COUNT };
@@ -465,8 +475,18 @@ enum { DT_QUEUE_COMPUTE, DT_QUEUE_COPY, DT_QUEUES };
  * DT_FUSE_BN_RELU: BN -> in-place ReLU as bn_fwd_*(relu = 1) and bn_bwd(relu = 1), the ReLU's mask
  *   recomputed from x in backward (the BN's output need not be kept);
  * DT_FUSE_BN_ADD_RELU: a residual block's tail, BN (read only by the add) -> add -> in-place ReLU,
- *   as bn_add_relu_fwd_* and bn_add_relu_bwd at the add's turn (the BN's output takes no memory). */
-enum { DT_FUSE_BN_RELU = 1u << 0, DT_FUSE_BN_ADD_RELU = 1u << 1, DT_FUSE_ALL = DT_FUSE_BN_RELU | DT_FUSE_BN_ADD_RELU };
+ *   as bn_add_relu_fwd_* and bn_add_relu_bwd at the add's turn (the BN's output takes no memory);
+ * DT_FUSE_BN_ACT: BN (read only by the activation) -> an activation node (DT_OP_ACT: ReLU6, Hardswish,
+ *   SiLU, ...) as bn_fwd_*(relu = DT_BN_ACT(a)) into the activation's output and bn_bwd(relu =
+ *   DT_BN_ACT(a)) from its gradient, at the BN's turn: the BN's output is recomputed from x in
+ *   backward, so it takes no memory, and its gradient is never stored (the CPU's; not CUDA's).
+ * DT_FUSE_ALL: every pattern (what building asks for; each backend names those it runs). */
+enum {
+    DT_FUSE_BN_RELU = 1u << 0,
+    DT_FUSE_BN_ADD_RELU = 1u << 1,
+    DT_FUSE_BN_ACT = 1u << 2,
+    DT_FUSE_ALL = DT_FUSE_BN_RELU | DT_FUSE_BN_ADD_RELU | DT_FUSE_BN_ACT
+};
 
 /* What a backend starts with (dt_backend.init): the choices of the run that a device backend makes
  * once per process. A backend without such choices ignores them. */
@@ -607,6 +627,16 @@ size_t dt_cpu_graph_size(const dt_graph *g);
  * bf16. Off, every reduced convolution widens its operands into fp32: the emulation's values bit for
  * bit (what the oracle tests compare). Before planning or between ops; the workspace fits both. */
 void dt_cpu_set_half_kernels(int on);
+/* the activation layout dt_backend_cpu's fp32 convolutions run on (conv_dnnl.c): our NHWC, oneDNN's
+ * blocked layouts (the operands reordered into them and the results out, in the workspace), or auto:
+ * blocked where this processor's kernels are faster there (no AVX-512), for the shapes that gain.
+ * The default is DT_CONV_LAYOUT's (auto, blocked or nhwc; auto when unset). The results differ by
+ * the kernels' order of summation. Before planning: a model planned under another layout has too
+ * small a workspace for it. */
+enum { DT_CONV_LAYOUT_NHWC, DT_CONV_LAYOUT_BLOCKED, DT_CONV_LAYOUT_AUTO };
+void dt_cpu_set_conv_layout(int mode);
+/* 1 when dt_backend_cpu runs d's fp32 passes on blocked activations now */
+int dt_cpu_conv_blocked(const dt_conv_desc *d);
 /* 1 when oneDNN runs a bf16 convolution of this shape on its own kernels on this CPU */
 int dt_cpu_half_kernels_for(const dt_conv_desc *d);
 

@@ -1,6 +1,7 @@
 /* graph.c: building a model's graph (the dt_layer_* calls, and the analysis at dt_model_end that
- * lets ReLUs run in place and adds share gradients) and its parameters: storage, lookup, layout
- * conversion and torchvision's initialisation (contract in model.h). */
+ * lets ReLUs run in place and adds share gradients, and the fused schedule: BN with the ReLU or the
+ * activation after it, residual tails; dt_model_set_fusion) and its parameters: storage, lookup,
+ * layout conversion and torchvision's initialisation (contract in model.h). */
 #include "config.h"
 
 #include <math.h>
@@ -51,7 +52,7 @@ static dt_node *new_node(dt_model *m, enum dt_op_kind op, const char *name, int 
     snprintf(n->name, sizeof n->name, "%s", name ? name : "");
     n->in0 = in0;
     n->in1 = -1;
-    n->attr.fused_relu = -1;
+    n->attr.fused_relu = n->attr.fused_act = -1;
     n->attr.tail_bn = n->attr.tail_relu = n->attr.fused_tail = -1;
     for (int i = 0; i < DT_NODE_PARAMS; i++)
         n->param[i] = -1;
@@ -466,7 +467,7 @@ unsigned dt_model_set_fusion(dt_model *m, unsigned patterns)
 {
     for (int i = 0; i < m->n_nodes; i++) { /* undo */
         dt_node *nd = &m->nodes[i];
-        nd->attr.fused_relu = nd->attr.tail_bn = nd->attr.tail_relu = nd->attr.fused_tail = -1;
+        nd->attr.fused_relu = nd->attr.fused_act = nd->attr.tail_bn = nd->attr.tail_relu = nd->attr.fused_tail = -1;
         nd->attr.fused_into_bn = 0;
     }
     patterns &= m->be->fuses; /* the backend's say */
@@ -477,6 +478,18 @@ unsigned dt_model_set_fusion(dt_model *m, unsigned patterns)
         int pr = m->values[nd->in0].producer;
         if (nd->op == DT_OP_RELU && m->values[nd->out].act_alias == nd->in0 && pr >= 0 && m->nodes[pr].op == DT_OP_BN) {
             m->nodes[pr].attr.fused_relu = i;
+            nd->attr.fused_into_bn = 1;
+        }
+    }
+    /* BN then an activation node that alone reads its output: the BN writes the activation's output
+     * (its own is never stored) and its backward recomputes its output from x for the activation's
+     * derivative (cpu/bn.c) */
+    for (int i = 0; i < m->n_nodes && (patterns & DT_FUSE_BN_ACT); i++) {
+        dt_node *nd = &m->nodes[i];
+        const int b = nd->in0, pr = b != m->input ? m->values[b].producer : -1;
+        if (nd->op == DT_OP_ACT && pr >= 0 && m->nodes[pr].op == DT_OP_BN && m->nodes[pr].attr.fused_relu < 0 &&
+            b != m->output && m->values[b].consumers == 1 && m->values[b].act_alias < 0) {
+            m->nodes[pr].attr.fused_act = i;
             nd->attr.fused_into_bn = 1;
         }
     }
@@ -497,7 +510,7 @@ unsigned dt_model_set_fusion(dt_model *m, unsigned patterns)
         for (int s = 0; s < 2; s++) {
             int b = ins[s], r = ins[1 - s], i = m->values[b].producer;
             if (b == r || r == m->input || i < 0 || m->nodes[i].op != DT_OP_BN || m->nodes[i].attr.fused_relu >= 0 ||
-                m->values[b].consumers != 1)
+                m->nodes[i].attr.fused_act >= 0 || m->values[b].consumers != 1)
                 continue;
             add->attr.tail_bn = i;
             add->attr.tail_relu = k;

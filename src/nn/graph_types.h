@@ -152,7 +152,9 @@ typedef struct dt_node {
         int act;                          /* the activation (enum dt_act) of an act node */
         float depth;                      /* stochastic depth: the block's depth fraction (dt_layer_sdepth) */
         int fused_relu;                   /* BN: the in-place ReLU node fused into it, or -1 */
-        int fused_into_bn;                /* ReLU: runs inside the BN before it (or its tail's add) */
+        int fused_act;                    /* BN: the activation node (DT_OP_ACT) fused into it, or -1 */
+        int fused_into_bn;                /* ReLU or activation: runs inside the BN before it (or a ReLU
+                                           * inside its tail's add) */
         /* a residual block's tail BN -> add -> in-place ReLU run as one op (bn_add_relu_*) at the
          * add's turn, each way: the add's BN node and its ReLU node (-1 when not fused); the BN's
          * own turn does nothing (fused_tail on the BN: its add) */

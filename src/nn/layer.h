@@ -143,19 +143,22 @@ static inline int dt_layer_too_small(const dt_model *m, const dt_node *nd, int h
 void dt_bn_tail_forward(dt_model *m, const dt_node *add, int n);
 void dt_bn_tail_backward(dt_model *m, const dt_node *add, int n, int accumulate);
 
-/* 1 when another node's op does node nd's work: a ReLU fused into its BN, a BN run by its residual
- * tail's add */
+/* 1 when another node's op does node nd's work: a ReLU or an activation fused into its BN, a BN run
+ * by its residual tail's add */
 static inline int dt_node_folded(const dt_node *nd)
 {
-    return (nd->op == DT_OP_RELU && nd->attr.fused_into_bn) || (nd->op == DT_OP_BN && nd->attr.fused_tail >= 0);
+    return ((nd->op == DT_OP_RELU || nd->op == DT_OP_ACT) && nd->attr.fused_into_bn) ||
+           (nd->op == DT_OP_BN && nd->attr.fused_tail >= 0);
 }
 
-/* the value whose gradient node nd's backward starts from: its output's, or the ReLU's its op ends
- * with (a BN with its ReLU fused, a residual tail's add) */
+/* the value whose gradient node nd's backward starts from: its output's, or that of the ReLU or
+ * activation its op ends with (a BN with its ReLU or activation fused, a residual tail's add) */
 static inline int dt_node_bwd_from(const dt_model *m, const dt_node *nd)
 {
     if (nd->op == DT_OP_BN && nd->attr.fused_relu >= 0)
         return m->nodes[nd->attr.fused_relu].out;
+    if (nd->op == DT_OP_BN && nd->attr.fused_act >= 0)
+        return m->nodes[nd->attr.fused_act].out;
     if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0)
         return m->nodes[nd->attr.tail_relu].out;
     return nd->out;

@@ -181,7 +181,9 @@ void dt_model_free(dt_model *m);
 /* The fused schedule, before planning: plans every instance of the patterns (DT_FUSE_* bits,
  * nn/backend.h) that the model's backend also names in its fuses as one op each way, the rest as
  * separate ops; returns the patterns applied. Building applies DT_FUSE_ALL. The same numbers in
- * fp32; with reduced storage a fused residual tail rounds once where the three ops round twice. */
+ * fp32; with reduced storage a fused residual tail rounds once where the three ops round twice, and
+ * a fused BN+activation once where the two ops round twice (its backward: the activation's derivative
+ * at the unrounded BN output, the product unrounded). */
 unsigned dt_model_set_fusion(dt_model *m, unsigned patterns);
 
 /* Concatenations laid out in place, before planning (on after building): an input of a

@@ -119,8 +119,8 @@ static void place_concats(dt_model *m)
 }
 
 /* Gradient lifetimes, one buffer per value. Backward runs node i at time n_nodes-1-i; the gradient
- * of value v is born at its last reader and dies after its producer (a fused ReLU's: after the BN
- * that does its work); an aliased gradient lives in its root's bytes. */
+ * of value v is born at its last reader and dies after its producer (a fused ReLU's or activation's:
+ * after the BN that does its work); an aliased gradient lives in its root's bytes. */
 static void grad_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
 {
     int nv = m->n_values;
@@ -137,11 +137,11 @@ static void grad_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
             if (ins[k] >= 0 && t < b[ins[k]].first)
                 b[ins[k]].first = t;
     }
-    /* a BN with its ReLU fused reads the ReLU output's gradient one step after the ReLU's turn; the
-     * BN output's own gradient is never written */
+    /* a BN with its ReLU or activation fused reads that one's output gradient after its turn; the BN
+     * output's own gradient is never written */
     for (int i = 0; i < m->n_nodes; i++)
-        if (m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_relu >= 0) {
-            int rv = m->nodes[m->nodes[i].attr.fused_relu].out, t = m->n_nodes - 1 - i;
+        if (m->nodes[i].op == DT_OP_BN && (m->nodes[i].attr.fused_relu >= 0 || m->nodes[i].attr.fused_act >= 0)) {
+            int rv = dt_node_bwd_from(m, &m->nodes[i]), t = m->n_nodes - 1 - i;
             b[rv].last = t > b[rv].last ? t : b[rv].last;
             b[m->nodes[i].out].bytes = 0;
         }
@@ -166,7 +166,8 @@ static void grad_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
 }
 
 /* does backward read this value? (what each kind's reads says, a BN in a fused residual tail too; the
- * loss reads the logits, a fused residual tail its ReLU's output) */
+ * loss reads the logits, a fused residual tail its ReLU's output; a ReLU or an activation fused into
+ * its BN reads nothing: the BN recomputes what it would read) */
 static int kept_for_backward(const dt_model *m, int v)
 {
     if (v == m->output)
@@ -174,8 +175,10 @@ static int kept_for_backward(const dt_model *m, int v)
     for (int i = 0; i < m->n_nodes; i++) {
         const dt_node *nd = &m->nodes[i];
         const unsigned reads = dt_kinds[nd->op]->reads;
+        if (nd->attr.fused_into_bn)
+            continue;
         if ((nd->in0 == v && (reads & DT_READS_IN0)) || (nd->in1 == v && (reads & DT_READS_IN1)) ||
-            (nd->out == v && (reads & DT_READS_OUT) && !nd->attr.fused_into_bn) || /* a fused one's BN recomputes it */
+            (nd->out == v && (reads & DT_READS_OUT)) ||
             (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0 && m->nodes[nd->attr.tail_relu].out == v))
             return 1;
     }
@@ -185,7 +188,8 @@ static int kept_for_backward(const dt_model *m, int v)
 /* Activation lifetimes, one buffer per value: values backward reads live to the end; the others (a
  * BN output read only by an add, a pool's output read by a flatten) only until their last reader in
  * the forward pass, and then give their bytes to later values. An in-place ReLU's output is its
- * input's bytes, and the model's input is the caller's. */
+ * input's bytes, and the model's input is the caller's. A BN with its activation fused writes the
+ * activation's output at its own turn (so that output is born there) and has no output of its own. */
 static void act_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
 {
     int nv = m->n_values, end = m->n_nodes + 1;
@@ -208,9 +212,14 @@ static void act_lifetimes(const dt_model *m, int n, dt_plan_buffer *b)
     }
     for (int v = 0; v < nv; v++)
         b[v].bytes = m->values[v].act_alias >= 0 || v == m->input ? 0 : value_bytes(m, v, n);
-    for (int i = 0; i < m->n_nodes; i++) /* a fused tail's BN output exists only inside the op */
-        if (m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_tail >= 0)
+    for (int i = 0; i < m->n_nodes; i++) /* a fused tail's or activation's BN output exists only inside the op */
+        if (m->nodes[i].op == DT_OP_BN && (m->nodes[i].attr.fused_tail >= 0 || m->nodes[i].attr.fused_act >= 0)) {
             b[m->nodes[i].out].bytes = 0;
+            if (m->nodes[i].attr.fused_act >= 0) {
+                int r = act_root(m, m->nodes[m->nodes[i].attr.fused_act].out);
+                b[r].first = i < b[r].first ? i : b[r].first;
+            }
+        }
 }
 
 /* offsets for every value from the lifetimes `fill` gives, packed by nn/plan.c; returns the bytes
@@ -515,10 +524,11 @@ int dt_model_plan_inputs(dt_model *m, int n, int h, int w, int h2, int w2, const
     m->plan_inputs[0][1] = w;
     m->plan_inputs[1][0] = h2;
     m->plan_inputs[1][1] = w2;
-    int tails = 0, bn_relus = 0, placed = 0; /* the fused schedule (graph.c, dt_model_set_fusion) */
+    int tails = 0, bn_relus = 0, bn_acts = 0, placed = 0; /* the fused schedule (graph.c, dt_model_set_fusion) */
     for (int i = 0; i < m->n_nodes; i++) {
         tails += m->nodes[i].op == DT_OP_ADD && m->nodes[i].attr.tail_bn >= 0;
         bn_relus += m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_relu >= 0;
+        bn_acts += m->nodes[i].op == DT_OP_BN && m->nodes[i].attr.fused_act >= 0;
     }
     for (int v = 0; v < m->n_values; v++)
         placed += m->values[v].place_in >= 0;
@@ -526,10 +536,11 @@ int dt_model_plan_inputs(dt_model *m, int n, int h, int w, int h2, int w2, const
     if (n_hw > 1)
         snprintf(other, sizeof other, " and %dx%d", h2, w2);
     dt_debug("model %s planned for %dx%dx%dx%d%s%s%s%s: activations %.1f MiB, gradients %.1f MiB, workspace %.1f MiB, "
-             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU; %d concatenation inputs in place",
+             "backend scratch %.1f MiB; fused on %s: %d BN+ReLU, %d BN+add+ReLU, %d BN+activation; %d concatenation "
+             "inputs in place",
              m->arch, n, h, w, m->in_c, other, sizes_text[0] ? " (also batches " : "", sizes_text,
              sizes_text[0] ? ")" : "", need.act / 1048576.0, need.grad / 1048576.0, need.ws / 1048576.0,
-             need.scratch / 1048576.0, m->be->name, bn_relus, tails, placed);
+             need.scratch / 1048576.0, m->be->name, bn_relus, tails, bn_acts, placed);
     return DT_OK;
 }
 

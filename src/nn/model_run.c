@@ -14,10 +14,11 @@
 #include "util/log.h"
 
 /* the kind of node nd's forward (backward: DT_PROF_BWD + it), or -1 when another node's op does its
- * work (a ReLU fused into its BN; a BN whose residual tail runs at the add's turn: the BN's) */
+ * work (a ReLU or an activation fused into its BN: the BN's; a BN whose residual tail runs at the
+ * add's turn: the BN's) */
 static int node_prof_kind(const dt_node *nd)
 {
-    if ((nd->op == DT_OP_RELU && nd->attr.fused_into_bn) || (nd->op == DT_OP_BN && nd->attr.fused_tail >= 0))
+    if (dt_node_folded(nd))
         return -1;
     if (nd->op == DT_OP_ADD && nd->attr.tail_bn >= 0)
         return DT_OP_BN;

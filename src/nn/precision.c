@@ -313,8 +313,8 @@ static int plan_rounding(dt_model *m, dt_node *nd)
         DT_TRY(round_param(m, tb->param[DT_NODE_RUNNING_MEAN], DT_AT_PARAM, DT_WHEN_TRAINING));
         DT_TRY(round_param(m, tb->param[DT_NODE_RUNNING_VAR], DT_AT_PARAM, DT_WHEN_TRAINING));
         DT_TRY(round_act(m, m->nodes[nd->attr.tail_relu].out));
-    } else { /* its output, then a BN's running statistics */
-        DT_TRY(round_act(m, nd->out));
+    } else { /* its output (a BN's with its activation fused: the activation's), then a BN's running statistics */
+        DT_TRY(round_act(m, bn && nd->attr.fused_act >= 0 ? m->nodes[nd->attr.fused_act].out : nd->out));
         if (bn) {
             DT_TRY(round_param(m, nd->param[DT_NODE_RUNNING_MEAN], DT_AT_PARAM, DT_WHEN_TRAINING));
             DT_TRY(round_param(m, nd->param[DT_NODE_RUNNING_VAR], DT_AT_PARAM, DT_WHEN_TRAINING));

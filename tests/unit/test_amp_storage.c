@@ -8,7 +8,10 @@
  * check, SGD with momentum and weight decay, O2's fp32 master weights) every parameter, gradient,
  * BN statistic, momentum, master weight, logit, loss and the loss scale must be equal bit for bit,
  * and the real copy must store its reduced tensors in 16 bits. A negative control shows the
- * comparison sees a difference: the fp16 run against the bf16 one. The oracle's arithmetic widens
+ * comparison sees a difference: the fp16 run against the bf16 one. mobilenet_v3_small (O2 fp16) and
+ * efficientnet_b0 (O2 bf16) run the fused BN+activation (DT_FUSE_BN_ACT) both ways: the emulation
+ * rounds the activation's output after the fused op, as real storage rounds it once when it stores
+ * it. The oracle's arithmetic widens
  * every reduced convolution into fp32 (dt_cpu_set_half_kernels(0)); the last row runs O2 bf16 on
  * oneDNN's bf16 kernels where this CPU has them (the same products summed in another order): within
  * a tolerance of the emulation, not equal. */
@@ -228,6 +231,9 @@ int main(void)
     }
     /* a deeper model with a max pool, at O2 */
     compare("resnet18", 32, "O2 fp16 (loss scale 128: steps that update)", 2, 0, -1, "128", 0, NULL, NULL);
+    /* BN with its activation fused (BN+Hardswish, BN+SiLU): the activation's output rounded once */
+    compare("mobilenet_v3_small", 32, "O2 fp16 (loss scale 128; BN+Hardswish fused)", 2, 0, -1, "128", 0, NULL, NULL);
+    compare("efficientnet_b0", 32, "O2 bf16 (BN+SiLU fused)", 2, 1, -1, NULL, 0, NULL, NULL);
     /* the negative control: the same comparison sees fp16 and bf16 differ */
     TAP_OK(fp16 && bf16 && n16 == nbf && memcmp(fp16, bf16, n16 * sizeof(float)) != 0,
            "control: the O2 fp16 and O2 bf16 states differ under the same comparison");

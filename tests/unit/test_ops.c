@@ -14,6 +14,7 @@
 
 #include "nn/backend.h"
 #include "tap.h"
+#include "util/half.h"
 #include "util/rng.h"
 
 #define FWD_TOL 2e-5
@@ -522,6 +523,92 @@ static void check_bn_add_relu(int64_t rows, int c)
     rm(&dy);
     rm(&gm);
     rm(&bt);
+}
+
+/* BN with a fused activation (bn_*(relu = DT_BN_ACT(a)), DT_FUSE_BN_ACT) against bn_*(relu 0) then
+ * act_fwd forward, act_bwd then bn_bwd(relu 0) backward, for every activation: in fp32 bit for bit
+ * (training and inference forward; backward accumulating or not); with fp16 x, y, dy and dx, the
+ * fused fp32 op's results on the widened operands, rounded once. */
+static void check_bn_act(int64_t rows, int c)
+{
+    if (!(be->fuses & DT_FUSE_BN_ACT))
+        return;
+    const int64_t n = rows * c;
+    const dt_rng rng0 = rng; /* given back at the end: the later checks keep the data they had before this one */
+    buf x = mk(n), dy = mk(n), gm = mk(c), bt = mk(c);
+    for (int64_t i = 0; i < n; i++) /* spread over the activations' kinks (0, +-3, 6) */
+        x.f[i] *= 4.0f;
+    float *ya = calloc((size_t)n, 4), *yb = calloc((size_t)n, 4), *t = calloc((size_t)n, 4);
+    float *g = calloc((size_t)n, 4), *dxa = calloc((size_t)n, 4), *dxb = calloc((size_t)n, 4);
+    uint16_t *xh = calloc((size_t)n, 2), *yh = calloc((size_t)n, 2), *dyh = calloc((size_t)n, 2);
+    uint16_t *dxh = calloc((size_t)n, 2), *rh = calloc((size_t)n, 2);
+    float sa[DT_BN_SAVED(300)], sb[DT_BN_SAVED(300)], rma[300] = {0}, rva[300], rmb[300] = {0}, rvb[300];
+    float dga[300], dba[300], dgb[300], dbb[300];
+    int fp32 = 1, fp16 = 1;
+    for (int a = 0; a < DT_ACT_COUNT; a++) {
+        dt_bn_desc d = {.rows = rows, .c = c, .eps = 1e-5f, .momentum = 0.1f};
+        for (int j = 0; j < c; j++)
+            rva[j] = rvb[j] = 1.0f, rma[j] = rmb[j] = 0.0f;
+        be->bn_fwd_train(&d, x.f, gm.f, bt.f, t, sa, rma, rva, 0);
+        be->act_fwd(n, a, DT_FLOAT32, t, ya);
+        be->bn_fwd_train(&d, x.f, gm.f, bt.f, yb, sb, rmb, rvb, DT_BN_ACT(a));
+        fp32 &= !memcmp(ya, yb, (size_t)n * 4) && !memcmp(sa, sb, DT_BN_SAVED(c) * 4) &&
+                !memcmp(rma, rmb, (size_t)c * 4) && !memcmp(rva, rvb, (size_t)c * 4);
+        be->bn_fwd_infer(&d, x.f, gm.f, bt.f, rma, rva, t, 0);
+        be->act_fwd(n, a, DT_FLOAT32, t, ya);
+        be->bn_fwd_infer(&d, x.f, gm.f, bt.f, rma, rva, yb, DT_BN_ACT(a));
+        fp32 &= !memcmp(ya, yb, (size_t)n * 4);
+        be->bn_fwd_train(&d, x.f, gm.f, bt.f, t, sa, rma, rva, 0); /* t: the BN output backward recomputes */
+        for (int acc = 0; acc <= 1; acc++) {
+            for (int64_t i = 0; i < n; i++) /* what accumulation adds to */
+                dxa[i] = dxb[i] = (float)i * 1e-3f;
+            for (int j = 0; j < c; j++)
+                dga[j] = dgb[j] = dba[j] = dbb[j] = (float)j * 1e-2f;
+            be->act_bwd(n, a, DT_FLOAT32, t, dy.f, g, 0);
+            be->bn_bwd(&d, x.f, g, 0, gm.f, sa, dxa, dga, dba, acc, acc);
+            be->bn_bwd(&d, x.f, dy.f, DT_BN_ACT(a), gm.f, sa, dxb, dgb, dbb, acc, acc);
+            fp32 &= !memcmp(dxa, dxb, (size_t)n * 4) && !memcmp(dga, dgb, (size_t)c * 4) &&
+                    !memcmp(dba, dbb, (size_t)c * 4);
+        }
+        /* fp16: the fp32 fused op on the widened operands, its results rounded once */
+        dt_f32_to_f16_n((size_t)n, x.f, xh);
+        dt_f32_to_f16_n((size_t)n, dy.f, dyh);
+        float *xw = t, *dyw = g;
+        dt_f16_to_f32_n((size_t)n, xh, xw);
+        dt_f16_to_f32_n((size_t)n, dyh, dyw);
+        be->bn_fwd_train(&d, xw, gm.f, bt.f, ya, sa, rma, rva, DT_BN_ACT(a));
+        be->bn_bwd(&d, xw, dyw, DT_BN_ACT(a), gm.f, sa, dxa, dga, dba, 0, 0);
+        dt_bn_desc dh = d;
+        dh.xt = dh.yt = DT_FLOAT16;
+        be->bn_fwd_train(&dh, xh, gm.f, bt.f, yh, sb, rmb, rvb, DT_BN_ACT(a));
+        be->bn_bwd(&dh, xh, dyh, DT_BN_ACT(a), gm.f, sb, dxh, dgb, dbb, 0, 0);
+        dt_f32_to_f16_n((size_t)n, ya, rh);
+        fp16 &= !memcmp(rh, yh, (size_t)n * 2) && !memcmp(sa, sb, DT_BN_SAVED(c) * 4);
+        dt_f32_to_f16_n((size_t)n, dxa, rh);
+        fp16 &= !memcmp(rh, dxh, (size_t)n * 2) && !memcmp(dga, dgb, (size_t)c * 4) &&
+                !memcmp(dba, dbb, (size_t)c * 4);
+    }
+    TAP_OK(fp32 && fp16,
+           "bn+activation %lldx%d, every activation: forward (training, inference) and backward (accumulating or "
+           "not) equal bn and act_fwd, act_bwd and bn_bwd composed, bit for bit in fp32 (%s); fp16 operands: the "
+           "fp32 fused op's results rounded once (%s)",
+           (long long)rows, c, fp32 ? "yes" : "no", fp16 ? "yes" : "no");
+    free(ya);
+    free(yb);
+    free(t);
+    free(g);
+    free(dxa);
+    free(dxb);
+    free(xh);
+    free(yh);
+    free(dyh);
+    free(dxh);
+    free(rh);
+    rm(&x);
+    rm(&dy);
+    rm(&gm);
+    rm(&bt);
+    rng = rng0;
 }
 
 static void check_pool(int max, int n, int h, int w, int ch, int a, int b, int cpad)
@@ -1368,6 +1455,26 @@ int main(void)
         check_conv(1, 3, 3, 2, 2, 3, 1, 0, 1, 1, 0);  /* output 1x1 */
         check_conv_chunked();
         check_conv_sliced();
+        if (be == &dt_backend_cpu) { /* again on oneDNN's blocked layouts (auto picks them on AVX2 only) */
+            dt_conv_desc bd;
+            dt_conv_desc_set(&bd, 2, 8, 8, 32, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+            dt_cpu_set_conv_layout(DT_CONV_LAYOUT_NHWC);
+            int on_nhwc = dt_cpu_conv_blocked(&bd);
+            dt_cpu_set_conv_layout(DT_CONV_LAYOUT_BLOCKED);
+#ifdef HAVE_DNNL
+            const int with_dnnl = 1;
+#else
+            const int with_dnnl = 0; /* every convolution on conv.c's NHWC */
+#endif
+            TAP_OK(!on_nhwc && dt_cpu_conv_blocked(&bd) == with_dnnl,
+                   "DT_CONV_LAYOUT_BLOCKED puts a 3x3 convolution of 32 channels on blocked activations, NHWC does not");
+            tap_diag("fp32 convolutions on blocked activations (DT_CONV_LAYOUT=blocked)");
+            check_conv(1, 8, 8, 32, 32, 3, 1, 1, 1, 1, 1);
+            check_conv(1, 8, 8, 32, 64, 3, 2, 1, 1, 1, 0);
+            check_conv(2, 7, 6, 8, 16, 3, 2, 1, 2, 1, 1); /* dilated, odd, not square */
+            check_conv_sliced();
+            dt_cpu_set_conv_layout(DT_CONV_LAYOUT_AUTO);
+        }
         check_bn(18, 5, 0);
         check_bn(4, 300, 0); /* more channels than one block */
         check_bn(3, 3, 0); /* (2 rows would be ill-conditioned: the output is +-1 whatever x is) */
@@ -1375,6 +1482,8 @@ int main(void)
         check_bn(4, 300, 1);
         check_bn_add_relu(18, 5);
         check_bn_add_relu(40, 300);
+        check_bn_act(18, 5);
+        check_bn_act(40, 300);
         check_bn_thread_order();
         check_pool(1, 2, 7, 7, 3, 3, 2, 1); /* resnet's max pool */
         check_pool(1, 1, 6, 6, 2, 2, 2, 0); /* vgg's */

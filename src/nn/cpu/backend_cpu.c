@@ -19,7 +19,7 @@
 /* memory: host memory, plain C; planning: nothing to reserve, no limit on a tensor */
 #define CPU_MEMORY                                                                                            \
     .host_memory = 1, .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16,               \
-    .fuses = DT_FUSE_ALL, /* BN's passes take the ReLU and the residual (bn.c) */                             \
+    .fuses = DT_FUSE_ALL, /* BN's passes take the ReLU, the residual, the activations (bn.c) */               \
     .mem_alloc = dt_cpu_mem_alloc, .mem_free = dt_cpu_mem_free, .mem_put = dt_cpu_mem_copy,                   \
     .mem_get = dt_cpu_mem_copy, .host_alloc = dt_cpu_mem_alloc, .host_free = dt_cpu_mem_free,                \
     .upload = dt_cpu_mem_copy_queued, .download = dt_cpu_mem_copy_queued,                                     \
@@ -59,6 +59,17 @@ void dt_cpu_set_half_kernels(int on)
 }
 
 int dt_cpu_half_kernels_for(const dt_conv_desc *d)
+{
+    (void)d;
+    return 0;
+}
+
+void dt_cpu_set_conv_layout(int mode)
+{
+    (void)mode; /* without oneDNN every convolution runs on NHWC (conv.c) */
+}
+
+int dt_cpu_conv_blocked(const dt_conv_desc *d)
 {
     (void)d;
     return 0;

@@ -7,9 +7,17 @@
  * says. Forward reads x twice (statistics, then the
  * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
  * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
- * need not be kept. A residual block's tail (bn_add_relu_*) adds the residual before the ReLU in
- * the same pass, and its backward takes the mask from the block's output (kept: the next block
- * reads it) and writes the residual's gradient in the reduction pass. Temporaries are per channel
+ * need not be kept. A fused activation (relu = DT_BN_ACT(a), backend.h) is act_fwd's formula
+ * (act_f.h) on the affine map's value in the same pass, and backward recomputes that value the same
+ * way for act_bwd's derivative, in both of its passes: the BN output's gradient exists only per row
+ * tile, and the BN output needs no memory. In fp32 the values are those of bn, act_fwd and act_bwd,
+ * bn_bwd composed, bit for bit (the same expressions on the same fp32 operands); with reduced
+ * storage the fused forward rounds once (the activation's output) where the composition also rounds
+ * the BN output, and backward takes the derivative at the unrounded BN output and keeps its product
+ * in fp32 (the composition rounds both to the stored type). A residual block's tail (bn_add_relu_*)
+ * adds the residual before the ReLU in the same pass, and its backward takes the mask from the
+ * block's output (kept: the next block reads it) and writes the residual's gradient in the
+ * reduction pass. Temporaries are per channel
  * block, on the stack: no scratch (bn_scratch is
  * 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
  * rounded as they are stored (cpu.h's typed helpers).
@@ -20,9 +28,15 @@
  * packed) and nothing tests them with a stride. */
 #include "config.h"
 
+/* for the fused activations' selects (act_f.h; act.c says why) */
+#ifndef __clang__
+#pragma GCC optimize("no-trapping-math")
+#endif
+
 #include <math.h>
 #include <omp.h>
 
+#include "nn/cpu/act_f.h"
 #include "nn/cpu/cpu.h"
 
 #define CB 256 /* channels per block */
@@ -61,8 +75,9 @@ static inline float bn_affine(float x, float scale, float shift)
     return x * scale + shift;
 }
 
-/* y = x*scale + shift, then max(0, .) when relu; with a residual res (type rt, not NULL), y = max(0,
- * x*scale + shift + res): a residual block's tail (relu is then implied) */
+/* y = x*scale + shift, then max(0, .) when relu is DT_BN_RELU, the activation a when DT_BN_ACT(a);
+ * with a residual res (type rt, not NULL), y = max(0, x*scale + shift + res): a residual block's tail
+ * (relu is then implied) */
 DT_CLONES
 static void affine(const dt_bn_desc *d, int c0, int cb, const void *x, const float *scale, const float *shift, void *y,
                    int relu, const void *res, dt_dtype rt)
@@ -81,6 +96,11 @@ static void affine(const dt_bn_desc *d, int c0, int cb, const void *x, const flo
                 float v = bn_affine(xr[j], scale[j], shift[j]) + rr[j];
                 yr[j] = v > 0.0f ? v : 0.0f;
             }
+        } else if (relu >= DT_BN_ACT(0)) { /* act_fwd's expression, on the BN output as stored in fp32 */
+#define AFFINE_ACT(kind)                                                                                       \
+    _Pragma("omp simd") for (int j = 0; j < cb; j++) yr[j] = act_f(kind, bn_affine(xr[j], scale[j], shift[j]))
+            EACH_ACT(DT_BN_ACT_OF(relu), AFFINE_ACT)
+#undef AFFINE_ACT
         } else if (relu) {
 #pragma omp simd
             for (int j = 0; j < cb; j++) {
@@ -236,9 +256,20 @@ void dt_cpu_bn_add_relu_fwd_infer(const dt_bn_desc *d, const void *x, const void
     bn_infer(d, x, gamma, beta, running_mean, running_var, y, 1, r, rt);
 }
 
-/* The gradient of the BN output for the row at dr, masked by the fused ReLU (when relu) where the
- * forward's output was zero, into g[0..cb): a separate pass over a row keeps every loop branch-free. */
-static inline void row_dy(const float *dr, const float *xr, const float *scale, const float *shift, int relu, int cb,
+/* Inlined into each clone of bn_backward (DT_CLONES), so that the row loops vectorise for the clone's
+ * target: with the activations' loops, row_dy is past the size GCC inlines on its own, and called
+ * out of line it runs the baseline's code. */
+#if defined(__GNUC__)
+#define BN_ROW_INLINE static inline __attribute__((always_inline))
+#else
+#define BN_ROW_INLINE static inline
+#endif
+
+/* The gradient of the BN output for the row at dr, masked by the fused ReLU (relu DT_BN_RELU) where
+ * the forward's output was zero, or through the fused activation's derivative (DT_BN_ACT(a): act_bwd's
+ * expression at the BN output recomputed from x), into g[0..cb): a separate pass over a row keeps
+ * every loop branch-free. */
+BN_ROW_INLINE void row_dy(const float *dr, const float *xr, const float *scale, const float *shift, int relu, int cb,
                           float *g)
 {
     if (relu < 0) { /* the block's tail: masked where its output (here xr: that row of y) was zero */
@@ -247,6 +278,11 @@ static inline void row_dy(const float *dr, const float *xr, const float *scale, 
             float v = dr[j];
             g[j] = xr[j] > 0.0f ? v : 0.0f;
         }
+    } else if (relu >= DT_BN_ACT(0)) {
+#define ROW_ACT(kind)                                                                                           \
+    _Pragma("omp simd") for (int j = 0; j < cb; j++) g[j] = act_df(kind, bn_affine(xr[j], scale[j], shift[j]), dr[j])
+        EACH_ACT(DT_BN_ACT_OF(relu), ROW_ACT)
+#undef ROW_ACT
     } else if (relu) {
 #pragma omp simd
         for (int j = 0; j < cb; j++) {
@@ -262,7 +298,7 @@ static inline void row_dy(const float *dr, const float *xr, const float *scale, 
 
 /* one row of the BN output's gradient g (row r, channels c0..c0+cb) into the tile g: dy masked as
  * row_dy says, the mask from x's row (a fused ReLU) or from the block output ym's (ym not NULL) */
-static inline void grad_row(const dt_bn_desc *d, const void *dy, const void *ym, const float *xr, const float *scale,
+BN_ROW_INLINE void grad_row(const dt_bn_desc *d, const void *dy, const void *ym, const float *xr, const float *scale,
                             const float *shift, int relu, int64_t at, int cb, float *g)
 {
     float dt[CB], yt[CB];

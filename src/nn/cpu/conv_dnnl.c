@@ -1,6 +1,9 @@
 /* conv_dnnl.c: CPU convolutions through oneDNN (Debian's libdnnl, built on OpenMP like us).
  *
- * Activations stay in our NHWC layout ("nhwc"). Weights are ours in O,KH,KW,I ("ohwi"), but oneDNN's
+ * Activations are in our NHWC layout ("nhwc"), except inside the fp32 passes of the shapes that
+ * blocked_wanted picks (by default on AVX2-only processors): those reorder x, y, dy and dx into
+ * oneDNN's blocked layout in the workspace, after the weights, and back. Weights are ours in
+ * O,KH,KW,I ("ohwi"), but oneDNN's
  * fast kernels want a blocked weight layout of their choosing ("any" gives ref:any otherwise, 10x
  * slower): each pass reorders the weights into that layout in the workspace, and the weight-gradient
  * pass reorders its result back. Weights are small next to activations, so this costs little.
@@ -35,6 +38,7 @@
 #include <dnnl_debug.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/cpu/cpu.h"
@@ -52,6 +56,13 @@ typedef struct conv_prims {
     dnnl_memory_t src, wei, bias, dst, dsrc, dwei, dbias, scratch;
     dnnl_memory_t w_fwd, w_bwd, w_diff; /* weights in oneDNN's layouts */
     size_t scratch_bytes, wbytes;               /* wbytes: the largest of the three weight layouts */
+    /* blocked activations (see blocked_wanted): the passes run on copies in oneDNN's layouts, in the
+     * workspace after the weights: room a (x, or dx) then room b (y, or dy) */
+    int want, blk; /* blocked_wanted when made (part of the key); blk: made so (oneDNN may refuse) */
+    int dy_shared; /* the two backward passes take dy in the same blocked layout */
+    size_t abytes, bbytes;
+    dnnl_primitive_t r_x_f, r_y_out, r_dy_d, r_dx_out, r_dx_add, r_x_w, r_dy_w; /* nhwc <-> blocked */
+    dnnl_memory_t xb_f, yb, dyb_d, dxb, xb_w, dyb_w;                             /* the blocked copies */
     char impl[3][64];
 } conv_prims;
 
@@ -94,19 +105,68 @@ static void impl_name(const_dnnl_primitive_desc_t pd, char *out, size_t n)
     snprintf(out, n, "%s", s ? s : "?");
 }
 
-/* a reorder from one weight layout to another; 1 on success */
-static int reorder(dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to)
+/* 1 when the fp32 passes of d run on oneDNN's blocked activation layouts (nChw8c) rather than on our
+ * NHWC: DT_CONV_LAYOUT=blocked or nhwc says so for every such shape, auto (the default) on a
+ * processor without AVX-512. Convolutions whose kernel is more than 1x1 and whose groups' channels
+ * fill the blocks (dense ones, and RegNet's groups of 16): there oneDNN 2.6's AVX2 kernels run
+ * 1.2-2x as fast on nChw8c as on NHWC (bench/README.md), far more than the reorders to and from it
+ * cost; with AVX-512 they differ by a few percent either way, and 1x1 and depthwise convolutions
+ * gain less than their reorders. */
+static int layout_mode = -1; /* DT_CONV_LAYOUT_*, or -1 before DT_CONV_LAYOUT is read; under cache_lock */
+
+void dt_cpu_set_conv_layout(int mode)
 {
+    pthread_mutex_lock(&cache_lock);
+    layout_mode = mode;
+    pthread_mutex_unlock(&cache_lock);
+}
+
+/* caller holds cache_lock */
+static int blocked_wanted(const dt_conv_desc *d)
+{
+    if (layout_mode < 0) {
+        const char *v = getenv("DT_CONV_LAYOUT");
+        layout_mode = !v || !*v || !strcmp(v, "auto")  ? DT_CONV_LAYOUT_AUTO
+                      : !strcmp(v, "blocked")           ? DT_CONV_LAYOUT_BLOCKED
+                      : !strcmp(v, "nhwc")              ? DT_CONV_LAYOUT_NHWC
+                                                        : -1;
+        if (layout_mode < 0) {
+            dt_warn("DT_CONV_LAYOUT='%s' is not auto, blocked or nhwc: auto", v);
+            layout_mode = DT_CONV_LAYOUT_AUTO;
+        }
+    }
+    if (d->t != DT_FLOAT32 || d->kh * d->kw == 1 || (d->c / d->groups) % 8 || (d->oc / d->groups) % 8)
+        return 0;
+    if (layout_mode != DT_CONV_LAYOUT_AUTO)
+        return layout_mode == DT_CONV_LAYOUT_BLOCKED;
+    return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+}
+
+/* a reorder p from one layout to another (weights, or activations); add: into the destination (a
+ * sum post-op: to + from, in fp32). 1 on success */
+static int reorder(dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int add)
+{
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t rpd = NULL;
-    int ok = dnnl_reorder_primitive_desc_create(&rpd, from, engine, to, engine, NULL) == dnnl_success &&
-             dnnl_primitive_create(p, rpd) == dnnl_success;
+    int ok = 1;
+    if (add)
+        ok = dnnl_primitive_attr_create(&attr) == dnnl_success && dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_sum(po, 1.f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok && dnnl_reorder_primitive_desc_create(&rpd, from, engine, to, engine, attr) == dnnl_success &&
+         dnnl_primitive_create(p, rpd) == dnnl_success;
     if (rpd)
         dnnl_primitive_desc_destroy(rpd);
+    if (po)
+        dnnl_post_ops_destroy(po);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
     return ok;
 }
 
-/* primitives for e->d (y and dy packed). Caller holds cache_lock */
-static void build(conv_prims *e)
+/* primitives for e->d (y and dy packed), on blocked activations when blk. Caller holds cache_lock */
+static void build(conv_prims *e, int blk)
 {
     const dt_conv_desc *d = &e->d;
     dnnl_primitive_attr_t attr = NULL;
@@ -129,6 +189,14 @@ static void build(conv_prims *e)
     TRY(dnnl_memory_desc_init_by_tag(&bias, 1, bd, it, dnnl_x));
     TRY(dnnl_memory_desc_init_by_tag(&dsrc, 4, sd, dnnl_f32, dnnl_nhwc));
     TRY(dnnl_memory_desc_init_by_tag(&dbias, 1, bd, dnnl_f32, dnnl_x));
+    /* the activations' layouts the passes are made for: ours, or oneDNN's choice (blocked) */
+    e->blk = blk;
+    dnnl_memory_desc_t csrc = src, cdst = dst, cdsrc = dsrc;
+    if (e->blk) {
+        TRY(dnnl_memory_desc_init_by_tag(&csrc, 4, sd, it, dnnl_format_tag_any));
+        TRY(dnnl_memory_desc_init_by_tag(&cdst, 4, dd, it, dnnl_format_tag_any));
+        TRY(dnnl_memory_desc_init_by_tag(&cdsrc, 4, sd, dnnl_f32, dnnl_format_tag_any));
+    }
     if (d->groups == 1) {
         dnnl_dims_t wd = {d->oc, d->c, d->kh, d->kw};
         TRY(dnnl_memory_desc_init_by_tag(&wei, 4, wd, it, dnnl_ohwi));
@@ -144,14 +212,14 @@ static void build(conv_prims *e)
     dwany.data_type = dnnl_f32; /* the weight gradient in fp32, in the layout oneDNN picks */
     TRY(dnnl_primitive_attr_create(&attr));
     TRY(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    TRY(dnnl_dilated_convolution_forward_desc_init(&cf, dnnl_forward_training, dnnl_convolution_direct, &src, &wany,
-                                                   d->bias ? &bias : NULL, &dst, strides, dil, pl, pr));
+    TRY(dnnl_dilated_convolution_forward_desc_init(&cf, dnnl_forward_training, dnnl_convolution_direct, &csrc, &wany,
+                                                   d->bias ? &bias : NULL, &cdst, strides, dil, pl, pr));
     TRY(dnnl_primitive_desc_create(&pf, &cf, attr, engine, NULL));
-    TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &dsrc, &wany, &dst, strides,
+    TRY(dnnl_dilated_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &cdsrc, &wany, &cdst, strides,
                                                          dil, pl, pr));
     TRY(dnnl_primitive_desc_create(&pd, &cd, attr, engine, pf));
-    TRY(dnnl_dilated_convolution_backward_weights_desc_init(&cw, dnnl_convolution_direct, &src, &dwany,
-                                                            d->bias ? &dbias : NULL, &dst, strides, dil, pl, pr));
+    TRY(dnnl_dilated_convolution_backward_weights_desc_init(&cw, dnnl_convolution_direct, &csrc, &dwany,
+                                                            d->bias ? &dbias : NULL, &cdst, strides, dil, pl, pr));
     TRY(dnnl_primitive_desc_create(&pw, &cw, attr, engine, pf));
     TRY(dnnl_primitive_create(&e->fwd, pf));
     TRY(dnnl_primitive_create(&e->bwd_data, pd));
@@ -187,10 +255,42 @@ static void build(conv_prims *e)
     if (dnnl_memory_desc_get_size(mw) > e->wbytes)
         e->wbytes = dnnl_memory_desc_get_size(mw);
     e->wbytes = (e->wbytes + 63) & ~(size_t)63;
+    if (e->blk) { /* the copies' layouts, and the reorders between ours and them */
+        const dnnl_memory_desc_t *bx = dnnl_primitive_desc_query_md(pf, dnnl_query_src_md, 0),
+                                 *by = dnnl_primitive_desc_query_md(pf, dnnl_query_dst_md, 0),
+                                 *bdy = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_dst_md, 0),
+                                 *bdx = dnnl_primitive_desc_query_md(pd, dnnl_query_diff_src_md, 0),
+                                 *bxw = dnnl_primitive_desc_query_md(pw, dnnl_query_src_md, 0),
+                                 *bdyw = dnnl_primitive_desc_query_md(pw, dnnl_query_diff_dst_md, 0);
+        if (!bx || !by || !bdy || !bdx || !bxw || !bdyw)
+            goto fail;
+        e->abytes = dt_cpu_align64(dnnl_memory_desc_get_size(bx));
+        if (dt_cpu_align64(dnnl_memory_desc_get_size(bdx)) > e->abytes)
+            e->abytes = dt_cpu_align64(dnnl_memory_desc_get_size(bdx));
+        if (dt_cpu_align64(dnnl_memory_desc_get_size(bxw)) > e->abytes)
+            e->abytes = dt_cpu_align64(dnnl_memory_desc_get_size(bxw));
+        e->bbytes = dt_cpu_align64(dnnl_memory_desc_get_size(by));
+        if (dt_cpu_align64(dnnl_memory_desc_get_size(bdy)) > e->bbytes)
+            e->bbytes = dt_cpu_align64(dnnl_memory_desc_get_size(bdy));
+        if (dt_cpu_align64(dnnl_memory_desc_get_size(bdyw)) > e->bbytes)
+            e->bbytes = dt_cpu_align64(dnnl_memory_desc_get_size(bdyw));
+        if (!reorder(&e->r_x_f, &src, bx, 0) || !reorder(&e->r_y_out, by, &dst, 0) ||
+            !reorder(&e->r_dy_d, &dst, bdy, 0) || !reorder(&e->r_dx_out, bdx, &dsrc, 0) ||
+            !reorder(&e->r_dx_add, bdx, &dsrc, 1) || !reorder(&e->r_x_w, &src, bxw, 0) ||
+            !reorder(&e->r_dy_w, &dst, bdyw, 0))
+            goto fail;
+        e->dy_shared = dnnl_memory_desc_equal(bdy, bdyw);
+        TRY(dnnl_memory_create(&e->xb_f, bx, engine, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->yb, by, engine, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->dyb_d, bdy, engine, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->dxb, bdx, engine, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->xb_w, bxw, engine, DNNL_MEMORY_NONE));
+        TRY(dnnl_memory_create(&e->dyb_w, bdyw, engine, DNNL_MEMORY_NONE));
+    }
     TRY(dnnl_memory_create(&e->w_fwd, mf, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->w_bwd, mb, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->w_diff, mw, engine, DNNL_MEMORY_NONE));
-    if (!reorder(&e->r_fwd, &wei, mf) || !reorder(&e->r_bwd, &wei, mb) || !reorder(&e->r_back, mw, &dwei))
+    if (!reorder(&e->r_fwd, &wei, mf, 0) || !reorder(&e->r_bwd, &wei, mb, 0) || !reorder(&e->r_back, mw, &dwei, 0))
         goto fail;
     dnnl_dims_t sbytes = {(dnnl_dim_t)(e->scratch_bytes ? e->scratch_bytes : 1)};
     TRY(dnnl_memory_desc_init_by_tag(&scr, 1, sbytes, dnnl_u8, dnnl_x));
@@ -203,9 +303,9 @@ static void build(conv_prims *e)
     TRY(dnnl_memory_create(&e->dbias, &dbias, engine, DNNL_MEMORY_NONE));
     TRY(dnnl_memory_create(&e->scratch, &scr, engine, DNNL_MEMORY_NONE));
     e->ok = 1;
-    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes",
+    dt_debug("oneDNN conv%s n%d %dx%dx%d->%d k%dx%d s%d p%d d%d g%d: %s / %s / %s, scratchpad %zu bytes%s",
              it == dnnl_f32 ? "" : " bf16", d->n, d->h, d->w, d->c, d->oc, d->kh, d->kw, d->sh, d->ph, d->dh, d->groups,
-             e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes);
+             e->impl[0], e->impl[1], e->impl[2], e->scratch_bytes, e->blk ? ", blocked activations" : "");
 fail:
     if (pf)
         dnnl_primitive_desc_destroy(pf);
@@ -229,17 +329,31 @@ static conv_prims *lookup(const dt_conv_desc *d)
     dt_conv_desc key = dt_cpu_conv_packed(d); /* ys == oc is packed: one entry */
     pthread_mutex_lock(&cache_lock);
     conv_prims *e = NULL;
+    const int want = blocked_wanted(&key);
     for (int i = 0; i < n_cache && !e; i++)
-        if (same(&cache[i].d, &key))
+        if (same(&cache[i].d, &key) && cache[i].want == want)
             e = &cache[i];
     if (!e && n_cache < CACHE_MAX) {
         e = &cache[n_cache++];
         memset(e, 0, sizeof *e);
         e->d = key;
-        build(e);
+        e->want = want;
+        build(e, want);
+        if (!e->ok && e->blk) { /* oneDNN refused the blocked layouts: ours, then */
+            memset(e, 0, sizeof *e);
+            e->d = key;
+            e->want = want;
+            build(e, 0);
+        }
     }
     pthread_mutex_unlock(&cache_lock);
     return e && e->ok ? e : NULL;
+}
+
+int dt_cpu_conv_blocked(const dt_conv_desc *d)
+{
+    conv_prims *e = lookup(d);
+    return e && e->blk;
 }
 
 static int64_t w_elems(const dt_conv_desc *d)
@@ -278,7 +392,18 @@ static int acc_slices(const dt_conv_desc *d, dt_conv_desc sd[2])
 
 static size_t own_bytes(const conv_prims *e)
 {
-    return e->scratch_bytes + e->wbytes;
+    return e->scratch_bytes + e->wbytes + e->abytes + e->bbytes;
+}
+
+/* the blocked copies' rooms in the workspace: a (x or dx), b (y or dy) */
+static void *room_a(const conv_prims *e, void *ws)
+{
+    return (char *)ws + e->scratch_bytes + e->wbytes;
+}
+
+static void *room_b(const conv_prims *e, void *ws)
+{
+    return (char *)room_a(e, ws) + e->abytes;
 }
 
 /* the workspace after e's own bytes: fp32 room for results to be added or rounded into place */
@@ -295,7 +420,7 @@ static size_t workspace32(const dt_conv_desc *d)
     /* scratchpad and weights, then the room for a result to be added: dw and dbias; dx slice by
      * slice of images (a slice's own primitives, made here too) */
     size_t need = own_bytes(e) + (size_t)(w_elems(d) + d->oc) * sizeof(float);
-    if (d->dx_accumulate) {
+    if (d->dx_accumulate && !e->blk) {
         dt_conv_desc sd[2];
         for (int i = 0, m = acc_slices(d, sd); i < m; i++) {
             conv_prims *se = lookup(&sd[i]);
@@ -330,18 +455,56 @@ static void weights_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t to, cons
     exec(e, r, 2, a);
 }
 
+/* an activation from one layout to the other through reorder r (from and to already pointed) */
+static void relayout(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t from, dnnl_memory_t to)
+{
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
+    exec(e, r, 2, a);
+}
+
+/* the blocked copy m (in room at) of our activation ours, pointed at p, through reorder r; returns m */
+static dnnl_memory_t blocked_in(conv_prims *e, dnnl_primitive_t r, dnnl_memory_t ours, const void *p, dnnl_memory_t m,
+                                void *at)
+{
+    point(ours, p);
+    point(m, at);
+    relayout(e, r, ours, m);
+    return m;
+}
+
+/* A layer's backward runs the weight gradient, then the data gradient, on the same dy and workspace
+ * (nn/layers/conv.c): the second pass takes the blocked dy the first left in room b, when both
+ * passes use one layout. Set by the weight gradient, taken (and cleared) by the next pass of any
+ * convolution on this thread. */
+static _Thread_local struct {
+    const conv_prims *e;
+    const void *dy, *ws;
+} blocked_dy;
+
 /* the forward of entry e: x, w, bias and y of e's input type */
 static void fwd_exec(conv_prims *e, const void *x, const void *w, const void *bias, void *y, void *ws)
 {
+    blocked_dy.e = NULL;
     weights_in(e, e->r_fwd, e->w_fwd, w, ws);
-    point(e->src, x);
-    point(e->dst, y);
+    dnnl_memory_t src = e->src, dst = e->dst;
+    if (!e->blk) {
+        point(src, x);
+        point(dst, y);
+    } else { /* x into room a, y out of room b */
+        src = blocked_in(e, e->r_x_f, e->src, x, e->xb_f, room_a(e, ws));
+        dst = e->yb;
+        point(dst, room_b(e, ws));
+    }
     point(e->scratch, ws);
-    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_WEIGHTS, e->w_fwd}, {DNNL_ARG_DST, e->dst},
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, e->w_fwd}, {DNNL_ARG_DST, dst},
                             {DNNL_ARG_SCRATCHPAD, e->scratch}, {DNNL_ARG_BIAS, e->bias}};
     if (bias)
         point(e->bias, bias);
     exec(e, e->fwd, bias ? 5 : 4, a);
+    if (e->blk) {
+        point(e->dst, y);
+        relayout(e, e->r_y_out, dst, e->dst);
+    }
 }
 
 static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
@@ -354,27 +517,46 @@ static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const f
     fwd_exec(e, x, w, bias, y, ws);
 }
 
-/* backward-data of one (slice) descriptor into out (fp32), no accumulation */
-static void bwd_data_into(conv_prims *e, const void *dy, const void *w, float *out, void *ws)
+/* backward-data of one (slice) descriptor into out (fp32); add (blocked entries only): into it, the
+ * reorder out of the blocked layout adding (to + from: the bits of dt_cpu_add_into) */
+static void bwd_data_into(conv_prims *e, const void *dy, const void *w, float *out, int add, void *ws)
 {
+    const int have_dy = blocked_dy.e == e && blocked_dy.dy == dy && blocked_dy.ws == ws;
+    blocked_dy.e = NULL;
     weights_in(e, e->r_bwd, e->w_bwd, w, ws);
-    point(e->dst, dy);
-    point(e->dsrc, out);
+    dnnl_memory_t ddst = e->dst, dsrc = e->dsrc;
+    if (!e->blk) {
+        point(ddst, dy);
+        point(dsrc, out);
+    } else { /* dy into room b (unless there already), dx into room a */
+        ddst = have_dy ? e->dyb_d : blocked_in(e, e->r_dy_d, e->dst, dy, e->dyb_d, room_b(e, ws));
+        point(ddst, room_b(e, ws));
+        dsrc = e->dxb;
+        point(dsrc, room_a(e, ws));
+    }
     point(e->scratch, ws);
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_SRC, e->dsrc},
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, e->w_bwd}, {DNNL_ARG_DIFF_SRC, dsrc},
                             {DNNL_ARG_SCRATCHPAD, e->scratch}};
     exec(e, e->bwd_data, 4, a);
+    if (e->blk) {
+        point(e->dsrc, out);
+        relayout(e, add ? e->r_dx_add : e->r_dx_out, dsrc, e->dsrc);
+    }
 }
 
 static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
     conv_prims *e = lookup(d);
+    if (e && e->blk) { /* adds on its way out of the blocked layout: no room needed */
+        bwd_data_into(e, dy, w, dx, accumulate, ws);
+        return;
+    }
     if (!e || (accumulate && !d->dx_accumulate)) { /* no room planned for adding: the reference adds */
         dt_cpu_conv32_ref.bwd_data(d, dy, w, dx, accumulate, ws);
         return;
     }
     if (!accumulate) {
-        bwd_data_into(e, dy, w, dx, ws);
+        bwd_data_into(e, dy, w, dx, 0, ws);
         return;
     }
     /* slice by slice of images: oneDNN writes the slice to the temporary, which is added into dx */
@@ -386,7 +568,7 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
         conv_prims *se = lookup(&sd);
         float *tmp = (float *)((char *)ws + (se ? own_bytes(se) : dt_cpu_conv32_ref.workspace(&sd)));
         if (se)
-            bwd_data_into(se, dy + i0 * out_img, w, tmp, ws);
+            bwd_data_into(se, dy + i0 * out_img, w, tmp, 0, ws);
         else
             dt_cpu_conv32_ref.bwd_data(&sd, dy + i0 * out_img, w, tmp, 0, ws);
         dt_cpu_add_into(cnt * in_img, tmp, dx + i0 * in_img);
@@ -396,15 +578,27 @@ static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, f
 /* the weight gradient of entry e into ow (fp32, our layout) and, with a bias, ob (fp32) */
 static void bwd_filter_into(conv_prims *e, const void *x, const void *dy, float *ow, float *ob, void *ws)
 {
-    point(e->src, x);
-    point(e->dst, dy);
+    dnnl_memory_t src = e->src, ddst = e->dst;
+    blocked_dy.e = NULL;
+    if (e->blk) {
+        src = blocked_in(e, e->r_x_w, e->src, x, e->xb_w, room_a(e, ws));
+        ddst = blocked_in(e, e->r_dy_w, e->dst, dy, e->dyb_w, room_b(e, ws));
+    } else {
+        point(src, x);
+        point(ddst, dy);
+    }
     point(e->w_diff, (char *)ws + e->scratch_bytes);
     point(e->scratch, ws);
-    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, e->src}, {DNNL_ARG_DIFF_DST, e->dst}, {DNNL_ARG_DIFF_WEIGHTS, e->w_diff},
+    dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, e->w_diff},
                             {DNNL_ARG_SCRATCHPAD, e->scratch}, {DNNL_ARG_DIFF_BIAS, e->dbias}};
     if (ob)
         point(e->dbias, ob);
     exec(e, e->bwd_weights, ob ? 5 : 4, a);
+    if (e->blk && e->dy_shared) { /* room b keeps dy for the data gradient */
+        blocked_dy.e = e;
+        blocked_dy.dy = dy;
+        blocked_dy.ws = ws;
+    }
     point(e->dwei, ow); /* oneDNN's layout -> ours */
     dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, e->w_diff}, {DNNL_ARG_TO, e->dwei}};
     exec(e, e->r_back, 2, r);
@@ -597,7 +791,7 @@ void dt_cpu_dnnl_conv_bwd_data(const dt_conv_desc *d, const void *dy, const void
         return;
     }
     float *dx32 = room(e, ws);
-    bwd_data_into(e, dy, w, dx32, ws);
+    bwd_data_into(e, dy, w, dx32, 0, ws);
     dt_cpu_put_all(d->t, dx, (int64_t)d->n * d->h * d->w * d->c, dx32, accumulate);
 }
 

@@ -56,7 +56,9 @@ const dt_backend dt_backend_cuda = {
     .init = backend_init,
     .host_memory = 0,
     .storage_types = 1u << DT_FLOAT32 | 1u << DT_FLOAT16 | 1u << DT_BFLOAT16, /* real half storage (cuda.h) */
-    .fuses = DT_FUSE_ALL, /* BN's kernels take the ReLU and the residual (bn.cu) */
+    /* BN's kernels take the ReLU and the residual (bn.cu); not DT_FUSE_BN_ACT (BN and the activation run
+     * apart), so bn.cu's relu is 0 or 1 */
+    .fuses = DT_FUSE_BN_RELU | DT_FUSE_BN_ADD_RELU,
     .mem_alloc = dt_cuda_mem_alloc,
     .mem_free = dt_cuda_mem_free,
     .mem_put = dt_cuda_mem_put,

@@ -1,7 +1,8 @@
 /* act.c: the element-wise activations (cuda/act.cu, cpu/act.c): ReLU (DT_OP_RELU; in place when its
  * input has no other reader, so its backward reads its output; fused into the BN before it when it
  * can be, nn/graph.c) and the others (DT_OP_ACT: ReLU6, Hardswish, SiLU, GELU, ...; backward reads
- * the input). */
+ * the input; fused into the BN before it when the backend runs DT_FUSE_BN_ACT and nothing else reads
+ * the BN's output: then the BN's node does this one's work each way, layers/bn.c). */
 #include "config.h"
 
 #include "nn/layer.h"

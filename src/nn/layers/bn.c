@@ -1,6 +1,8 @@
 /* bn.c: batch norm (DT_OP_BN; cuda/bn.cu, cpu/bn.c), with a ReLU fused into it (the ReLU's node
- * folded: its output written by the BN), and a residual block's tail BN -> add -> ReLU run as one op
- * at the add's turn (the BN's node folded; nn/graph.c fuses both, dt_model_set_fusion). Training
+ * folded: its output written by the BN), or an activation (DT_OP_ACT's node folded: the BN writes
+ * its output, and the BN's own output is not stored), and a residual block's tail BN -> add -> ReLU
+ * run as one op at the add's turn (the BN's node folded; nn/graph.c fuses all three,
+ * dt_model_set_fusion). Training
  * normalises with the batch's statistics (summed over the replicas under SyncBN) and updates the
  * running ones; evaluation uses the running ones. */
 #include "config.h"
@@ -37,14 +39,24 @@ static void count_batch(dt_model *m, const dt_node *bn)
     m->counts[m->params[bn->param[DT_NODE_BATCHES_TRACKED]].off]++;
 }
 
+/* bn_fwd_* and bn_bwd's relu for node nd: what is fused into it (backend.h, DT_BN_*) */
+static int fused_arg(const dt_model *m, const dt_node *nd)
+{
+    if (nd->attr.fused_act >= 0)
+        return DT_BN_ACT(m->nodes[nd->attr.fused_act].attr.act);
+    return nd->attr.fused_relu >= 0 ? DT_BN_RELU : 0;
+}
+
 static void bn_forward(dt_model *m, dt_node *nd, int n)
 {
     const dt_backend *be = m->be;
     dt_bn_desc d = bn_desc(m, nd, n, 1);
-    void *x = act_of(m, nd->in0), *y = act_of(m, nd->out);
+    const int yv = nd->attr.fused_act >= 0 ? m->nodes[nd->attr.fused_act].out : nd->out; /* what it writes */
+    d.yt = m->values[yv].dtype;
+    void *x = act_of(m, nd->in0), *y = act_of(m, yv);
     void *weight = param_of(m, nd->param[DT_NODE_WEIGHT]), *bias = param_of(m, nd->param[DT_NODE_BIAS]);
     void *rm = param_of(m, nd->param[DT_NODE_RUNNING_MEAN]), *rv = param_of(m, nd->param[DT_NODE_RUNNING_VAR]);
-    const int relu = nd->attr.fused_relu >= 0;
+    const int relu = fused_arg(m, nd);
     if (m->training) {
         be->bn_fwd_train(&d, x, weight, bias, y, saved_of(m, nd), rm, rv, relu);
         count_batch(m, nd);
@@ -53,12 +65,14 @@ static void bn_forward(dt_model *m, dt_node *nd, int n)
     }
 }
 
-/* from the output's gradient, or its fused ReLU's */
+/* from the output's gradient, or its fused ReLU's or activation's */
 static void bn_backward(dt_model *m, dt_node *nd, int n, dt_bwd *b)
 {
     dt_bn_desc d = bn_desc(m, nd, n, m->training);
+    const int from = dt_node_bwd_from(m, nd);
+    d.yt = m->values[from].dtype;
     void *dx = nd->in0 != m->input ? grad_of(m, nd->in0) : NULL;
-    m->be->bn_bwd(&d, act_of(m, nd->in0), grad_of(m, dt_node_bwd_from(m, nd)), nd->attr.fused_relu >= 0,
+    m->be->bn_bwd(&d, act_of(m, nd->in0), grad_of(m, from), fused_arg(m, nd),
                   param_of(m, nd->param[DT_NODE_WEIGHT]), saved_of(m, nd), dx,
                   param_grad_of(m, nd->param[DT_NODE_WEIGHT]), param_grad_of(m, nd->param[DT_NODE_BIAS]),
                   grad_accumulate(m, nd->in0), b->accumulate);
