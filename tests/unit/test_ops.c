@@ -247,6 +247,69 @@ static void check_conv_chunked(void)
     free(ws);
 }
 
+/* relative L2 distance of a from b */
+static double l2_rel(const float *a, const float *b, int64_t n)
+{
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* a convolution on blocked activations whose images are big enough to run in slices (their copies
+ * within conv_dnnl.c's BLK_CHUNK_BYTES of 24 MiB: 5 images, then 2): every pass, adding or not, against the
+ * reference backend's */
+static void check_conv_blocked_sliced(void)
+{
+    dt_conv_desc d;
+    dt_conv_desc_set(&d, 7, 112, 112, 48, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1);
+    d.bias = 1;
+    int64_t nx = 7 * 112 * 112 * 48, nw = 48 * 9 * 48;
+    buf x = mk(nx), w = mk(nw), b = mk(48), g = mk(nx), base = mk(nx), wbase = mk(nw);
+    float *y = malloc((size_t)nx * sizeof(float)), *yr = malloc((size_t)nx * sizeof(float));
+    float *dx = malloc((size_t)nx * sizeof(float)), *dxr = malloc((size_t)nx * sizeof(float));
+    float dw[48 * 9 * 48], dwr[48 * 9 * 48], db[48], dbr[48];
+    size_t wsb = be->conv_workspace(&d), wsr = dt_backend_cpu_ref.conv_workspace(&d);
+    void *ws = malloc(wsb > wsr ? wsb : wsr);
+    double e[6];
+    be->conv_fwd(&d, x.f, w.f, b.f, y, ws);
+    dt_backend_cpu_ref.conv_fwd(&d, x.f, w.f, b.f, yr, ws);
+    e[0] = l2_rel(y, yr, nx);
+    for (int acc = 0; acc < 2; acc++) { /* write, then add to what is there */
+        memcpy(dx, base.f, (size_t)nx * sizeof(float));
+        memcpy(dxr, base.f, (size_t)nx * sizeof(float));
+        memcpy(dw, wbase.f, sizeof dw);
+        memcpy(dwr, wbase.f, sizeof dw);
+        memcpy(db, wbase.f, sizeof db);
+        memcpy(dbr, wbase.f, sizeof db);
+        be->conv_bwd_filter(&d, x.f, g.f, dw, db, acc, ws);
+        be->conv_bwd_data(&d, g.f, w.f, dx, acc, ws);
+        dt_backend_cpu_ref.conv_bwd_filter(&d, x.f, g.f, dwr, dbr, acc, ws);
+        dt_backend_cpu_ref.conv_bwd_data(&d, g.f, w.f, dxr, acc, ws);
+        e[1 + acc] = l2_rel(dx, dxr, nx);
+        e[3 + acc] = l2_rel(dw, dwr, nw);
+        e[5] = acc ? l2_rel(db, dbr, 48) : 0;
+    }
+    TAP_OK(dt_cpu_conv_blocked(&d) && wsb < (size_t)2 * nx * sizeof(float) && e[0] < 1e-6 && e[1] < 1e-6 && e[2] < 1e-6 && e[3] < 1e-5 && e[4] < 1e-5 &&
+               e[5] < 1e-5,
+           "blocked 7x112x112x48->48 in slices of images (workspace %zu bytes, less than the batch's copies of x and "
+           "y): y %.1e, dx %.1e (adding %.1e), dw %.1e (adding %.1e), db %.1e from the reference",
+           wsb, e[0], e[1], e[2], e[3], e[4], e[5]);
+    rm(&x);
+    rm(&w);
+    rm(&b);
+    rm(&g);
+    rm(&base);
+    rm(&wbase);
+    free(y);
+    free(yr);
+    free(dx);
+    free(dxr);
+    free(ws);
+}
+
 /* the backend's backward-data adding into dx for a batch whose images are big enough to be taken
  * in slices (oneDNN: about 16 MiB of dx at a time, with a remainder slice) against the reference */
 static void check_conv_sliced(void)
@@ -1473,6 +1536,7 @@ int main(void)
             check_conv(1, 8, 8, 32, 64, 3, 2, 1, 1, 1, 0);
             check_conv(2, 7, 6, 8, 16, 3, 2, 1, 2, 1, 1); /* dilated, odd, not square */
             check_conv_sliced();
+            check_conv_blocked_sliced();
             dt_cpu_set_conv_layout(DT_CONV_LAYOUT_AUTO);
         }
         check_bn(18, 5, 0);

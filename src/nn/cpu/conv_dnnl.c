@@ -142,6 +142,30 @@ static int blocked_wanted(const dt_conv_desc *d)
     return (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
 }
 
+/* The blocked copies of x and y of a batch would be large (resnet18's first 3x3 convolutions at
+ * batch 32: 51 MiB; RegNet's first: 128 MiB), and the workspace is the model's peak memory's too:
+ * a blocked convolution runs in slices of images whose copies stay within BLK_CHUNK_BYTES, each
+ * slice a convolution of its own (the weight gradient summing the slices' in slice order). */
+#define BLK_CHUNK_BYTES ((size_t)24 << 20)
+
+/* images per slice of a blocked convolution (channels rounded up to the blocks of 16) */
+static int blk_chunk(const dt_conv_desc *d)
+{
+    size_t per = ((size_t)d->h * d->w * ((d->c + 15) / 16 * 16) + (size_t)d->oh * d->ow * ((d->oc + 15) / 16 * 16)) *
+                 sizeof(float);
+    size_t k = BLK_CHUNK_BYTES / (per ? per : 1);
+    return k < 1 ? 1 : k > (size_t)d->n ? d->n : (int)k;
+}
+
+/* 1 when d (packed) runs as slices of blk_chunk images, each on blocked activations */
+static int blk_sliced(const dt_conv_desc *d)
+{
+    pthread_mutex_lock(&cache_lock);
+    int want = blocked_wanted(d);
+    pthread_mutex_unlock(&cache_lock);
+    return want && blk_chunk(d) < d->n;
+}
+
 /* a reorder p from one layout to another (weights, or activations); add: into the destination (a
  * sum post-op: to + from, in fp32). 1 on success */
 static int reorder(dnnl_primitive_t *p, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int add)
@@ -329,7 +353,7 @@ static conv_prims *lookup(const dt_conv_desc *d)
     dt_conv_desc key = dt_cpu_conv_packed(d); /* ys == oc is packed: one entry */
     pthread_mutex_lock(&cache_lock);
     conv_prims *e = NULL;
-    const int want = blocked_wanted(&key);
+    const int want = blocked_wanted(&key) && blk_chunk(&key) == key.n; /* else its slices are */
     for (int i = 0; i < n_cache && !e; i++)
         if (same(&cache[i].d, &key) && cache[i].want == want)
             e = &cache[i];
@@ -352,6 +376,8 @@ static conv_prims *lookup(const dt_conv_desc *d)
 
 int dt_cpu_conv_blocked(const dt_conv_desc *d)
 {
+    if (blk_sliced(d))
+        return 1;
     conv_prims *e = lookup(d);
     return e && e->blk;
 }
@@ -412,8 +438,27 @@ static float *room(const conv_prims *e, void *ws)
     return (float *)(void *)((char *)ws + own_bytes(e));
 }
 
+/* the slice descriptors of a sliced blocked convolution (the full slices and the rest); their count */
+static int blk_slices(const dt_conv_desc *d, dt_conv_desc sd[2])
+{
+    int k = blk_chunk(d), rest = d->n % k, m = 0;
+    sd[m++] = slice(d, k);
+    if (rest)
+        sd[m++] = slice(d, rest);
+    return m;
+}
+
 static size_t workspace32(const dt_conv_desc *d)
 {
+    if (blk_sliced(d)) {
+        dt_conv_desc sd[2];
+        size_t need = 0;
+        for (int i = 0, m = blk_slices(d, sd); i < m; i++) {
+            size_t b = workspace32(&sd[i]);
+            need = b > need ? b : need;
+        }
+        return need;
+    }
     conv_prims *e = lookup(d);
     if (!e)
         return dt_cpu_conv32_ref.workspace(d);
@@ -507,8 +552,26 @@ static void fwd_exec(conv_prims *e, const void *x, const void *w, const void *bi
     }
 }
 
+/* elements of one image of x, and of y */
+static int64_t in_image(const dt_conv_desc *d)
+{
+    return (int64_t)d->h * d->w * d->c;
+}
+
+static int64_t out_image(const dt_conv_desc *d)
+{
+    return (int64_t)d->oh * d->ow * d->oc;
+}
+
 static void fwd32(const dt_conv_desc *d, const float *x, const float *w, const float *bias, float *y, void *ws)
 {
+    if (blk_sliced(d)) {
+        for (int i0 = 0, k = blk_chunk(d); i0 < d->n; i0 += k) {
+            dt_conv_desc sd = slice(d, d->n - i0 < k ? d->n - i0 : k);
+            fwd32(&sd, x + i0 * in_image(d), w, bias, y + i0 * out_image(d), ws);
+        }
+        return;
+    }
     conv_prims *e = lookup(d);
     if (!e || (bias != NULL) != (d->bias != 0)) {
         dt_cpu_conv32_ref.fwd(d, x, w, bias, y, ws);
@@ -546,6 +609,14 @@ static void bwd_data_into(conv_prims *e, const void *dy, const void *w, float *o
 
 static void bwd_data32(const dt_conv_desc *d, const float *dy, const float *w, float *dx, int accumulate, void *ws)
 {
+    if (blk_sliced(d)) { /* last slice first: the weight gradient's last slice left its blocked dy */
+        const int k = blk_chunk(d);
+        for (int i0 = (d->n - 1) / k * k; i0 >= 0; i0 -= k) {
+            dt_conv_desc sd = slice(d, d->n - i0 < k ? d->n - i0 : k);
+            bwd_data32(&sd, dy + i0 * out_image(d), w, dx + i0 * in_image(d), accumulate, ws);
+        }
+        return;
+    }
     conv_prims *e = lookup(d);
     if (e && e->blk) { /* adds on its way out of the blocked layout: no room needed */
         bwd_data_into(e, dy, w, dx, accumulate, ws);
@@ -607,6 +678,13 @@ static void bwd_filter_into(conv_prims *e, const void *x, const void *dy, float 
 static void bwd_filter32(const dt_conv_desc *d, const float *x, const float *dy, float *dw, float *dbias, int accumulate,
                          void *ws)
 {
+    if (blk_sliced(d)) { /* the first slice writes (or adds), the others add */
+        for (int i0 = 0, k = blk_chunk(d); i0 < d->n; i0 += k) {
+            dt_conv_desc sd = slice(d, d->n - i0 < k ? d->n - i0 : k);
+            bwd_filter32(&sd, x + i0 * in_image(d), dy + i0 * out_image(d), dw, dbias, accumulate || i0 > 0, ws);
+        }
+        return;
+    }
     conv_prims *e = lookup(d);
     if (!e || (dbias != NULL) != (d->bias != 0)) {
         dt_cpu_conv32_ref.bwd_filter(d, x, dy, dw, dbias, accumulate, ws);
