@@ -406,10 +406,11 @@ static int acc_chunk(const dt_conv_desc *d)
     return k < 1 ? 1 : (k > d->n ? d->n : k);
 }
 
-/* the slice descriptors a backward-data adding into dx runs (the full slices and the rest); their count */
-static int acc_slices(const dt_conv_desc *d, dt_conv_desc sd[2])
+/* the descriptors of d run in slices of k images (the full slices, then the rest); their count. A
+ * backward-data adding into dx runs in slices of acc_chunk, a sliced blocked one of blk_chunk */
+static int slices(const dt_conv_desc *d, int k, dt_conv_desc sd[2])
 {
-    int k = acc_chunk(d), rest = d->n % k, m = 0;
+    int rest = d->n % k, m = 0;
     sd[m++] = slice(d, k);
     if (rest)
         sd[m++] = slice(d, rest);
@@ -438,22 +439,12 @@ static float *room(const conv_prims *e, void *ws)
     return (float *)(void *)((char *)ws + own_bytes(e));
 }
 
-/* the slice descriptors of a sliced blocked convolution (the full slices and the rest); their count */
-static int blk_slices(const dt_conv_desc *d, dt_conv_desc sd[2])
-{
-    int k = blk_chunk(d), rest = d->n % k, m = 0;
-    sd[m++] = slice(d, k);
-    if (rest)
-        sd[m++] = slice(d, rest);
-    return m;
-}
-
 static size_t workspace32(const dt_conv_desc *d)
 {
     if (blk_sliced(d)) {
         dt_conv_desc sd[2];
         size_t need = 0;
-        for (int i = 0, m = blk_slices(d, sd); i < m; i++) {
+        for (int i = 0, m = slices(d, blk_chunk(d), sd); i < m; i++) {
             size_t b = workspace32(&sd[i]);
             need = b > need ? b : need;
         }
@@ -467,7 +458,7 @@ static size_t workspace32(const dt_conv_desc *d)
     size_t need = own_bytes(e) + (size_t)(w_elems(d) + d->oc) * sizeof(float);
     if (d->dx_accumulate && !e->blk) {
         dt_conv_desc sd[2];
-        for (int i = 0, m = acc_slices(d, sd); i < m; i++) {
+        for (int i = 0, m = slices(d, acc_chunk(d), sd); i < m; i++) {
             conv_prims *se = lookup(&sd[i]);
             size_t b = (se ? own_bytes(se) : dt_cpu_conv32_ref.workspace(&sd[i])) +
                        (size_t)acc_chunk(d) * d->h * d->w * d->c * sizeof(float);
