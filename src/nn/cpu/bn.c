@@ -35,6 +35,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #include "nn/cpu/act_f.h"
 #include "nn/cpu/cpu.h"
@@ -319,6 +320,13 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
     const int64_t rows = d->rows, xs = bn_xs(d);
     const int c = d->c;
     const float *save_mean = saved, *save_invstd = saved + c, *scale = saved + 2 * c, *shift = saved + 3 * c;
+    /* An activation whose derivative costs an exp (SiLU, sigmoid) or an erf (GELU) has it computed
+     * once: the reduction pass stores the BN output's gradient g into dx (fp32, written rather than
+     * added: dx is the gradient's own buffer then, or dy itself, whose row is read before), and the
+     * second pass reads it back there. The same fp32 values either way. */
+    const int g_in_dx = !ym && !res && !accumulate_dx && d->xt == DT_FLOAT32 && relu >= DT_BN_ACT(0) &&
+                        (DT_BN_ACT_OF(relu) == DT_ACT_SILU || DT_BN_ACT_OF(relu) == DT_ACT_SIGMOID ||
+                         DT_BN_ACT_OF(relu) == DT_ACT_GELU);
     for (int c0 = 0; c0 < c; c0 += CB) {
         const int cb = c - c0 < CB ? c - c0 : CB;
         double sdy[CB] = {0}, sdyx[CB] = {0}; /* sum dy, sum dy*(x-mean) */
@@ -335,6 +343,8 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
                     float xt[CB], g[CB];
                     const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
                     grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
+                    if (g_in_dx)
+                        memcpy((float *)dx + r * xs + c0, g, (size_t)cb * sizeof(float));
                     if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
                         float ot[CB];
                         dt_cpu_put(rt, res, r * c + c0, cb, g, accumulate_res, ot);
@@ -401,7 +411,10 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
             float xt[CB], ot[CB], g[CB];
             const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
             float *o = dt_cpu_out(d->xt, dx, r * xs + c0, cb, ot, accumulate_dx);
-            grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
+            if (g_in_dx) /* the reduction pass left g there: o[j] reads g[j] before writing it */
+                memcpy(g, o, (size_t)cb * sizeof(float));
+            else
+                grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
             if (accumulate_dx) {
 #pragma omp simd
                 for (int j = 0; j < cb; j++)
