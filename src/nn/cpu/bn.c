@@ -5,7 +5,10 @@
  * a + b = b + a, but with 3 or more two runs of the same call could differ in the last bit). So the
  * bits depend on the thread count only, as "CPU runs are bit-reproducible for the same --threads"
  * says. Forward reads x twice (statistics, then the
- * affine map), backward reads x and dy twice. A fused ReLU's mask is recomputed in backward with
+ * affine map), backward reads x and dy twice. Each pass goes over the rows once for up to GC channels
+ * (groups of 8 blocks), the blocks inside each row (or row block): a pass per block of 256 read
+ * every row once per block, at half the speed past 256 channels (resnet50's 512 and 1024). Each
+ * channel's sums keep the order above, so the bits are those of a block at a time. A fused ReLU's mask is recomputed in backward with
  * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
  * need not be kept. A fused activation (relu = DT_BN_ACT(a), backend.h) is act_fwd's formula
  * (act_f.h) on the affine map's value in the same pass, and backward recomputes that value the same
@@ -18,8 +21,8 @@
  * adds the residual before the ReLU in the same pass, and its backward takes the mask from the
  * block's output (kept: the next block reads it) and writes the residual's gradient in the
  * reduction pass. Temporaries are per channel
- * block, on the stack: no scratch (bn_scratch is
- * 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
+ * block or group, on the stack (48 KiB for a group's sums, 32 KiB in each thread): no scratch
+ * (bn_scratch is 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
  * rounded as they are stored (cpu.h's typed helpers).
  * x and dx may be the first c channels of a wider tensor (d->xs, the elements from one row to the next;
  * y and dy always packed): only their row offsets change, so every sum runs in the packed op's order and
@@ -42,6 +45,7 @@
 
 #define CB 256 /* channels per block */
 #define RB 16  /* rows summed in float before the double sums */
+#define GC (8 * CB) /* channels per pass over the rows (a row block of them stays in L2): a group of blocks */
 
 /* elements from one row of x (and dx) to the next */
 static inline int64_t bn_xs(const dt_bn_desc *d)
@@ -80,40 +84,44 @@ static inline float bn_affine(float x, float scale, float shift)
  * with a residual res (type rt, not NULL), y = max(0, x*scale + shift + res): a residual block's tail
  * (relu is then implied) */
 DT_CLONES
-static void affine(const dt_bn_desc *d, int c0, int cb, const void *x, const float *scale, const float *shift, void *y,
-                   int relu, const void *res, dt_dtype rt)
+static void affine(const dt_bn_desc *d, int g0, int gc, const void *x, const float *scale_g, const float *shift_g,
+                   void *y, int relu, const void *res, dt_dtype rt)
 {
     const int64_t rows = d->rows, xs = bn_xs(d);
     const int c = d->c;
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; r++) {
-        float xt[CB], yt[CB], rtile[CB];
-        const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
-        float *yr = dt_cpu_out(d->yt, y, r * c + c0, cb, yt, 0);
-        if (res) { /* the add's and the ReLU's own expressions, on the BN output as it would be stored in fp32 */
-            const float *rr = dt_cpu_view(rt, res, r * c + c0, cb, rtile);
+        for (int c0 = g0; c0 < g0 + gc; c0 += CB) { /* channels g0..g0+gc, scale_g[0] and shift_g[0] g0's */
+            const int cb = g0 + gc - c0 < CB ? g0 + gc - c0 : CB;
+            const float *scale = scale_g + (c0 - g0), *shift = shift_g + (c0 - g0);
+            float xt[CB], yt[CB], rtile[CB];
+            const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+            float *yr = dt_cpu_out(d->yt, y, r * c + c0, cb, yt, 0);
+            if (res) { /* the add's and the ReLU's own expressions, on the BN output as it would be stored in fp32 */
+                const float *rr = dt_cpu_view(rt, res, r * c + c0, cb, rtile);
 #pragma omp simd
-            for (int j = 0; j < cb; j++) {
-                float v = bn_affine(xr[j], scale[j], shift[j]) + rr[j];
-                yr[j] = v > 0.0f ? v : 0.0f;
-            }
-        } else if (relu >= DT_BN_ACT(0)) { /* act_fwd's expression, on the BN output as stored in fp32 */
+                for (int j = 0; j < cb; j++) {
+                    float v = bn_affine(xr[j], scale[j], shift[j]) + rr[j];
+                    yr[j] = v > 0.0f ? v : 0.0f;
+                }
+            } else if (relu >= DT_BN_ACT(0)) { /* act_fwd's expression, on the BN output as stored in fp32 */
 #define AFFINE_ACT(kind)                                                                                       \
-    _Pragma("omp simd") for (int j = 0; j < cb; j++) yr[j] = act_f(kind, bn_affine(xr[j], scale[j], shift[j]))
-            EACH_ACT(DT_BN_ACT_OF(relu), AFFINE_ACT)
+        _Pragma("omp simd") for (int j = 0; j < cb; j++) yr[j] = act_f(kind, bn_affine(xr[j], scale[j], shift[j]))
+                EACH_ACT(DT_BN_ACT_OF(relu), AFFINE_ACT)
 #undef AFFINE_ACT
-        } else if (relu) {
+            } else if (relu) {
 #pragma omp simd
-            for (int j = 0; j < cb; j++) {
-                float v = bn_affine(xr[j], scale[j], shift[j]);
-                yr[j] = v > 0.0f ? v : 0.0f;
+                for (int j = 0; j < cb; j++) {
+                    float v = bn_affine(xr[j], scale[j], shift[j]);
+                    yr[j] = v > 0.0f ? v : 0.0f;
+                }
+            } else {
+#pragma omp simd
+                for (int j = 0; j < cb; j++)
+                    yr[j] = bn_affine(xr[j], scale[j], shift[j]);
             }
-        } else {
-#pragma omp simd
-            for (int j = 0; j < cb; j++)
-                yr[j] = bn_affine(xr[j], scale[j], shift[j]);
+            dt_cpu_flush(d->yt, y, r * c + c0, cb, yr);
         }
-        dt_cpu_flush(d->yt, y, r * c + c0, cb, yr);
     }
 }
 
@@ -131,81 +139,89 @@ static void bn_train(const dt_bn_desc *d, const void *x, const void *gamma, cons
     const int64_t rows = d->rows, xs = bn_xs(d);
     const int c = d->c;
     float *save_mean = saved, *save_invstd = saved + c, *save_scale = saved + 2 * c, *save_shift = saved + 3 * c;
-    for (int c0 = 0; c0 < c; c0 += CB) {
-        const int cb = c - c0 < CB ? c - c0 : CB;
+    for (int g0 = 0; g0 < c; g0 += GC) { /* a group of channel blocks per pass over the rows */
+        const int gc = c - g0 < GC ? c - g0 : GC;
         /* one pass: sums of (x - k) and (x - k)^2 with k the channel's first value, so the variance
          * E[(x-k)^2] - E[x-k]^2 does not cancel catastrophically for inputs far from zero */
-        double sum[CB] = {0}, sq[CB] = {0};
-        float k[CB];
-        dt_cpu_load(d->xt, x, c0, cb, k);
+        double gsum[GC] = {0}, gsq[GC] = {0};
+        float gk[GC];
+        dt_cpu_load(d->xt, x, g0, gc, gk);
 #pragma omp parallel
         {
-            double ps[CB] = {0}, pq[CB] = {0}; /* this thread's share */
+            double ps[GC] = {0}, pq[GC] = {0}; /* this thread's share */
 #pragma omp for schedule(static) nowait
-            for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
-                float fs[CB] = {0}, fq[CB] = {0};
-                for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                    float xt[CB];
-                    const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+            for (int64_t r0 = 0; r0 < rows; r0 += RB) /* float over RB rows (vectorised), double across */
+                for (int b0 = 0; b0 < gc; b0 += CB) {
+                    const int cb = gc - b0 < CB ? gc - b0 : CB;
+                    const float *k = gk + b0;
+                    float fs[CB] = {0}, fq[CB] = {0};
+                    for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
+                        float xt[CB];
+                        const float *xr = dt_cpu_view(d->xt, x, r * xs + g0 + b0, cb, xt);
 #pragma omp simd
+                        for (int j = 0; j < cb; j++) {
+                            float t = xr[j] - k[j];
+                            fs[j] += t;
+                            fq[j] += t * t;
+                        }
+                    }
                     for (int j = 0; j < cb; j++) {
-                        float t = xr[j] - k[j];
-                        fs[j] += t;
-                        fq[j] += t * t;
+                        ps[b0 + j] += fs[j];
+                        pq[b0 + j] += fq[j];
                     }
                 }
-                for (int j = 0; j < cb; j++) {
-                    ps[j] += fs[j];
-                    pq[j] += fq[j];
-                }
-            }
-            add_in_thread_order(cb, ps, pq, sum, sq);
+            add_in_thread_order(gc, ps, pq, gsum, gsq);
         }
-        double mean[CB], n_all = (double)rows;
-        for (int j = 0; j < cb; j++) {
-            double ms = sum[j] / (double)rows;
-            mean[j] = k[j] + ms;
-            sq[j] -= ms * sum[j]; /* now the sum of squared deviations from the mean */
-            if (sq[j] < 0)
-                sq[j] = 0;
-        }
-        if (d->sync) { /* SyncBN: count, sums and squared sums of every replica's rows */
-            double buf[2 * CB + 1];
-            buf[0] = (double)rows;
+        for (int c0 = g0; c0 < g0 + gc; c0 += CB) { /* each block's statistics, as one block's pass had them */
+            const int cb = g0 + gc - c0 < CB ? g0 + gc - c0 : CB;
+            double *sum = gsum + (c0 - g0), *sq = gsq + (c0 - g0);
+            const float *k = gk + (c0 - g0);
+            double mean[CB], n_all = (double)rows;
             for (int j = 0; j < cb; j++) {
-                buf[1 + j] = (double)rows * mean[j];
-                buf[1 + cb + j] = sq[j] + (double)rows * mean[j] * mean[j];
+                double ms = sum[j] / (double)rows;
+                mean[j] = k[j] + ms;
+                sq[j] -= ms * sum[j]; /* now the sum of squared deviations from the mean */
+                if (sq[j] < 0)
+                    sq[j] = 0;
             }
-            if (d->sync(d->sync_ctx, buf, 2 * cb + 1) == 0) { /* on failure the batch's own statistics serve */
-                n_all = buf[0];
+            if (d->sync) { /* SyncBN: count, sums and squared sums of every replica's rows */
+                double buf[2 * CB + 1];
+                buf[0] = (double)rows;
                 for (int j = 0; j < cb; j++) {
-                    mean[j] = buf[1 + j] / n_all;
-                    sq[j] = buf[1 + cb + j] - n_all * mean[j] * mean[j];
-                    if (sq[j] < 0)
-                        sq[j] = 0;
+                    buf[1 + j] = (double)rows * mean[j];
+                    buf[1 + cb + j] = sq[j] + (double)rows * mean[j] * mean[j];
+                }
+                if (d->sync(d->sync_ctx, buf, 2 * cb + 1) == 0) { /* on failure the batch's own statistics serve */
+                    n_all = buf[0];
+                    for (int j = 0; j < cb; j++) {
+                        mean[j] = buf[1 + j] / n_all;
+                        sq[j] = buf[1 + cb + j] - n_all * mean[j] * mean[j];
+                        if (sq[j] < 0)
+                            sq[j] = 0;
+                    }
                 }
             }
+            float *scale = save_scale + c0, *shift = save_shift + c0;
+            float g[CB], b[CB], rm[CB], rv[CB];
+            params_in(d->pt, gamma, c0, cb, g);
+            params_in(d->pt, beta, c0, cb, b);
+            params_in(d->pt, running_mean, c0, cb, rm);
+            params_in(d->pt, running_var, c0, cb, rv);
+            for (int j = 0; j < cb; j++) {
+                double var = sq[j] / n_all;
+                double invstd = 1.0 / sqrt(var + d->eps);
+                save_mean[c0 + j] = (float)mean[j];
+                save_invstd[c0 + j] = (float)invstd;
+                scale[j] = (float)(g[j] * invstd);
+                shift[j] = (float)(b[j] - mean[j] * g[j] * invstd);
+                double unbiased = n_all > 1 ? sq[j] / (n_all - 1) : var;
+                rm[j] = (float)((1.0 - d->momentum) * rm[j] + d->momentum * mean[j]);
+                rv[j] = (float)((1.0 - d->momentum) * rv[j] + d->momentum * unbiased);
+            }
+            dt_cpu_store(d->pt, running_mean, c0, cb, rm);
+            dt_cpu_store(d->pt, running_var, c0, cb, rv);
         }
-        float *scale = save_scale + c0, *shift = save_shift + c0;
-        float g[CB], b[CB], rm[CB], rv[CB];
-        params_in(d->pt, gamma, c0, cb, g);
-        params_in(d->pt, beta, c0, cb, b);
-        params_in(d->pt, running_mean, c0, cb, rm);
-        params_in(d->pt, running_var, c0, cb, rv);
-        for (int j = 0; j < cb; j++) {
-            double var = sq[j] / n_all;
-            double invstd = 1.0 / sqrt(var + d->eps);
-            save_mean[c0 + j] = (float)mean[j];
-            save_invstd[c0 + j] = (float)invstd;
-            scale[j] = (float)(g[j] * invstd);
-            shift[j] = (float)(b[j] - mean[j] * g[j] * invstd);
-            double unbiased = n_all > 1 ? sq[j] / (n_all - 1) : var;
-            rm[j] = (float)((1.0 - d->momentum) * rm[j] + d->momentum * mean[j]);
-            rv[j] = (float)((1.0 - d->momentum) * rv[j] + d->momentum * unbiased);
-        }
-        dt_cpu_store(d->pt, running_mean, c0, cb, rm);
-        dt_cpu_store(d->pt, running_var, c0, cb, rv);
-        affine(d, c0, cb, x, scale, shift, y, relu, res, rt);
+        affine(d, g0, gc, x, save_scale + g0, save_shift + g0, y, relu, res, rt);
     }
 }
 
@@ -327,104 +343,114 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
     const int g_in_dx = !ym && !res && !accumulate_dx && d->xt == DT_FLOAT32 && relu >= DT_BN_ACT(0) &&
                         (DT_BN_ACT_OF(relu) == DT_ACT_SILU || DT_BN_ACT_OF(relu) == DT_ACT_SIGMOID ||
                          DT_BN_ACT_OF(relu) == DT_ACT_GELU);
-    for (int c0 = 0; c0 < c; c0 += CB) {
-        const int cb = c - c0 < CB ? c - c0 : CB;
-        double sdy[CB] = {0}, sdyx[CB] = {0}; /* sum dy, sum dy*(x-mean) */
-        float mean[CB];
-        for (int j = 0; j < cb; j++)
-            mean[j] = save_mean[c0 + j];
+    for (int g0 = 0; g0 < c; g0 += GC) { /* a group of channel blocks per pass over the rows */
+        const int gc = c - g0 < GC ? c - g0 : GC;
+        double gsdy[GC] = {0}, gsdyx[GC] = {0}; /* sum dy, sum dy*(x-mean) */
+        const float *gmean = save_mean + g0;
 #pragma omp parallel
         {
-            double ps[CB] = {0}, px[CB] = {0}; /* this thread's share */
+            double ps[GC] = {0}, px[GC] = {0}; /* this thread's share */
 #pragma omp for schedule(static) nowait
-            for (int64_t r0 = 0; r0 < rows; r0 += RB) { /* float over RB rows (vectorised), double across */
-                float fs[CB] = {0}, fx[CB] = {0};
-                for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
-                    float xt[CB], g[CB];
-                    const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
-                    grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
-                    if (g_in_dx)
-                        memcpy((float *)dx + r * xs + c0, g, (size_t)cb * sizeof(float));
-                    if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
-                        float ot[CB];
-                        dt_cpu_put(rt, res, r * c + c0, cb, g, accumulate_res, ot);
-                    }
+            for (int64_t r0 = 0; r0 < rows; r0 += RB) /* float over RB rows (vectorised), double across */
+                for (int b0 = 0; b0 < gc; b0 += CB) {
+                    const int cb = gc - b0 < CB ? gc - b0 : CB, c0 = g0 + b0;
+                    const float *mean = gmean + b0;
+                    float fs[CB] = {0}, fx[CB] = {0};
+                    for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
+                        float xt[CB], g[CB];
+                        const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+                        grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
+                        if (g_in_dx)
+                            memcpy((float *)dx + r * xs + c0, g, (size_t)cb * sizeof(float));
+                        if (res) { /* the residual's gradient: g (dy may be res itself: its row is read already) */
+                            float ot[CB];
+                            dt_cpu_put(rt, res, r * c + c0, cb, g, accumulate_res, ot);
+                        }
 #pragma omp simd
+                        for (int j = 0; j < cb; j++) {
+                            fs[j] += g[j];
+                            fx[j] += g[j] * (xr[j] - mean[j]);
+                        }
+                    }
                     for (int j = 0; j < cb; j++) {
-                        fs[j] += g[j];
-                        fx[j] += g[j] * (xr[j] - mean[j]);
+                        ps[b0 + j] += fs[j];
+                        px[b0 + j] += fx[j];
                     }
                 }
-                for (int j = 0; j < cb; j++) {
-                    ps[j] += fs[j];
-                    px[j] += fx[j];
-                }
-            }
-            add_in_thread_order(cb, ps, px, sdy, sdyx);
+            add_in_thread_order(gc, ps, px, gsdy, gsdyx);
         }
-        /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd; with SyncBN
-         * the two means run over every replica's rows, dgamma and dbeta stay this replica's */
-        double gdy[CB], gdyx[CB], n_all = (double)rows;
-        for (int j = 0; j < cb; j++) {
-            gdy[j] = sdy[j];
-            gdyx[j] = sdyx[j];
-        }
-        if (d->sync) {
-            double buf[2 * CB + 1];
-            buf[0] = (double)rows;
+        float ga[GC], gb[GC], gkx[GC]; /* dx = a*g - kx*(x-mean) - b, per channel */
+        for (int c0 = g0; c0 < g0 + gc; c0 += CB) {
+            const int cb = g0 + gc - c0 < CB ? g0 + gc - c0 : CB;
+            const double *sdy = gsdy + (c0 - g0), *sdyx = gsdyx + (c0 - g0);
+            /* dx = gamma*invstd*(dy - mean(dy) - xhat*mean(dy*xhat)), xhat = (x-mean)*invstd; with SyncBN
+             * the two means run over every replica's rows, dgamma and dbeta stay this replica's */
+            double gdy[CB], gdyx[CB], n_all = (double)rows;
             for (int j = 0; j < cb; j++) {
-                buf[1 + j] = sdy[j];
-                buf[1 + cb + j] = sdyx[j];
+                gdy[j] = sdy[j];
+                gdyx[j] = sdyx[j];
             }
-            if (d->sync(d->sync_ctx, buf, 2 * cb + 1) == 0) {
-                n_all = buf[0];
+            if (d->sync) {
+                double buf[2 * CB + 1];
+                buf[0] = (double)rows;
                 for (int j = 0; j < cb; j++) {
-                    gdy[j] = buf[1 + j];
-                    gdyx[j] = buf[1 + cb + j];
+                    buf[1 + j] = sdy[j];
+                    buf[1 + cb + j] = sdyx[j];
+                }
+                if (d->sync(d->sync_ctx, buf, 2 * cb + 1) == 0) {
+                    n_all = buf[0];
+                    for (int j = 0; j < cb; j++) {
+                        gdy[j] = buf[1 + j];
+                        gdyx[j] = buf[1 + cb + j];
+                    }
                 }
             }
-        }
-        float a[CB], b[CB], k[CB], gm[CB], dgm[CB], dbt[CB];
-        params_in(d->pt, gamma, c0, cb, gm);
-        if (accumulate_params) {
-            params_in(d->pt, dgamma, c0, cb, dgm);
-            params_in(d->pt, dbeta, c0, cb, dbt);
-        }
-        for (int j = 0; j < cb; j++) {
-            double invstd = save_invstd[c0 + j];
-            double dg = sdyx[j] * invstd, db = sdy[j];
+            float *a = ga + (c0 - g0), *b = gb + (c0 - g0), *k = gkx + (c0 - g0), gm[CB], dgm[CB], dbt[CB];
+            params_in(d->pt, gamma, c0, cb, gm);
             if (accumulate_params) {
-                dgm[j] += (float)dg;
-                dbt[j] += (float)db;
-            } else {
-                dgm[j] = (float)dg;
-                dbt[j] = (float)db;
+                params_in(d->pt, dgamma, c0, cb, dgm);
+                params_in(d->pt, dbeta, c0, cb, dbt);
             }
-            a[j] = (float)(gm[j] * invstd);                               /* times dy */
-            k[j] = (float)(gm[j] * invstd * invstd * invstd * gdyx[j] / n_all); /* times (x-mean) */
-            b[j] = (float)(gm[j] * invstd * gdy[j] / n_all);              /* constant */
+            for (int j = 0; j < cb; j++) {
+                double invstd = save_invstd[c0 + j];
+                double dg = sdyx[j] * invstd, db = sdy[j];
+                if (accumulate_params) {
+                    dgm[j] += (float)dg;
+                    dbt[j] += (float)db;
+                } else {
+                    dgm[j] = (float)dg;
+                    dbt[j] = (float)db;
+                }
+                a[j] = (float)(gm[j] * invstd);                               /* times dy */
+                k[j] = (float)(gm[j] * invstd * invstd * invstd * gdyx[j] / n_all); /* times (x-mean) */
+                b[j] = (float)(gm[j] * invstd * gdy[j] / n_all);              /* constant */
+            }
+            dt_cpu_store(d->pt, dgamma, c0, cb, dgm);
+            dt_cpu_store(d->pt, dbeta, c0, cb, dbt);
         }
-        dt_cpu_store(d->pt, dgamma, c0, cb, dgm);
-        dt_cpu_store(d->pt, dbeta, c0, cb, dbt);
 #pragma omp parallel for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
-            float xt[CB], ot[CB], g[CB];
-            const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
-            float *o = dt_cpu_out(d->xt, dx, r * xs + c0, cb, ot, accumulate_dx);
-            if (g_in_dx) /* the reduction pass left g there: o[j] reads g[j] before writing it */
-                memcpy(g, o, (size_t)cb * sizeof(float));
-            else
-                grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
-            if (accumulate_dx) {
+            for (int c0 = g0; c0 < g0 + gc; c0 += CB) {
+                const int cb = g0 + gc - c0 < CB ? g0 + gc - c0 : CB;
+                const float *a = ga + (c0 - g0), *b = gb + (c0 - g0), *k = gkx + (c0 - g0), *mean = save_mean + c0;
+                float xt[CB], ot[CB], g[CB];
+                const float *xr = dt_cpu_view(d->xt, x, r * xs + c0, cb, xt);
+                float *o = dt_cpu_out(d->xt, dx, r * xs + c0, cb, ot, accumulate_dx);
+                if (g_in_dx) /* the reduction pass left g there: o[j] reads g[j] before writing it */
+                    memcpy(g, o, (size_t)cb * sizeof(float));
+                else
+                    grad_row(d, dy, ym, xr, scale + c0, shift + c0, relu, r * c + c0, cb, g);
+                if (accumulate_dx) {
 #pragma omp simd
-                for (int j = 0; j < cb; j++)
-                    o[j] += a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
-            } else {
+                    for (int j = 0; j < cb; j++)
+                        o[j] += a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
+                } else {
 #pragma omp simd
-                for (int j = 0; j < cb; j++)
-                    o[j] = a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
+                    for (int j = 0; j < cb; j++)
+                        o[j] = a[j] * g[j] - k[j] * (xr[j] - mean[j]) - b[j];
+                }
+                dt_cpu_flush(d->xt, dx, r * xs + c0, cb, o);
             }
-            dt_cpu_flush(d->xt, dx, r * xs + c0, cb, o);
         }
     }
 }
