@@ -258,6 +258,12 @@ static double l2_rel(const float *a, const float *b, int64_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+#ifdef HAVE_DNNL
+static const int with_dnnl = 1;
+#else
+static const int with_dnnl = 0; /* every convolution on conv.c's NHWC */
+#endif
+
 /* A convolution on oneDNN's blocked layout against the same one on NHWC (checked against finite
  * differences above), on the same operands: every pass, with the adding ones, within float rounding
  * (the two layouts' kernels sum in different orders). Caller's layout is left as DT_CONV_LAYOUT_BLOCKED. */
@@ -276,22 +282,17 @@ static void check_conv_layouts(int n, int h, int w, int ch, int oc, int k, int s
         blocked[l] = dt_cpu_conv_blocked(&d);
         void *ws = malloc(be->conv_workspace(&d) + 1);
         float *y = out[l][0] = malloc((size_t)ny * sizeof(float)), *dx = out[l][1] = malloc((size_t)nx * sizeof(float)),
-              *dw = out[l][2] = malloc((size_t)nw * sizeof(float)), *db = out[l][3] = malloc((size_t)oc * sizeof(float));
+              *dw = out[l][2] = malloc((size_t)nw * sizeof(float)), *db = out[l][3] = calloc((size_t)oc, sizeof(float));
         be->conv_fwd(&d, x.f, wt.f, bias ? b.f : NULL, y, ws);
         for (int acc = 0; acc < 2; acc++) {
             be->conv_bwd_data(&d, g.f, wt.f, dx, acc, ws);
             be->conv_bwd_filter(&d, x.f, g.f, dw, bias ? db : NULL, acc, ws);
         }
-        if (!bias)
-            memset(db, 0, (size_t)oc * sizeof(float));
-        free(ws);
+        free(ws); /* without a bias db stays zero on both sides */
     }
     const int64_t len[4] = {ny, nx, nw, oc};
     double e[4];
-    int ok = !blocked[0] && blocked[1];
-#ifndef HAVE_DNNL
-    ok = !blocked[0] && !blocked[1]; /* every convolution on conv.c's NHWC */
-#endif
+    int ok = !blocked[0] && blocked[1] == with_dnnl;
     for (int i = 0; i < 4; i++) {
         e[i] = l2_rel(out[1][i], out[0][i], len[i]);
         ok &= e[i] < 1e-5;
@@ -307,7 +308,6 @@ static void check_conv_layouts(int n, int h, int w, int ch, int oc, int k, int s
     rm(&b);
     rm(&g);
 }
-
 
 /* a convolution on blocked activations whose images are big enough to run in slices (their copies
  * within conv_dnnl.c's BLK_CHUNK_BYTES of 24 MiB: 5 images, then 2): every pass, adding or not, against the
@@ -1575,11 +1575,6 @@ int main(void)
             dt_cpu_set_conv_layout(DT_CONV_LAYOUT_NHWC);
             int on_nhwc = dt_cpu_conv_blocked(&bd);
             dt_cpu_set_conv_layout(DT_CONV_LAYOUT_BLOCKED);
-#ifdef HAVE_DNNL
-            const int with_dnnl = 1;
-#else
-            const int with_dnnl = 0; /* every convolution on conv.c's NHWC */
-#endif
             TAP_OK(!on_nhwc && dt_cpu_conv_blocked(&bd) == with_dnnl,
                    "DT_CONV_LAYOUT_BLOCKED puts a 3x3 convolution of 32 channels on blocked activations, NHWC does not");
             tap_diag("fp32 convolutions on blocked activations (DT_CONV_LAYOUT=blocked)");

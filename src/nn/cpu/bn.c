@@ -4,13 +4,12 @@
  * not a reduction clause, which merges in the order threads finish: exact with 2 threads, since
  * a + b = b + a, but with 3 or more two runs of the same call could differ in the last bit). So the
  * bits depend on the thread count only, as "CPU runs are bit-reproducible for the same --threads"
- * says. Forward reads x twice (statistics, then the
- * affine map), backward reads x and dy twice. Each pass goes over the rows once for up to GC channels
- * (groups of 8 blocks), the blocks inside each row (or row block): a pass per block of 256 read
- * every row once per block, at half the speed past 256 channels (resnet50's 512 and 1024). Each
- * channel's sums keep the order above, so the bits are those of a block at a time. A fused ReLU's mask is recomputed in backward with
- * the forward's own scale and shift (saved), by the same expression (bn_affine), so its output
- * need not be kept. A fused activation (relu = DT_BN_ACT(a), backend.h) is act_fwd's formula
+ * says. Forward reads x twice (statistics, then the affine map), backward reads x and dy twice.
+ * Each pass goes over the rows once for up to GC channels (groups of 8 blocks), the blocks inside
+ * each row (or row block): a pass per block of 256 read every row once per block, at half the speed
+ * past 256 channels (resnet50's 512 and 1024). Each channel's sums keep the order above, so the bits
+ * are those of a block at a time. A fused ReLU's mask is recomputed in backward with the forward's
+ * own scale and shift (saved), by the same expression (bn_affine), so its output need not be kept. A fused activation (relu = DT_BN_ACT(a), backend.h) is act_fwd's formula
  * (act_f.h) on the affine map's value in the same pass, and backward recomputes that value the same
  * way for act_bwd's derivative, in both of its passes: the BN output's gradient exists only per row
  * tile, and the BN output needs no memory. In fp32 the values are those of bn, act_fwd and act_bwd,
@@ -20,9 +19,9 @@
  * in fp32 (the composition rounds both to the stored type). A residual block's tail (bn_add_relu_*)
  * adds the residual before the ReLU in the same pass, and its backward takes the mask from the
  * block's output (kept: the next block reads it) and writes the residual's gradient in the
- * reduction pass. Temporaries are per channel
- * block or group, on the stack (48 KiB for a group's sums, 32 KiB in each thread): no scratch
- * (bn_scratch is 0). fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
+ * reduction pass. Temporaries are per channel block or group, on the stack (a group's sums and
+ * coefficients up to 56 KiB, each thread's share of the sums 32 KiB): no scratch (bn_scratch is 0).
+ * fp16/bf16 rows and parameters are widened a row block at a time as they are read, results
  * rounded as they are stored (cpu.h's typed helpers).
  * x and dx may be the first c channels of a wider tensor (d->xs, the elements from one row to the next;
  * y and dy always packed): only their row offsets change, so every sum runs in the packed op's order and
@@ -346,7 +345,6 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
     for (int g0 = 0; g0 < c; g0 += GC) { /* a group of channel blocks per pass over the rows */
         const int gc = c - g0 < GC ? c - g0 : GC;
         double gsdy[GC] = {0}, gsdyx[GC] = {0}; /* sum dy, sum dy*(x-mean) */
-        const float *gmean = save_mean + g0;
 #pragma omp parallel
         {
             double ps[GC] = {0}, px[GC] = {0}; /* this thread's share */
@@ -354,7 +352,7 @@ static void bn_backward(const dt_bn_desc *d, const void *x, const void *dy, int 
             for (int64_t r0 = 0; r0 < rows; r0 += RB) /* float over RB rows (vectorised), double across */
                 for (int b0 = 0; b0 < gc; b0 += CB) {
                     const int cb = gc - b0 < CB ? gc - b0 : CB, c0 = g0 + b0;
-                    const float *mean = gmean + b0;
+                    const float *mean = save_mean + c0;
                     float fs[CB] = {0}, fx[CB] = {0};
                     for (int64_t r = r0; r < r0 + RB && r < rows; r++) {
                         float xt[CB], g[CB];
